@@ -1,0 +1,226 @@
+"""The BERT backbone, the base class shared by every BERT model, and input validation with clear errors."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from bertviz_lab.model.cache import Cache, DynamicCache, EncoderDecoderCache, StaticCache
+from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.layers import BERTEmbeddings, BERTEncoder, BERTPooler
+
+
+class BERTModelOutput(NamedTuple):
+    """What the backbone returns: token states, pooled [CLS] state, and the cache when decoding."""
+
+    last_hidden_state: torch.Tensor  # (B, T, C)
+    pooler_output: torch.Tensor | None  # (B, C)
+    past_key_values: Cache | None = None
+
+
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype, name: str = "attention_mask") -> torch.Tensor:
+    """Turn a 0/1 or boolean mask (1 = attend) into an additive one; an additive mask (values <= 0) passes through."""
+    if mask.dtype == torch.bool:
+        keep = mask
+    elif mask.is_floating_point() and bool((mask <= 0).all()) and not bool((mask == 1).any()):
+        return mask.to(dtype)  # already additive: 0 = attend, large negative = hidden
+    elif bool(((mask == 0) | (mask == 1)).all()):
+        keep = mask == 1
+    else:
+        raise ValueError(f"{name} must hold 0/1 (1 = attend), booleans, or additive values <= 0; "
+                         f"got values in [{mask.min().item()}, {mask.max().item()}].")
+    return torch.zeros(keep.shape, dtype=dtype, device=mask.device).masked_fill_(~keep, torch.finfo(dtype).min)
+
+
+def expand_mask(mask: torch.Tensor, batch: int, query_len: int, key_len: int, name: str) -> torch.Tensor:
+    """Check a 2D (B, S), 3D (B, T, S) or 4D (B, 1|nh, T, S) mask against the input and make it 4D."""
+    expected = {2: "(batch, key_len)", 3: "(batch, query_len, key_len)", 4: "(batch, 1 or heads, query_len, key_len)"}
+    if mask.dim() not in expected:
+        raise ValueError(f"{name} must be 2D, 3D or 4D, got shape {tuple(mask.shape)}.")
+    if mask.dim() == 2:
+        mask = mask[:, None, None, :]
+    elif mask.dim() == 3:
+        mask = mask[:, None, :, :]
+    b, _, q, k = mask.shape
+    if b not in (1, batch) or q not in (1, query_len) or k != key_len:
+        raise ValueError(f"{name} has shape {tuple(mask.shape)} but the input needs {expected[mask.dim()]} with "
+                         f"batch={batch}, query_len={query_len}, key_len={key_len}.")
+    return mask
+
+
+class BERTPreTrainedModel(nn.Module):
+    """Shared by the backbone and the heads: config, initialisation, devices, loading and saving."""
+
+    config: BERTConfig
+    base_model_prefix = "bert"
+
+    def __init__(self, config: BERTConfig) -> None:
+        super().__init__()
+        if not isinstance(config, BERTConfig):
+            raise TypeError(f"config must be a BERTConfig, got {type(config).__name__}.")
+        self.config = config
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """N(0, initializer_range) weights, zero biases, zeroed padding row, unit LayerNorm."""
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def post_init(self) -> None:
+        """Initialise every weight, then tie the output embeddings to the input ones."""
+        self.apply(self._init_weights)
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        """Heads with an MLM decoder share its weight with the word embeddings (when configured)."""
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+    def to(self, *args: Any, **kwargs: Any):
+        """Like nn.Module.to, and also accepts "auto" and "gpu" and checks the device exists."""
+        from bertviz_lab.device import select_device
+
+        if args and isinstance(args[0], str):
+            args = (select_device(args[0]), *args[1:])
+        elif isinstance(kwargs.get("device"), str):
+            kwargs["device"] = select_device(kwargs["device"])
+        return super().to(*args, **kwargs)
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        """Number of parameters, tied weights counted once."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    @classmethod
+    def from_pretrained(cls, path_or_weights: Any = None, *, weights: Any = None, config: BERTConfig | None = None,
+                        device: str | torch.device | None = None, strict: bool = False):
+        """Load an HF-format checkpoint folder or a registry entry (BERT_Weights); see weights.py."""
+        from bertviz_lab.model.weights import load_pretrained
+
+        return load_pretrained(cls, weights if weights is not None else path_or_weights, config=config,
+                               device=device, strict=strict)
+
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        """Write config.json and model.safetensors with Hugging Face parameter names."""
+        from bertviz_lab.model.weights import save_pretrained
+
+        save_pretrained(self, directory)
+
+
+class BERT(BERTPreTrainedModel):
+    """The BERT encoder (or decoder, with is_decoder) without a task head."""
+
+    base_model_prefix = ""
+
+    def __init__(self, config: BERTConfig, add_pooling_layer: bool | None = None) -> None:
+        super().__init__(config)
+        self.embeddings = BERTEmbeddings(config)
+        self.encoder = BERTEncoder(config)
+        add_pooling_layer = config.add_pooling_layer if add_pooling_layer is None else add_pooling_layer
+        self.pooler = BERTPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embeddings.word_embeddings = value
+
+    def _check_inputs(self, input_ids, inputs_embeds, token_type_ids, position_ids, past_length):
+        config = self.config
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        if input_ids is not None:
+            if input_ids.dim() != 2:
+                raise ValueError(f"input_ids must be 2D (batch, seq_len), got shape {tuple(input_ids.shape)}.")
+            if input_ids.is_floating_point():
+                raise TypeError(f"input_ids must be an integer tensor, got {input_ids.dtype}.")
+            if input_ids.numel():
+                low, high = int(input_ids.min()), int(input_ids.max())
+                if low < 0 or high >= config.vocab_size:
+                    bad = high if high >= config.vocab_size else low
+                    raise ValueError(f"input_ids contains token id {bad}, outside the vocabulary [0, {config.vocab_size}).")
+            shape = tuple(input_ids.shape)
+        else:
+            if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.hidden_size:
+                raise ValueError(f"inputs_embeds must be (batch, seq_len, {config.hidden_size}), "
+                                 f"got {tuple(inputs_embeds.shape)}.")
+            shape = tuple(inputs_embeds.shape[:2])
+        if position_ids is None and past_length + shape[1] > config.max_position_embeddings:
+            raise ValueError(f"sequence of {past_length + shape[1]} positions is longer than the model allows "
+                             f"(max_position_embeddings={config.max_position_embeddings}); truncate the input.")
+        if position_ids is not None and position_ids.numel() and int(position_ids.max()) >= config.max_position_embeddings:
+            raise ValueError(f"position_ids reach {int(position_ids.max())}, but max_position_embeddings is "
+                             f"{config.max_position_embeddings}.")
+        if token_type_ids is not None:
+            if token_type_ids.shape[-1] != shape[1] or token_type_ids.dim() != 2:
+                raise ValueError(f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected {shape}.")
+            if token_type_ids.numel() and (int(token_type_ids.max()) >= config.type_vocab_size or int(token_type_ids.min()) < 0):
+                raise ValueError(f"token_type_ids must lie in [0, {config.type_vocab_size}), "
+                                 f"got values up to {int(token_type_ids.max())}.")
+        return shape
+
+    def _self_attention_mask(self, attention_mask, batch, seq_len, past_length, key_len, cache_position, dtype, device):
+        mask = None
+        if attention_mask is not None:
+            mask = additive_mask(expand_mask(attention_mask, batch, seq_len, key_len, "attention_mask"), dtype)
+            if attention_mask.dim() == 2 and not self.config.is_decoder and bool((mask == 0).all()):
+                mask = None  # nothing to hide: SDPA's unmasked kernel is faster
+        if self.config.is_decoder:
+            key_positions = torch.arange(key_len, device=device)
+            allowed = key_positions[None, :] <= cache_position[:, None]  # (T, S)
+            causal = torch.zeros((seq_len, key_len), dtype=dtype, device=device)
+            causal.masked_fill_(~allowed, torch.finfo(dtype).min)
+            mask = causal[None, None] if mask is None else (mask + causal).clamp_min(torch.finfo(dtype).min)
+        return mask
+
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+                inputs_embeds: torch.Tensor | None = None, encoder_hidden_states: torch.Tensor | None = None,
+                encoder_attention_mask: torch.Tensor | None = None, past_key_values: Cache | None = None,
+                use_cache: bool | None = None, cache_position: torch.Tensor | None = None) -> BERTModelOutput:
+        config = self.config
+        use_cache = bool(config.is_decoder and (config.use_cache if use_cache is None else use_cache))
+        if past_key_values is not None and not config.is_decoder:
+            raise ValueError("past_key_values needs a decoder: build the model with BERTConfig(is_decoder=True).")
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache() if config.add_cross_attention else DynamicCache()
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if cache_position is not None and cache_position.numel():
+            past_length = int(cache_position[0])
+        B, T = self._check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids, past_length)
+        device = input_ids.device if input_ids is not None else inputs_embeds.device
+        if cache_position is None:
+            cache_position = torch.arange(past_length, past_length + T, device=device)
+        if position_ids is None and past_length:
+            position_ids = cache_position.unsqueeze(0)
+
+        x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, past_length)  # (B, T, C)
+        self_cache = getattr(past_key_values, "self_attention_cache", past_key_values)
+        key_len = self_cache.max_cache_len if isinstance(self_cache, StaticCache) else past_length + T
+        mask = self._self_attention_mask(attention_mask, B, T, past_length, key_len, cache_position, x.dtype, device)
+        cross_mask = None
+        if encoder_hidden_states is not None and encoder_attention_mask is not None:
+            cross_mask = additive_mask(expand_mask(encoder_attention_mask, B, T, encoder_hidden_states.shape[1],
+                                                   "encoder_attention_mask"), x.dtype, "encoder_attention_mask")
+        x = self.encoder(x, mask, encoder_hidden_states, cross_mask, past_key_values, cache_position)
+        pooled = self.pooler(x) if self.pooler is not None else None
+        return BERTModelOutput(x, pooled, past_key_values if use_cache else None)

@@ -1,0 +1,235 @@
+"""BERT building blocks: embeddings, attention (SDPA, or explicit when watched), feed-forward, layer, encoder, pooler.
+
+Shapes: B batch, T query length, S key length, C hidden size, nh heads, hs head size.
+Module and parameter names follow Hugging Face's BERT except the fused projections
+(`attention.self.qkv`, `crossattention.self.kv`), which weights.py splits and joins.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertviz_lab.model.cache import Cache, EncoderDecoderCache
+from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.trace.hooks import HookPoint
+
+
+def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
+    """The fixed sin/cos position table of 'Attention Is All You Need'; (num_positions, dim)."""
+    position = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)
+    freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(num_positions, dim)
+    table[:, 0::2] = torch.sin(position * freq)
+    table[:, 1::2] = torch.cos(position * freq[: dim // 2])
+    return table
+
+
+class BERTEmbeddings(nn.Module):
+    """Word + position + token-type embeddings, then LayerNorm and dropout."""
+
+    def __init__(self, config: BERTConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        if config.position_embedding_type == "absolute":
+            self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        else:
+            self.register_buffer("position_table", sinusoidal_table(config.max_position_embeddings, config.hidden_size),
+                                 persistent=False)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.hidden = HookPoint()
+
+    def forward(self, input_ids: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
+                past_length: int = 0) -> torch.Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)  # (B, T, C)
+        B, T = inputs_embeds.shape[:2]
+        if position_ids is None:
+            position_ids = torch.arange(past_length, past_length + T, device=inputs_embeds.device).unsqueeze(0)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros((1, T), dtype=torch.long, device=inputs_embeds.device)
+        if self.config.position_embedding_type == "absolute":
+            positions = self.position_embeddings(position_ids)
+        else:
+            positions = self.position_table[position_ids].to(inputs_embeds.dtype)
+        x = inputs_embeds + positions + self.token_type_embeddings(token_type_ids)
+        return self.hidden(self.dropout(self.LayerNorm(x)))
+
+
+class BERTSelfAttention(nn.Module):
+    """Multi-head attention: fused projections, SDPA by default, explicit softmax when `probs` is watched."""
+
+    def __init__(self, config: BERTConfig, layer_idx: int, is_cross_attention: bool = False) -> None:
+        super().__init__()
+        C = config.hidden_size
+        self.num_heads, self.head_size = config.num_attention_heads, config.head_size
+        self.layer_idx, self.is_cross_attention = layer_idx, is_cross_attention
+        self.is_decoder = config.is_decoder
+        if is_cross_attention:
+            self.query = nn.Linear(C, C)
+            self.kv = nn.Linear(C, 2 * C)
+        else:
+            self.qkv = nn.Linear(C, 3 * C)
+        self.dropout_p = config.attention_probs_dropout_prob
+        self.probs = HookPoint()  # (B, nh, T, S) attention probabilities, only computed when watched
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, -1, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+
+    def _project(self, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None,
+                 cache: Cache | None, cache_position: torch.Tensor | None):
+        if not self.is_cross_attention:
+            q, k, v = self._heads(self.qkv(hidden_states)).chunk(3, dim=1)  # 3 x (B, nh, T, hs)
+            if cache is not None:
+                k, v = cache.update(k, v, self.layer_idx, cache_position)
+            return q, k, v
+        q = self._heads(self.query(hidden_states))
+        cached = cache.cross_attention(self.layer_idx) if isinstance(cache, EncoderDecoderCache) else None
+        if cached is not None:
+            return (q, *cached)
+        k, v = self._heads(self.kv(encoder_hidden_states)).chunk(2, dim=1)  # 2 x (B, nh, S, hs)
+        if isinstance(cache, EncoderDecoderCache):
+            cache.set_cross_attention(self.layer_idx, k, v)
+        return q, k, v
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                encoder_hidden_states: torch.Tensor | None = None, cache: Cache | None = None,
+                cache_position: torch.Tensor | None = None) -> torch.Tensor:
+        B, T, C = hidden_states.shape
+        q, k, v = self._project(hidden_states, encoder_hidden_states, cache, cache_position)
+        dropout_p = self.dropout_p if self.training else 0.0
+        if self.probs.is_watched:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_size))  # (B, nh, T, S)
+            if attention_mask is not None:
+                scores = scores + attention_mask
+            probs = self.probs(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype))
+            y = F.dropout(probs, dropout_p, self.training) @ v  # (B, nh, T, hs)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=dropout_p)
+        return y.transpose(1, 2).reshape(B, T, C)
+
+
+class BERTSelfOutput(nn.Module):
+    """Output projection of attention, residual, post-LayerNorm."""
+
+    def __init__(self, config: BERTConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
+
+
+class BERTAttention(nn.Module):
+    """Self- or cross-attention followed by its output projection."""
+
+    def __init__(self, config: BERTConfig, layer_idx: int, is_cross_attention: bool = False) -> None:
+        super().__init__()
+        self.self = BERTSelfAttention(config, layer_idx, is_cross_attention)
+        self.output = BERTSelfOutput(config)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                encoder_hidden_states: torch.Tensor | None = None, cache: Cache | None = None,
+                cache_position: torch.Tensor | None = None) -> torch.Tensor:
+        y = self.self(hidden_states, attention_mask, encoder_hidden_states, cache, cache_position)
+        return self.output(y, hidden_states)
+
+
+class BERTIntermediate(nn.Module):
+    """First feed-forward projection and activation."""
+
+    def __init__(self, config: BERTConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = config.activation()
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class BERTOutput(nn.Module):
+    """Second feed-forward projection, residual, post-LayerNorm."""
+
+    def __init__(self, config: BERTConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
+
+
+class BERTLayer(nn.Module):
+    """One post-LN transformer block: attention, optional cross-attention, chunkable feed-forward."""
+
+    def __init__(self, config: BERTConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.chunk_size = config.chunk_size_feed_forward
+        self.attention = BERTAttention(config, layer_idx)
+        if config.add_cross_attention:
+            self.crossattention = BERTAttention(config, layer_idx, is_cross_attention=True)
+        self.intermediate = BERTIntermediate(config)
+        self.output = BERTOutput(config)
+        self.hidden = HookPoint()  # (B, T, C) the residual stream after this layer
+
+    def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Intermediate + output on (a chunk of) the sequence."""
+        return self.output(self.intermediate(x), x)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                encoder_hidden_states: torch.Tensor | None = None, encoder_attention_mask: torch.Tensor | None = None,
+                cache: Cache | None = None, cache_position: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.attention(hidden_states, attention_mask, cache=cache, cache_position=cache_position)
+        if encoder_hidden_states is not None:
+            if not hasattr(self, "crossattention"):
+                raise ValueError("encoder_hidden_states were given but this model has no cross-attention "
+                                 "(build it with BERTConfig(is_decoder=True, add_cross_attention=True)).")
+            x = self.crossattention(x, encoder_attention_mask, encoder_hidden_states, cache=cache)
+        if self.chunk_size:
+            T = x.shape[1]
+            if T % self.chunk_size:
+                raise ValueError(f"sequence length {T} is not a multiple of chunk_size_feed_forward={self.chunk_size}; "
+                                 "pad the input or choose a chunk size that divides it.")
+            x = torch.cat([self.feed_forward(part) for part in x.split(self.chunk_size, dim=1)], dim=1)
+        else:
+            x = self.feed_forward(x)
+        return self.hidden(x)
+
+
+class BERTEncoder(nn.Module):
+    """The stack of layers."""
+
+    def __init__(self, config: BERTConfig) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(BERTLayer(config, i) for i in range(config.num_hidden_layers))
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                encoder_hidden_states: torch.Tensor | None = None, encoder_attention_mask: torch.Tensor | None = None,
+                cache: Cache | None = None, cache_position: torch.Tensor | None = None) -> torch.Tensor:
+        for layer in self.layer:
+            hidden_states = layer(hidden_states, attention_mask, encoder_hidden_states, encoder_attention_mask,
+                                  cache, cache_position)
+        return hidden_states
+
+
+class BERTPooler(nn.Module):
+    """Dense + tanh on the first ([CLS]) token."""
+
+    def __init__(self, config: BERTConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(hidden_states[:, 0]))

