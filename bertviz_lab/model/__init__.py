@@ -1,8 +1,37 @@
 """The BERT model family: config, backbone, task heads, tokenizer, weights and factories."""
 
-from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.bert import BERT, BERTModelOutput, BERTPreTrainedModel
 from bertviz_lab.model.cache import DynamicCache, EncoderDecoderCache, StaticCache
+from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.factory import (
+    BERTWithDictOutput,
+    bert_for_causal_lm_base,
+    bert_for_causal_lm_large,
+    bert_for_masked_lm_base,
+    bert_for_masked_lm_large,
+    bert_for_next_sentence_prediction_base,
+    bert_for_next_sentence_prediction_large,
+    bert_for_pre_training_base,
+    bert_for_pre_training_large,
+    bert_for_question_answering_base,
+    bert_for_question_answering_large,
+    bert_for_sequence_classification_base,
+    bert_for_sequence_classification_large,
+    bert_for_token_classification_base,
+    bert_for_token_classification_large,
+    create_bert_model,
+)
+from bertviz_lab.model.heads import (
+    BERTForCausalLM,
+    BERTForMaskedLM,
+    BERTForNextSentencePrediction,
+    BERTForPreTraining,
+    BERTForQuestionAnswering,
+    BERTForSequenceClassification,
+    BERTForTokenClassification,
+)
+from bertviz_lab.model.weights import BERT_Weights, LoadReport, load_default
 
-__all__ = ["BERTConfig", "BERT", "BERTModelOutput", "BERTPreTrainedModel", "DynamicCache", "EncoderDecoderCache",
-           "StaticCache"]
+__all__ = [name for name in dir() if not name.startswith("_") and name not in {"bert", "cache", "config", "factory",
+                                                                                 "heads", "weights", "layers",
+                                                                                 "pretraining"}]
