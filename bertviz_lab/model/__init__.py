@@ -30,8 +30,9 @@ from bertviz_lab.model.heads import (
     BERTForSequenceClassification,
     BERTForTokenClassification,
 )
+from bertviz_lab.model.tokenizer import BERTTokenizerFast
 from bertviz_lab.model.weights import BERT_Weights, LoadReport, load_default
 
 __all__ = [name for name in dir() if not name.startswith("_") and name not in {"bert", "cache", "config", "factory",
-                                                                                 "heads", "weights", "layers",
+                                                                                 "heads", "weights", "layers", "tokenizer",
                                                                                  "pretraining"}]

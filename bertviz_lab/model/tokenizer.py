@@ -1,0 +1,670 @@
+"""BERTTokenizerFast: a WordPiece tokenizer over the `tokenizers` library that turns text into BERT inputs.
+
+The pipeline is the one BERT was trained with: BertNormalizer (clean, lowercase, strip accents, space out CJK)
+-> BertPreTokenizer (split on whitespace and punctuation) -> WordPiece (greedy longest match, `##` continuations)
+-> TemplateProcessing (`[CLS] A [SEP]` with type ids 0, `[CLS] A [SEP] B [SEP]` with type ids 0 then 1).
+Batches go through the Rust `encode_batch`, and tensors are built with one `torch.tensor` call per field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Sequence, Union
+
+import numpy as np
+import torch
+from tokenizers import AddedToken, Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers.models import WordPiece
+from tokenizers.trainers import WordPieceTrainer
+
+__all__ = ["BERTTokenizerFast", "BatchEncoding", "load_vocab"]
+
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_FILE = "tokenizer.json"
+CONFIG_FILE = "tokenizer_config.json"
+
+PathLike = Union[str, os.PathLike]
+TextInput = Union[str, tuple[str, str]]
+Ids = Union[int, Sequence[int], torch.Tensor]
+
+# User-facing strategy names -> the names the `tokenizers` library uses (None = off).
+_PADDING: dict[Any, str | None] = {False: None, "do_not_pad": None, True: "longest", "longest": "longest", "max_length": "max_length"}
+_TRUNCATION: dict[Any, str | None] = {
+    False: None,
+    "do_not_truncate": None,
+    True: "longest_first",
+    "longest_first": "longest_first",
+    "only_first": "only_first",
+    "only_second": "only_second",
+}
+# tokenizer_config.json keys that map onto constructor arguments.
+_CONFIG_KEYS = (
+    "do_lower_case",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+    "strip_accents",
+    "tokenize_chinese_chars",
+    "model_max_length",
+)
+_SPECIAL_ATTRS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")  # Hugging Face's order
+
+
+def load_vocab(vocab_file: PathLike) -> dict[str, int]:
+    """Read a BERT vocab.txt (one token per line, id = line number), as transformers does."""
+    with open(vocab_file, encoding="utf-8") as f:
+        return {line.rstrip("\n"): i for i, line in enumerate(f)}
+
+
+def clean_up_tokenization(text: str) -> str:
+    """Remove the spaces WordPiece decoding leaves before punctuation and contractions (Hugging Face's rules)."""
+    return (
+        text.replace(" .", ".")
+        .replace(" ?", "?")
+        .replace(" !", "!")
+        .replace(" ,", ",")
+        .replace(" ' ", "'")
+        .replace(" n't", "n't")
+        .replace(" 'm", "'m")
+        .replace(" 's", "'s")
+        .replace(" 've", "'ve")
+        .replace(" 're", "'re")
+    )
+
+
+def _resolve_device(device: str | torch.device) -> torch.device:
+    """Accept "gpu" as an alias of "cuda", as the models' .to() does."""
+    if isinstance(device, str) and device.startswith("gpu"):
+        device = "cuda" + device[3:]
+    return torch.device(device)
+
+
+class BatchEncoding(dict):
+    """The tokenizer's output: a plain dict of lists or tensors, plus .to(device) so `model(**enc.to(dev))` works."""
+
+    def to(self, device: str | torch.device) -> "BatchEncoding":
+        """Move every tensor value to `device` (in place) and return self."""
+        dev = _resolve_device(device)
+        for key, value in self.items():
+            if isinstance(value, torch.Tensor):
+                self[key] = value.to(dev)
+        return self
+
+
+def _existing_file(path: PathLike, what: str) -> Path:
+    """Fail early with the path in the message instead of a Rust error deep in `tokenizers`."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{what} not found: {str(p)!r} does not exist or is not a file")
+    return p
+
+
+def _check_choice(value: Any, table: dict[Any, str | None], name: str) -> str | None:
+    """Map a padding/truncation argument to its strategy, or name the bad value."""
+    if isinstance(value, (bool, str)) and value in table:
+        return table[value]
+    allowed = ", ".join(repr(k) for k in table)
+    raise ValueError(f"{name}={value!r} is not a known {name} strategy; expected one of {allowed}")
+
+
+def _as_id_list(ids: Ids) -> list[int]:
+    """Accept an int, a sequence of ints, or a 0-D/1-D tensor, and return a list of Python ints."""
+    if isinstance(ids, torch.Tensor):
+        if ids.dim() > 1:
+            raise ValueError(f"expected a 1-D tensor of token ids, got shape {tuple(ids.shape)}; use batch_decode for 2-D")
+        ids = ids.tolist()
+    if isinstance(ids, int):
+        return [ids]
+    return [int(i) for i in ids]
+
+
+class BERTTokenizerFast:
+    """Fast BERT WordPiece tokenizer with a Hugging Face-like API, built on the `tokenizers` library."""
+
+    def __init__(
+        self,
+        vocab_file: PathLike | None = None,
+        tokenizer_file: PathLike | None = None,
+        do_lower_case: bool = True,
+        unk_token: str = "[UNK]",
+        sep_token: str = "[SEP]",
+        pad_token: str = "[PAD]",
+        cls_token: str = "[CLS]",
+        mask_token: str = "[MASK]",
+        strip_accents: bool | None = None,
+        tokenize_chinese_chars: bool = True,
+        model_max_length: int = 512,
+    ) -> None:
+        specials = dict(unk_token=unk_token, sep_token=sep_token, pad_token=pad_token, cls_token=cls_token, mask_token=mask_token)
+        if tokenizer_file is not None:
+            path = _existing_file(tokenizer_file, "tokenizer file")
+            backend = Tokenizer.from_file(str(path))
+            source = str(path)
+        elif vocab_file is not None:
+            path = _existing_file(vocab_file, "vocab file")
+            vocab = load_vocab(path)
+            backend = self._build_backend(vocab, do_lower_case, strip_accents, tokenize_chinese_chars, specials, str(path))
+            source = str(path)
+        else:
+            raise ValueError(
+                "BERTTokenizerFast needs vocab_file= (a vocab.txt) or tokenizer_file= (a tokenizer.json), got neither; "
+                "use BERTTokenizerFast.from_pretrained(folder) or BERTTokenizerFast.train_from_texts(texts) instead"
+            )
+        self._setup(backend, specials, do_lower_case, strip_accents, tokenize_chinese_chars, model_max_length, source)
+
+    # ------------------------------------------------------------------ construction
+
+    @staticmethod
+    def _build_backend(
+        vocab: dict[str, int] | None,
+        do_lower_case: bool,
+        strip_accents: bool | None,
+        tokenize_chinese_chars: bool,
+        specials: dict[str, str],
+        source: str,
+    ) -> Tokenizer:
+        """Assemble the BERT pipeline around a vocabulary (None = an empty WordPiece model to train)."""
+        if vocab is not None:
+            for name, token in specials.items():
+                if token not in vocab:
+                    raise ValueError(f"the vocabulary {source} has no {name} {token!r}; add it or pass {name}= with a token it has")
+            backend = Tokenizer(WordPiece(vocab, unk_token=specials["unk_token"], max_input_chars_per_word=100))
+        else:
+            backend = Tokenizer(WordPiece(unk_token=specials["unk_token"], max_input_chars_per_word=100))
+        backend.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=tokenize_chinese_chars, strip_accents=strip_accents, lowercase=do_lower_case
+        )
+        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        backend.decoder = decoders.WordPiece(prefix="##", cleanup=True)  # what transformers writes, for interop
+        return backend
+
+    def _setup(
+        self,
+        backend: Tokenizer,
+        specials: dict[str, str],
+        do_lower_case: bool,
+        strip_accents: bool | None,
+        tokenize_chinese_chars: bool,
+        model_max_length: int,
+        source: str,
+    ) -> None:
+        """Validate special tokens, register them, and drop any fixed padding/truncation a tokenizer.json carries."""
+        backend.no_padding()  # e.g. the MiniLM tokenizer.json pads and truncates everything to 128
+        backend.no_truncation()
+        for name, token in specials.items():
+            if backend.token_to_id(token) is None:
+                raise ValueError(f"the vocabulary {source} has no {name} {token!r}; add it or pass {name}= with a token it has")
+        # Registered as special added tokens: "[MASK]" typed in text stays one token, and decode can skip them.
+        backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials.values()])
+        if backend.post_processor is None:
+            cls, sep = specials["cls_token"], specials["sep_token"]
+            backend.post_processor = processors.TemplateProcessing(
+                single=f"{cls}:0 $A:0 {sep}:0",
+                pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+                special_tokens=[(cls, backend.token_to_id(cls)), (sep, backend.token_to_id(sep))],
+            )
+        norm = backend.normalizer
+        if isinstance(norm, normalizers.BertNormalizer):  # the file, not the arguments, decides how text is normalized
+            do_lower_case, strip_accents, tokenize_chinese_chars = norm.lowercase, norm.strip_accents, norm.handle_chinese_chars
+        if not isinstance(model_max_length, int) or model_max_length < 1:
+            raise ValueError(f"model_max_length must be a positive int, got {model_max_length!r}")
+
+        self._tokenizer = backend
+        self._lock = threading.Lock()  # padding/truncation are set on the shared backend for the length of one call
+        self.unk_token, self.sep_token, self.pad_token = specials["unk_token"], specials["sep_token"], specials["pad_token"]
+        self.cls_token, self.mask_token = specials["cls_token"], specials["mask_token"]
+        self.do_lower_case = bool(do_lower_case)
+        self.strip_accents = strip_accents
+        self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
+        self.model_max_length = model_max_length
+        prefix = getattr(backend.model, "continuing_subword_prefix", "##")
+        self._decoder = decoders.WordPiece(prefix=prefix, cleanup=False)  # cleanup is applied by decode() when asked
+        self._ids = {name: backend.token_to_id(token) for name, token in specials.items()}
+
+    @classmethod
+    def _from_backend(cls, backend: Tokenizer, **kwargs: Any) -> "BERTTokenizerFast":
+        """Wrap an already-built `tokenizers.Tokenizer` (used by train_from_texts)."""
+        self = cls.__new__(cls)
+        specials = {name: kwargs.get(name, default) for name, default in zip(_SPECIAL_ATTRS, ("[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]"))}
+        self._setup(
+            backend,
+            specials,
+            kwargs.get("do_lower_case", True),
+            kwargs.get("strip_accents"),
+            kwargs.get("tokenize_chinese_chars", True),
+            kwargs.get("model_max_length", 512),
+            "trained tokenizer",
+        )
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle without the lock (DataLoader workers with spawn need this)."""
+        state = self.__dict__.copy()
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Recreate the lock after unpickling."""
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ save / load / train
+
+    @classmethod
+    def from_pretrained(cls, path: PathLike, **overrides: Any) -> "BERTTokenizerFast":
+        """Load from a local folder written by save_pretrained (or a Hugging Face BERT folder): tokenizer.json, else vocab.txt."""
+        p = Path(path)
+        if not p.exists():
+            raise FileNotFoundError(
+                f"no tokenizer at {str(p)!r}: expected a local folder with {TOKENIZER_FILE} or {VOCAB_FILE} "
+                "(BERTTokenizerFast never downloads; save one with save_pretrained)"
+            )
+        if p.is_file():  # a tokenizer.json or vocab.txt given directly
+            key = "tokenizer_file" if p.suffix == ".json" else "vocab_file"
+            return cls(**{key: p}, **overrides)
+        kwargs: dict[str, Any] = {}
+        config_path = p / CONFIG_FILE
+        if config_path.is_file():
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+            for key in _CONFIG_KEYS:
+                value = config.get(key)
+                if isinstance(value, dict) and "content" in value:  # a serialized AddedToken
+                    value = value["content"]
+                if value is not None or key == "strip_accents":
+                    kwargs[key] = value
+            if "model_max_length" in kwargs:
+                kwargs["model_max_length"] = int(kwargs["model_max_length"])
+        kwargs.update(overrides)
+        if (p / TOKENIZER_FILE).is_file():
+            return cls(tokenizer_file=p / TOKENIZER_FILE, **kwargs)
+        if (p / VOCAB_FILE).is_file():
+            return cls(vocab_file=p / VOCAB_FILE, **kwargs)
+        raise FileNotFoundError(f"no {TOKENIZER_FILE} or {VOCAB_FILE} in {str(p)!r}")
+
+    def save_pretrained(self, save_directory: PathLike) -> tuple[str, ...]:
+        """Write vocab.txt, tokenizer.json and tokenizer_config.json (also loadable by transformers); returns the paths."""
+        out = Path(save_directory)
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"save_pretrained needs a directory, but {str(out)!r} is a file")
+        out.mkdir(parents=True, exist_ok=True)
+        vocab = self._tokenizer.get_vocab(with_added_tokens=False)
+        vocab_path = out / VOCAB_FILE
+        with open(vocab_path, "w", encoding="utf-8") as f:
+            for token, _ in sorted(vocab.items(), key=lambda kv: kv[1]):
+                f.write(token + "\n")
+        tokenizer_path = out / TOKENIZER_FILE
+        self._tokenizer.save(str(tokenizer_path))
+        config = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self.do_lower_case,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
+            "model_max_length": self.model_max_length,
+            "clean_up_tokenization_spaces": True,
+            **{name: getattr(self, name) for name in _SPECIAL_ATTRS},
+        }
+        config_path = out / CONFIG_FILE
+        config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        return str(vocab_path), str(tokenizer_path), str(config_path)
+
+    @classmethod
+    def train_from_texts(
+        cls,
+        texts: Iterable[str],
+        vocab_size: int = 8000,
+        min_frequency: int = 2,
+        do_lower_case: bool = True,
+        **kwargs: Any,
+    ) -> "BERTTokenizerFast":
+        """Learn a WordPiece vocabulary from texts; [PAD]=0, [UNK], [CLS], [SEP], [MASK] get ids 0-4.
+
+        Extra keyword arguments: the special token names, strip_accents, tokenize_chinese_chars, model_max_length,
+        and the trainer's limit_alphabet, initial_alphabet, show_progress.
+        """
+        if isinstance(texts, str):
+            raise TypeError("train_from_texts expects an iterable of texts, got a single str; wrap it in a list")
+        trainer_keys = {"limit_alphabet", "initial_alphabet", "show_progress"}
+        known = set(_SPECIAL_ATTRS) | {"strip_accents", "tokenize_chinese_chars", "model_max_length"} | trainer_keys
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise TypeError(f"train_from_texts got unexpected keyword arguments {unknown}; expected some of {sorted(known)}")
+        specials = {name: kwargs.get(name, default) for name, default in zip(_SPECIAL_ATTRS, ("[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]"))}
+        ordered = [specials["pad_token"], specials["unk_token"], specials["cls_token"], specials["sep_token"], specials["mask_token"]]
+        if not isinstance(vocab_size, int) or vocab_size <= len(ordered):
+            raise ValueError(f"vocab_size must be an int larger than the {len(ordered)} special tokens, got {vocab_size!r}")
+        backend = cls._build_backend(
+            None, do_lower_case, kwargs.get("strip_accents"), kwargs.get("tokenize_chinese_chars", True), specials, "training"
+        )
+        trainer_kwargs = {k: kwargs[k] for k in ("limit_alphabet", "initial_alphabet") if k in kwargs}
+        trainer = WordPieceTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=ordered,
+            show_progress=kwargs.get("show_progress", False),
+            continuing_subword_prefix="##",
+            **trainer_kwargs,
+        )
+        backend.train_from_iterator(texts, trainer=trainer)
+        rest = {k: v for k, v in kwargs.items() if k not in trainer_keys}
+        return cls._from_backend(backend, do_lower_case=do_lower_case, **rest)
+
+    # ------------------------------------------------------------------ vocabulary
+
+    @property
+    def backend_tokenizer(self) -> Tokenizer:
+        """The underlying `tokenizers.Tokenizer` (no padding or truncation set on it)."""
+        return self._tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        """Size of the WordPiece vocabulary (the model's embedding rows)."""
+        return self._tokenizer.get_vocab_size(with_added_tokens=False)
+
+    @property
+    def vocab(self) -> dict[str, int]:
+        """A fresh token -> id dict."""
+        return self._tokenizer.get_vocab(with_added_tokens=True)
+
+    def __len__(self) -> int:
+        """Vocabulary size including added tokens."""
+        return self._tokenizer.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def pad_token_id(self) -> int:
+        """Id of [PAD], used for padding and ignored by attention."""
+        return self._ids["pad_token"]
+
+    @property
+    def cls_token_id(self) -> int:
+        """Id of [CLS], the first token of every sequence."""
+        return self._ids["cls_token"]
+
+    @property
+    def sep_token_id(self) -> int:
+        """Id of [SEP], which ends each segment."""
+        return self._ids["sep_token"]
+
+    @property
+    def mask_token_id(self) -> int:
+        """Id of [MASK], what masked-LM inputs replace tokens with."""
+        return self._ids["mask_token"]
+
+    @property
+    def unk_token_id(self) -> int:
+        """Id of [UNK], for words WordPiece cannot spell."""
+        return self._ids["unk_token"]
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        """The special tokens, in Hugging Face's order (unk, sep, pad, cls, mask)."""
+        return [getattr(self, name) for name in _SPECIAL_ATTRS]
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        """Ids of the special tokens, in the order of all_special_tokens."""
+        return [self._ids[name] for name in _SPECIAL_ATTRS]
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(vocab_size={self.vocab_size}, do_lower_case={self.do_lower_case}, "
+            f"model_max_length={self.model_max_length})"
+        )
+
+    def tokenize(self, text: str) -> list[str]:
+        """WordPiece tokens of `text`, without special tokens."""
+        self._check_text(text, "text")
+        return self._tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        """Map token(s) to id(s); tokens outside the vocabulary map to [UNK]."""
+        unk = self.unk_token_id
+        if isinstance(tokens, str):
+            tid = self._tokenizer.token_to_id(tokens)
+            return unk if tid is None else tid
+        out = []
+        for t in tokens:
+            tid = self._tokenizer.token_to_id(t)
+            out.append(unk if tid is None else tid)
+        return out
+
+    def convert_ids_to_tokens(self, ids: Ids, skip_special_tokens: bool = False) -> str | list[str]:
+        """Map id(s) to token string(s), optionally dropping special tokens."""
+        single = isinstance(ids, int) or (isinstance(ids, torch.Tensor) and ids.dim() == 0)
+        id_list = _as_id_list(ids)
+        n = len(self)
+        special = set(self.all_special_ids) if skip_special_tokens else ()
+        tokens = []
+        for i in id_list:
+            if not 0 <= i < n:
+                raise ValueError(f"token id {i} is outside the vocabulary (ids 0..{n - 1})")
+            if i not in special:
+                tokens.append(self._tokenizer.id_to_token(i))
+        if single:
+            return tokens[0] if tokens else ""
+        return tokens
+
+    # ------------------------------------------------------------------ encoding
+
+    @staticmethod
+    def _check_text(text: Any, name: str) -> None:
+        """Raise a TypeError naming the argument when it is not a str."""
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+
+    def _encode_batch(
+        self,
+        inputs: list[TextInput],
+        add_special_tokens: bool,
+        max_length: int | None,
+        truncation: bool | str,
+        padding: bool | str,
+    ) -> list[Encoding]:
+        """Encode many inputs in one Rust call, with padding/truncation set on the backend for this call only."""
+        trunc = _check_choice(truncation, _TRUNCATION, "truncation")
+        pad = _check_choice(padding, _PADDING, "padding")
+        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
+            raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
+        limit = max_length if max_length is not None else self.model_max_length
+        limit_name = "max_length" if max_length is not None else "model_max_length"
+        if trunc is not None and add_special_tokens:
+            n_special = max(self._tokenizer.num_special_tokens_to_add(isinstance(x, tuple)) for x in inputs) if inputs else 0
+            if limit < n_special + 1:
+                raise ValueError(f"{limit_name}={limit} leaves no room for text next to the {n_special} special tokens")
+        with self._lock:
+            try:
+                if trunc is not None:
+                    self._tokenizer.enable_truncation(limit, strategy=trunc)
+                if pad is not None:
+                    self._tokenizer.enable_padding(
+                        pad_id=self.pad_token_id,
+                        pad_type_id=0,
+                        pad_token=self.pad_token,
+                        length=limit if pad == "max_length" else None,
+                    )
+                encodings = self._tokenizer.encode_batch(inputs, add_special_tokens=add_special_tokens)
+            except Exception as err:  # tokenizers raises bare Exceptions, e.g. only_second without a second text
+                raise ValueError(f"tokenization failed with truncation={truncation!r}, max_length={max_length!r}: {err}") from err
+            finally:
+                self._tokenizer.no_truncation()
+                self._tokenizer.no_padding()
+        if trunc is None:
+            for i, enc in enumerate(encodings):
+                if len(enc.ids) > limit:
+                    n = sum(enc.attention_mask)  # the real length, in case padding stretched it
+                    if n > limit:
+                        where = "text is" if len(encodings) == 1 else f"text {i} of the batch is"
+                        raise ValueError(f"{where} {n} tokens long, longer than {limit_name}={limit}; pass truncation=True")
+        return encodings
+
+    @staticmethod
+    def _to_output(
+        encodings: list[Encoding],
+        return_tensors: str | None,
+        return_special_tokens_mask: bool,
+        return_offsets_mapping: bool,
+        single: bool,
+    ) -> BatchEncoding:
+        """Collect fields from encodings into lists (single: flat) or (B, T) long tensors."""
+        data: dict[str, Any] = {
+            "input_ids": [e.ids for e in encodings],
+            "token_type_ids": [e.type_ids for e in encodings],
+            "attention_mask": [e.attention_mask for e in encodings],
+        }
+        if return_special_tokens_mask:
+            data["special_tokens_mask"] = [e.special_tokens_mask for e in encodings]
+        if return_offsets_mapping:
+            data["offsets"] = [e.offsets for e in encodings]
+        if return_tensors == "pt":
+            if not encodings:
+                return BatchEncoding({k: torch.empty((0, 0), dtype=torch.long) for k in data})
+            # one conversion per field; via numpy because torch.tensor(nested lists) is ~6x slower on big batches
+            return BatchEncoding({k: torch.from_numpy(np.array(v, dtype=np.int64)) for k, v in data.items()})
+        if single:
+            return BatchEncoding({k: v[0] for k, v in data.items()})
+        return BatchEncoding(data)
+
+    @staticmethod
+    def _check_return_tensors(return_tensors: Any) -> None:
+        """Only lists (None) and PyTorch ("pt") are supported."""
+        if return_tensors not in (None, "pt"):
+            raise ValueError(f"return_tensors={return_tensors!r} is not supported; expected None (lists) or 'pt' (torch tensors)")
+
+    def encode(
+        self,
+        text_a: str,
+        text_b: str | None = None,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str = False,
+        padding: bool | str = False,
+    ) -> list[int]:
+        """Token ids of one text or text pair (with [CLS]/[SEP] by default)."""
+        self._check_text(text_a, "text_a")
+        if text_b is not None:
+            self._check_text(text_b, "text_b")
+        item: TextInput = text_a if text_b is None else (text_a, text_b)
+        return self._encode_batch([item], add_special_tokens, max_length, truncation, padding)[0].ids
+
+    def encode_plus(
+        self,
+        text_a: str,
+        text_b: str | None = None,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str = False,
+        padding: bool | str = False,
+        return_tensors: str | None = None,
+        return_special_tokens_mask: bool = True,
+        return_offsets_mapping: bool = False,
+    ) -> BatchEncoding:
+        """Model inputs for one text or pair: input_ids, token_type_ids, attention_mask, special_tokens_mask (lists or (1, T) tensors)."""
+        self._check_text(text_a, "text_a")
+        if text_b is not None:
+            self._check_text(text_b, "text_b")
+        self._check_return_tensors(return_tensors)
+        item: TextInput = text_a if text_b is None else (text_a, text_b)
+        encodings = self._encode_batch([item], add_special_tokens, max_length, truncation, padding)
+        return self._to_output(encodings, return_tensors, return_special_tokens_mask, return_offsets_mapping, single=True)
+
+    def batch_encode_plus(
+        self,
+        texts: Sequence[str],
+        text_pairs: Sequence[str] | None = None,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str = False,
+        padding: bool | str = False,
+        return_tensors: str | None = None,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+    ) -> BatchEncoding:
+        """Model inputs for a batch; with return_tensors="pt" they are (B, T) long tensors, padded to the longest at least."""
+        if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
+            raise TypeError(f"texts must be a list or tuple of str, got {type(texts).__name__}")
+        for i, t in enumerate(texts):
+            self._check_text(t, f"texts[{i}]")
+        inputs: list[TextInput]
+        if text_pairs is None:
+            inputs = list(texts)
+        else:
+            if isinstance(text_pairs, str) or not isinstance(text_pairs, (list, tuple)):
+                raise TypeError(f"text_pairs must be a list or tuple of str, got {type(text_pairs).__name__}")
+            if len(text_pairs) != len(texts):
+                raise ValueError(f"got {len(texts)} texts but {len(text_pairs)} text_pairs; they must pair up one to one")
+            for i, t in enumerate(text_pairs):
+                self._check_text(t, f"text_pairs[{i}]")
+            inputs = list(zip(texts, text_pairs))
+        self._check_return_tensors(return_tensors)
+        if return_tensors == "pt" and _check_choice(padding, _PADDING, "padding") is None:
+            padding = "longest"  # a (B, T) tensor needs equal lengths; attention_mask marks the padding
+        encodings = self._encode_batch(inputs, add_special_tokens, max_length, truncation, padding)
+        return self._to_output(encodings, return_tensors, return_special_tokens_mask, return_offsets_mapping, single=False)
+
+    def __call__(
+        self,
+        text_or_texts: str | Sequence[str],
+        text_pair: str | Sequence[str] | None = None,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str = False,
+        padding: bool | str = False,
+        return_tensors: str | None = None,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+    ) -> BatchEncoding:
+        """Encode one text (like encode_plus) or a list of texts (like batch_encode_plus); `model(**tok(...))` works."""
+        kwargs = dict(
+            add_special_tokens=add_special_tokens,
+            max_length=max_length,
+            truncation=truncation,
+            padding=padding,
+            return_tensors=return_tensors,
+            return_special_tokens_mask=return_special_tokens_mask,
+            return_offsets_mapping=return_offsets_mapping,
+        )
+        if isinstance(text_or_texts, str):
+            if text_pair is not None and not isinstance(text_pair, str):
+                raise TypeError(f"text_pair must be a str when the text is a str, got {type(text_pair).__name__}")
+            return self.encode_plus(text_or_texts, text_pair, **kwargs)
+        if isinstance(text_or_texts, (list, tuple)):
+            return self.batch_encode_plus(text_or_texts, text_pair, **kwargs)  # type: ignore[arg-type]
+        raise TypeError(f"expected a str or a list of str, got {type(text_or_texts).__name__}")
+
+    def encode_pretraining_inputs(
+        self,
+        text_a: str,
+        text_b: str | None = None,
+        max_length: int | None = None,
+        return_tensors: str | None = "pt",
+        device: str | torch.device | None = None,
+        *,
+        truncation: bool | str = False,
+    ) -> BatchEncoding:
+        """input_ids, token_type_ids, attention_mask, special_tokens_mask as (1, T) tensors on `device`, for *_from_text helpers."""
+        enc = self.encode_plus(
+            text_a, text_b, max_length=max_length, truncation=truncation, return_tensors=return_tensors, return_special_tokens_mask=True
+        )
+        return enc.to(device) if device is not None else enc
+
+    # ------------------------------------------------------------------ decoding
+
+    def decode(self, ids: Ids, skip_special_tokens: bool = True, clean_up_tokenization_spaces: bool = True) -> str:
+        """Text from ids: join WordPieces, optionally drop special tokens and tidy spaces before punctuation."""
+        tokens = self.convert_ids_to_tokens(_as_id_list(ids), skip_special_tokens=skip_special_tokens)
+        text = self._decoder.decode(tokens)  # type: ignore[arg-type]
+        return clean_up_tokenization(text) if clean_up_tokenization_spaces else text
+
+    def batch_decode(
+        self, sequences: Sequence[Ids] | torch.Tensor, skip_special_tokens: bool = True, clean_up_tokenization_spaces: bool = True
+    ) -> list[str]:
+        """decode() for each sequence of a batch (a list of id lists or a 2-D tensor)."""
+        if isinstance(sequences, torch.Tensor):
+            if sequences.dim() != 2:
+                raise ValueError(f"batch_decode expects a 2-D tensor (batch, seq), got shape {tuple(sequences.shape)}")
+            sequences = sequences.tolist()
+        return [self.decode(s, skip_special_tokens, clean_up_tokenization_spaces) for s in sequences]
