@@ -1,3 +1,11 @@
 """bertviz_lab: see inside BERT. A fast PyTorch BERT, forward-hook traces and Jupyter widget panels."""
 
+from __future__ import annotations
+
+from bertviz_lab.device import available_devices, describe_devices, select_device
+from bertviz_lab.model import *  # noqa: F403 (the model family is the package's core API)
+from bertviz_lab.model import __all__ as _model_names
+from bertviz_lab.model.weights import load_default
+
 __version__ = "0.1.0"
+__all__ = [*_model_names, "available_devices", "describe_devices", "select_device", "load_default"]

@@ -1,0 +1,96 @@
+"""Forward-pass throughput: bertviz_lab's BERT against transformers' BertModel, same weights, same run.
+
+    python benchmarks/forward.py                 # CPU: MiniLM and bert-base, batch 1 and 8, seq 128 and 512
+    python benchmarks/forward.py --quick         # fewer repeats
+    python benchmarks/forward.py --gpu           # also bf16, batch 256, seq 128 on CUDA (when present)
+
+Both models run fp32 (bf16 on GPU) under torch.inference_mode, transformers with its SDPA attention.
+Runs alternate between the two models so that machine noise hits both alike; the median is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import torch
+
+
+def build_pair(name: str, device: torch.device, dtype: torch.dtype):
+    """(ours, reference) with identical weights: MiniLM from its package, bert-base randomly initialised."""
+    import transformers
+
+    from bertviz_lab.model import BERT, BERT_Weights
+
+    if name == "minilm":
+        path = str(BERT_Weights.DEFAULT.path)
+        reference = transformers.BertModel.from_pretrained(path, attn_implementation="sdpa")
+        ours = BERT.from_pretrained(path)
+    else:
+        torch.manual_seed(0)
+        reference = transformers.BertModel(transformers.BertConfig(), add_pooling_layer=True)
+        reference.config._attn_implementation = "sdpa"
+        with tempfile.TemporaryDirectory() as folder:
+            reference.save_pretrained(folder)
+            ours = BERT.from_pretrained(folder)
+    return (ours.to(device=device, dtype=dtype).eval(), reference.to(device=device, dtype=dtype).eval())
+
+
+def time_model(model, inputs: dict, repeats: int, device: torch.device) -> float:
+    """Seconds for one forward pass (one sample of `repeats`)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for _ in range(repeats):
+            model(**inputs)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats
+
+
+def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.dtype, rounds: int, repeats: int):
+    ours, reference = build_pair(name, device, dtype)
+    vocab = reference.config.vocab_size
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, vocab, (batch, seq), generator=generator).to(device)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+    with torch.inference_mode():
+        diff = (ours(**inputs).last_hidden_state.float() - reference(**inputs).last_hidden_state.float()).abs().max()
+    for model in (ours, reference):  # warm-up
+        time_model(model, inputs, 1, device)
+    ours_t, ref_t = [], []
+    for _ in range(rounds):
+        ours_t.append(time_model(ours, inputs, repeats, device))
+        ref_t.append(time_model(reference, inputs, repeats, device))
+    ours_sps, ref_sps = batch / statistics.median(ours_t), batch / statistics.median(ref_t)
+    print(f"| {name:7s} | {str(dtype).replace('torch.', ''):8s} | {batch:5d} | {seq:4d} | {ours_sps:10.1f} | "
+          f"{ref_sps:10.1f} | {ours_sps / ref_sps:5.2f}x | {diff.item():.1e} |", flush=True)
+    return ours_sps / ref_sps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (noisier)")
+    parser.add_argument("--gpu", action="store_true", help="also run bf16 batch 256 seq 128 on CUDA")
+    parser.add_argument("--models", default="minilm,bert-base")
+    args = parser.parse_args()
+    cpu = torch.device("cpu")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    print("| model   | dtype    | batch | seq  | ours seq/s | HF seq/s   | ratio | max diff |")
+    print("|---------|----------|-------|------|------------|------------|-------|----------|")
+    rounds = 3 if args.quick else 7
+    for name in args.models.split(","):
+        for batch, seq in ((1, 128), (8, 128), (1, 512), (8, 512)):
+            heavy = batch * seq * (12 if name == "bert-base" else 1)
+            repeats = max(1, 4096 // heavy) if heavy < 4096 else 1
+            compare(name, batch, seq, cpu, torch.float32, rounds, repeats)
+    if args.gpu and torch.cuda.is_available():
+        for name in args.models.split(","):
+            compare(name, 256, 128, torch.device("cuda"), torch.bfloat16, rounds, 10)
+
+
+if __name__ == "__main__":
+    main()
