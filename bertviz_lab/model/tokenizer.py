@@ -20,6 +20,8 @@ from tokenizers import AddedToken, Encoding, Tokenizer, decoders, normalizers, p
 from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 
+from bertviz_lab.device import select_device
+
 __all__ = ["BERTTokenizerFast", "BatchEncoding", "load_vocab"]
 
 VOCAB_FILE = "vocab.txt"
@@ -77,19 +79,12 @@ def clean_up_tokenization(text: str) -> str:
     )
 
 
-def _resolve_device(device: str | torch.device) -> torch.device:
-    """Accept "gpu" as an alias of "cuda", as the models' .to() does."""
-    if isinstance(device, str) and device.startswith("gpu"):
-        device = "cuda" + device[3:]
-    return torch.device(device)
-
-
 class BatchEncoding(dict):
     """The tokenizer's output: a plain dict of lists or tensors, plus .to(device) so `model(**enc.to(dev))` works."""
 
     def to(self, device: str | torch.device) -> "BatchEncoding":
         """Move every tensor value to `device` (in place) and return self."""
-        dev = _resolve_device(device)
+        dev = select_device(device)
         for key, value in self.items():
             if isinstance(value, torch.Tensor):
                 self[key] = value.to(dev)
