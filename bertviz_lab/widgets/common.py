@@ -1,0 +1,60 @@
+"""What every panel shares: escaping, token chips, the palette, and a static HTML fallback in the mimebundle."""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Iterable, Sequence
+
+import ipywidgets as widgets
+
+# One colour per role, readable on light and dark themes.
+COLORS = {
+    "mask": "#d62728",
+    "random": "#ff7f0e",
+    "kept": "#2ca02c",
+    "untouched": "#e8e8e8",
+    "special": "#9e9e9e",
+    "sentence_a": "#1f77b4",
+    "sentence_b": "#9467bd",
+}
+HEAD_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+               "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"]
+
+
+def escape(text: Any) -> str:
+    """HTML-escape anything shown to a user (tokens and texts are user data)."""
+    return html.escape(str(text), quote=True)
+
+
+def chip(text: str, background: str, title: str = "", foreground: str = "#111", extra_style: str = "") -> str:
+    """One token as an inline, escaped, coloured box."""
+    return (f'<span class="bvl-chip" title="{escape(title)}" style="display:inline-block;margin:2px;padding:1px 5px;'
+            f'border-radius:4px;font-family:monospace;background:{background};color:{foreground};{extra_style}">'
+            f"{escape(text)}</span>")
+
+
+def legend(items: Iterable[tuple[str, str]]) -> str:
+    """A row of (label, colour) swatches."""
+    return "".join(chip(label, color, foreground="#fff" if color not in (COLORS["untouched"],) else "#111")
+                   for label, color in items)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], css_class: str = "bvl-table") -> str:
+    """A small escaped HTML table."""
+    head = "".join(f"<th style='text-align:left;padding:2px 8px'>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td style='padding:2px 8px'>{escape(c)}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    return f"<table class='{css_class}' style='border-collapse:collapse'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class Panel(widgets.VBox):
+    """A VBox whose mimebundle also carries a static HTML rendering, shown where no kernel is running."""
+
+    def static_html(self) -> str:
+        """Self-contained HTML of the panel's current state (no scripts, no network)."""
+        raise NotImplementedError
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/html"] = self.static_html()
+        return bundle
