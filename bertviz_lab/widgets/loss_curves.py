@@ -1,0 +1,135 @@
+"""LossCurves: live MLM/NSP losses, accuracies and learning rate while a Trainer runs (a Trainer callback)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import ipywidgets as widgets
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from bertviz_lab.widgets.common import Panel
+from bertviz_lab.widgets.svg import line_chart
+
+# (subplot row, col, metric key, legend name, colour, dashed)
+SERIES = (
+    (1, 1, "train_mlm_loss", "train MLM", "#1f77b4", False),
+    (1, 1, "eval_mlm_loss", "eval MLM", "#1f77b4", True),
+    (1, 2, "train_nsp_loss", "train NSP", "#ff7f0e", False),
+    (1, 2, "eval_nsp_loss", "eval NSP", "#ff7f0e", True),
+    (2, 1, "eval_mlm_accuracy", "eval MLM acc", "#2ca02c", True),
+    (2, 1, "eval_nsp_accuracy", "eval NSP acc", "#d62728", True),
+    (2, 2, "lr", "learning rate", "#7f7f7f", False),
+)
+TITLES = ("MLM loss", "NSP loss", "accuracy", "learning rate")
+
+
+def record_to_dict(record: Any) -> dict[str, Any]:
+    """Accept the Trainer's record as a mapping, a dataclass or an object with attributes."""
+    if isinstance(record, Mapping):
+        return dict(record)
+    if dataclasses.is_dataclass(record):
+        return dataclasses.asdict(record)
+    return dict(vars(record))
+
+
+def downsample(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Keep at most max_points evenly spaced points, always including the latest."""
+    if len(x) <= max_points:
+        return x, y
+    index = np.unique(np.append(np.linspace(0, len(x) - 1, max_points - 1).astype(int), len(x) - 1))
+    return x[index], y[index]
+
+
+class LossCurves(Panel):
+    """Call it with each step's metrics; it redraws at most every `min_interval` seconds (flush() forces one)."""
+
+    def __init__(self, trainer: Any = None, min_interval: float = 0.5, max_points: int = 1000,
+                 title: str = "pretraining") -> None:
+        self.min_interval, self.max_points, self.title = min_interval, max_points, title
+        self.history: dict[str, list[tuple[float, float]]] = {key: [] for _, _, key, *_ in SERIES}
+        self.records = 0
+        self.redraws = 0
+        self._last_draw = 0.0
+        self._lock = threading.Lock()
+        self.figure = go.FigureWidget(make_subplots(rows=2, cols=2, subplot_titles=TITLES,
+                                                    horizontal_spacing=0.1, vertical_spacing=0.16))
+        for row, col, key, name, color, dashed in SERIES:
+            self.figure.add_trace(go.Scatter(x=[], y=[], name=name, mode="lines+markers" if dashed else "lines",
+                                             line={"color": color, "dash": "dash" if dashed else "solid"}),
+                                  row=row, col=col)
+        self.figure.update_layout(height=420, margin={"l": 40, "r": 10, "t": 40, "b": 30}, title=title,
+                                  legend={"orientation": "h", "y": -0.12})
+        self.status = widgets.HTML("waiting for the first step")
+        self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
+                                          layout=widgets.Layout(display="none"))
+        self.stop_button.on_click(lambda _: self._stop())
+        self.trainer = None
+        super().__init__([widgets.HBox([self.stop_button, self.status]), self.figure])
+        if trainer is not None:
+            self.attach(trainer)
+
+    def attach(self, trainer: Any) -> "LossCurves":
+        """Register as the trainer's callback and offer a Stop button for runs started in the background."""
+        self.trainer = trainer
+        trainer.add_callback(self)
+        self.stop_button.layout.display = None
+        return self
+
+    def _stop(self) -> None:
+        if self.trainer is not None:
+            self.trainer.stop()
+            self.status.value = "stopping after the current step…"
+
+    def __call__(self, record: Any) -> None:
+        """Trainer callback: store the record, redraw when the last redraw is old enough."""
+        values = record_to_dict(record)
+        step = float(values.get("step", self.records))
+        with self._lock:
+            self.records += 1
+            for key, points in self.history.items():
+                value = values.get(key)
+                if value is not None and np.isfinite(value):
+                    points.append((step, float(value)))
+            self._last_values = values
+        if time.monotonic() - self._last_draw >= self.min_interval or values.get("final"):
+            self.flush()
+
+    def flush(self) -> None:
+        """Redraw now with everything received so far."""
+        with self._lock:
+            series = [downsample(np.array([p[0] for p in self.history[key]]), np.array([p[1] for p in self.history[key]]),
+                                 self.max_points) for _, _, key, *_ in SERIES]
+            values = getattr(self, "_last_values", {})
+        with self.figure.batch_update():
+            for trace, (x, y) in zip(self.figure.data, series):
+                trace.x, trace.y = x, y
+        step = values.get("step", "?")
+        shown = [f"step {step}"] + [f"{name} {values[key]:.4g}" for _, _, key, name, *_ in SERIES
+                                    if isinstance(values.get(key), (int, float))]
+        self.status.value = " · ".join(shown)
+        self._last_draw = time.monotonic()
+        self.redraws += 1
+
+    def static_html(self) -> str:
+        charts = []
+        for position, title in zip(((1, 1), (1, 2), (2, 1), (2, 2)), TITLES):
+            lines = {name: ([p[0] for p in self.history[key]], [p[1] for p in self.history[key]], color)
+                     for row, col, key, name, color, _ in SERIES if (row, col) == position and self.history[key]}
+            charts.append(line_chart(lines, title))
+        return "<div class='bvl-loss-curves'>" + "".join(charts) + "</div>"
+
+    def to_html(self, path: str | Path, interactive: bool = True) -> Path:
+        """Write the curves to a self-contained HTML file: plotly with its script embedded, or static SVG charts."""
+        self.flush()
+        path = Path(path)
+        if interactive:
+            go.Figure(self.figure).write_html(str(path), include_plotlyjs=True, full_html=True)
+        else:
+            path.write_text(f"<!DOCTYPE html><html><body>{self.static_html()}</body></html>")
+        return path
