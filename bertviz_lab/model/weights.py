@@ -55,21 +55,33 @@ def _abbrev(names: list[str], limit: int = 6) -> str:
 
 
 # name translation ------------------------------------------------------------------------------------
+def _has_part(name: str, part: str) -> bool:
+    """True when `part` is a whole dotted component run of `name` ("attention.self.query" is not in
+    "crossattention.self.query.weight")."""
+    return name.startswith(f"{part}.") or f".{part}." in name
+
+
+def _replace_part(name: str, old: str, new: str) -> str:
+    """Replace the whole dotted component run `old` in `name` by `new`."""
+    return new + name[len(old):] if name.startswith(f"{old}.") else name.replace(f".{old}.", f".{new}.", 1)
+
+
 def to_hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Our state dict with HF names: fused projections split, tied copies dropped, contiguous CPU tensors."""
     out: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
     for name, tensor in model.state_dict(keep_vars=True).items():
-        if name.endswith("predictions.decoder.bias"):
-            continue  # HF ties it to cls.predictions.bias, which is saved
-        if id(tensor) in seen and name.endswith("predictions.decoder.weight"):
+        if name.endswith("predictions.decoder.bias") and getattr(model.config, "tie_word_embedding", True):
+            continue  # HF ties it to cls.predictions.bias (only when the embeddings are tied too), which is saved
+        shared = id(tensor) in seen
+        if shared and name.endswith("predictions.decoder.weight"):
             continue  # tied to the word embeddings
         seen.add(id(tensor))
-        tensor = tensor.detach()
+        tensor = tensor.detach().clone() if shared else tensor.detach()  # a file holds no aliases
         for ours, theirs in FUSED.items():
-            if f"{ours}." in name:
+            if _has_part(name, ours):
                 for part, piece in zip(theirs, tensor.chunk(len(theirs), dim=0)):
-                    out[name.replace(ours, part)] = piece.cpu().contiguous()
+                    out[_replace_part(name, ours, part)] = piece.cpu().contiguous()
                 break
         else:
             out[name] = tensor.cpu().contiguous()
@@ -88,13 +100,13 @@ def from_hf_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor
     out: dict[str, torch.Tensor] = {}
     for name, tensor in renamed.items():
         for ours, theirs in FUSED.items():
-            if f"{theirs[0]}." in name:
-                parts = [renamed.get(name.replace(theirs[0], part)) for part in theirs]
+            if _has_part(name, theirs[0]):
+                parts = [renamed.get(_replace_part(name, theirs[0], part)) for part in theirs]
                 if any(p is None for p in parts):
                     raise ValueError(f"checkpoint has {name} but not all of {', '.join(theirs)} for the same layer.")
-                out[name.replace(theirs[0], ours)] = torch.cat(parts, dim=0)
+                out[_replace_part(name, theirs[0], ours)] = torch.cat(parts, dim=0)
                 break
-            if any(f"{part}." in name for part in theirs[1:]):
+            if any(_has_part(name, part) for part in theirs[1:]):
                 break  # joined with the first part above
         else:
             out[name] = tensor
@@ -159,6 +171,8 @@ def load_pretrained(cls: type, source: Any, config: BERTConfig | None = None, de
 def load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], strict: bool = False) -> LoadReport:
     """Copy matching tensors into `model`, checking shapes; raise when nothing matches (a foreign checkpoint)."""
     own = model.state_dict()
+    for key in [k for k in state if k.endswith("predictions.decoder.bias")]:
+        state = {**state, key.replace("decoder.bias", "bias"): state[key]}  # the bias the decoder really uses
     tied_ok = {k for k in own if k.endswith("predictions.decoder.weight") or k.endswith("predictions.decoder.bias")}
     matched = [k for k in state if k in own]
     if state and not matched:
