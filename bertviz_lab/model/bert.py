@@ -40,13 +40,14 @@ def expand_mask(mask: torch.Tensor, batch: int, query_len: int, key_len: int, na
     expected = {2: "(batch, key_len)", 3: "(batch, query_len, key_len)", 4: "(batch, 1 or heads, query_len, key_len)"}
     if mask.dim() not in expected:
         raise ValueError(f"{name} must be 2D, 3D or 4D, got shape {tuple(mask.shape)}.")
+    given, given_dim = tuple(mask.shape), mask.dim()
     if mask.dim() == 2:
         mask = mask[:, None, None, :]
     elif mask.dim() == 3:
         mask = mask[:, None, :, :]
     b, _, q, k = mask.shape
     if b not in (1, batch) or q not in (1, query_len) or k != key_len:
-        raise ValueError(f"{name} has shape {tuple(mask.shape)} but the input needs {expected[mask.dim()]} with "
+        raise ValueError(f"{name} has shape {given} but the input needs {expected[given_dim]} with "
                          f"batch={batch}, query_len={query_len}, key_len={key_len}.")
     return mask
 
@@ -99,9 +100,9 @@ class BERTPreTrainedModel(nn.Module):
         """Like nn.Module.to, and also accepts "auto" and "gpu" and checks the device exists."""
         from bertviz_lab.device import select_device
 
-        if args and isinstance(args[0], str):
+        if args and isinstance(args[0], (str, torch.device)):
             args = (select_device(args[0]), *args[1:])
-        elif isinstance(kwargs.get("device"), str):
+        elif isinstance(kwargs.get("device"), (str, torch.device)):
             kwargs["device"] = select_device(kwargs["device"])
         return super().to(*args, **kwargs)
 
@@ -129,6 +130,7 @@ class BERT(BERTPreTrainedModel):
     """The BERT encoder (or decoder, with is_decoder) without a task head."""
 
     base_model_prefix = ""
+    hf_architecture = "BertModel"
 
     def __init__(self, config: BERTConfig, add_pooling_layer: bool | None = None) -> None:
         super().__init__(config)
@@ -164,18 +166,28 @@ class BERT(BERTPreTrainedModel):
                 raise ValueError(f"inputs_embeds must be (batch, seq_len, {config.hidden_size}), "
                                  f"got {tuple(inputs_embeds.shape)}.")
             shape = tuple(inputs_embeds.shape[:2])
+        if shape[1] == 0:
+            raise ValueError(f"the input is empty (shape {shape}); pass at least one token.")
         if position_ids is None and past_length + shape[1] > config.max_position_embeddings:
             raise ValueError(f"sequence of {past_length + shape[1]} positions is longer than the model allows "
                              f"(max_position_embeddings={config.max_position_embeddings}); truncate the input.")
+        if position_ids is not None:
+            if position_ids.dim() not in (1, 2) or position_ids.shape[-1] != shape[1] \
+                    or (position_ids.dim() == 2 and position_ids.shape[0] not in (1, shape[0])):
+                raise ValueError(f"position_ids has shape {tuple(position_ids.shape)}, expected {shape} "
+                                 f"or (1, {shape[1]}).")
+            if position_ids.numel() and int(position_ids.min()) < 0:
+                raise ValueError(f"position_ids must be >= 0, got {int(position_ids.min())}.")
         if position_ids is not None and position_ids.numel() and int(position_ids.max()) >= config.max_position_embeddings:
             raise ValueError(f"position_ids reach {int(position_ids.max())}, but max_position_embeddings is "
                              f"{config.max_position_embeddings}.")
         if token_type_ids is not None:
-            if token_type_ids.shape[-1] != shape[1] or token_type_ids.dim() != 2:
+            if token_type_ids.shape[-1] != shape[1] or token_type_ids.dim() != 2 \
+                    or token_type_ids.shape[0] not in (1, shape[0]):
                 raise ValueError(f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected {shape}.")
             if token_type_ids.numel() and (int(token_type_ids.max()) >= config.type_vocab_size or int(token_type_ids.min()) < 0):
-                raise ValueError(f"token_type_ids must lie in [0, {config.type_vocab_size}), "
-                                 f"got values up to {int(token_type_ids.max())}.")
+                raise ValueError(f"token_type_ids must lie in [0, {config.type_vocab_size}), got values in "
+                                 f"[{int(token_type_ids.min())}, {int(token_type_ids.max())}].")
         return shape
 
     def _self_attention_mask(self, attention_mask, batch, seq_len, past_length, key_len, cache_position, dtype, device):
