@@ -1,0 +1,182 @@
+"""Training checkpoints, written atomically, loadable without unpickling arbitrary objects.
+
+A checkpoint is a folder `step-00000123/` holding
+  config.json, model.safetensors   the model, in Hugging Face names (BERTForPreTraining.from_pretrained reads it)
+  vocab.txt, tokenizer.json, ...   the tokenizer, when the Trainer was given one
+  trainer_state.pt                 optimizer, scheduler, step, RNG states, data position, metrics history:
+                                   tensors and plain Python values only, so torch.load(weights_only=True) reads it
+The folder is filled under a temporary name and renamed into place, then the `latest` file is replaced
+(temporary file + os.replace): a crash leaves the previous checkpoint and pointer untouched, never a half-written
+folder under a final name.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertviz_lab.model.weights import SAFETENSORS_NAME, from_hf_state_dict, load_into, read_state_dict, save_pretrained
+
+STATE_FILE = "trainer_state.pt"
+LATEST_FILE = "latest"
+CHECKPOINT_PREFIX = "step-"
+TEMP_PREFIX = ".tmp-"
+FORMAT_VERSION = 1
+_STEP_DIR = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
+
+
+def checkpoint_name(step: int) -> str:
+    """Folder name of the checkpoint after `step` optimizer steps."""
+    return f"{CHECKPOINT_PREFIX}{step:08d}"
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file or folder entry to disk (folders: where the OS allows it)."""
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if path.is_dir() else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Replace a small text file in one step (temporary file in the same folder + os.replace)."""
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(root: str | os.PathLike, step: int, model: torch.nn.Module, state: dict[str, Any],
+                    keep: int | None = None, tokenizer: Any = None) -> Path:
+    """Write model (+ tokenizer) and trainer state for `step` atomically, point `latest` at it, prune to `keep`."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / checkpoint_name(step)
+    if (final / STATE_FILE).is_file():
+        return final  # this step is already saved (e.g. a periodic save right before stop())
+    for stale in root.glob(f"{TEMP_PREFIX}{CHECKPOINT_PREFIX}*"):
+        shutil.rmtree(stale, ignore_errors=True)  # left by a run that died while saving
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{final.name}-", dir=root))
+    try:
+        save_pretrained(model, tmp)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        torch.save({**state, "format": FORMAT_VERSION, "step": step}, tmp / STATE_FILE)
+        for file in tmp.iterdir():
+            _fsync(file)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync(root)
+    write_text_atomically(root / LATEST_FILE, final.name + "\n")
+    if keep is not None:
+        for old in list_checkpoints(root)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(root: str | os.PathLike) -> list[Path]:
+    """Complete checkpoint folders under `root`, oldest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = _STEP_DIR.match(path.name)
+        if match and (path / STATE_FILE).is_file() and (path / SAFETENSORS_NAME).is_file():
+            found.append((int(match.group(1)), path))
+    return [path for _, path in sorted(found)]
+
+
+def latest_checkpoint(root: str | os.PathLike) -> Path | None:
+    """The checkpoint `latest` names (else the newest complete one); None when there is none."""
+    root = Path(root)
+    pointer = root / LATEST_FILE
+    if pointer.is_file():
+        candidate = root / pointer.read_text(encoding="utf-8").strip()
+        if (candidate / STATE_FILE).is_file():
+            return candidate
+    checkpoints = list_checkpoints(root)
+    return checkpoints[-1] if checkpoints else None
+
+
+def resolve_checkpoint(path: str | os.PathLike) -> Path:
+    """A checkpoint folder itself, or a checkpoint directory (its latest checkpoint); a clear error otherwise."""
+    path = Path(path)
+    if (path / STATE_FILE).is_file():
+        return path
+    if path.is_dir():
+        latest = latest_checkpoint(path)
+        if latest is not None:
+            return latest
+        raise FileNotFoundError(f"no checkpoint in {str(path)!r}: expected a {CHECKPOINT_PREFIX}N folder with "
+                                f"{STATE_FILE}, or a directory holding such folders.")
+    raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist.")
+
+
+def load_trainer_state(path: str | os.PathLike) -> dict[str, Any]:
+    """The trainer state of a checkpoint, read with torch.load(weights_only=True) (no arbitrary objects)."""
+    file = resolve_checkpoint(path) / STATE_FILE
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises several types for truncated or unsafe files
+        raise ValueError(f"{file} could not be loaded (corrupt, or not written by bertviz_lab): {error}") from error
+    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
+        raise ValueError(f"{file} is not a bertviz_lab trainer state of format {FORMAT_VERSION}.")
+    return state
+
+
+def load_model_weights(model: torch.nn.Module, path: str | os.PathLike) -> None:
+    """Copy a checkpoint's weights into `model` (every tensor must match: strict)."""
+    load_into(model, from_hf_state_dict(read_state_dict(resolve_checkpoint(path))), strict=True)
+
+
+# random number generators ----------------------------------------------------------------------------
+def capture_rng_state() -> dict[str, Any]:
+    """Python, torch CPU, CUDA (when in use) and NumPy (when imported) generator states, as tensors and plain values."""
+    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        name, keys, pos, has_gauss, cached = numpy.random.get_state()
+        state["numpy"] = {"name": name, "keys": torch.from_numpy(keys.astype("int64")), "pos": int(pos),
+                          "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Put back what capture_rng_state recorded."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if "numpy" in state:
+        import numpy
+
+        saved = state["numpy"]
+        numpy.random.set_state((saved["name"], saved["keys"].numpy().astype("uint32"), saved["pos"],
+                                saved["has_gauss"], saved["cached_gaussian"]))

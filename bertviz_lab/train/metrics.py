@@ -1,0 +1,64 @@
+"""The metrics record a Trainer hands to its callbacks after every optimizer step."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+EVAL_KEYS = ("eval_mlm_loss", "eval_nsp_loss", "eval_mlm_accuracy", "eval_nsp_accuracy")
+
+
+@dataclass
+class MetricsRecord(Mapping):
+    """One step's metrics (global over all processes); eval_* are None except on evaluation steps, MLM values are None
+    when there was nothing masked to predict.
+
+    Reads as a dataclass (`record.train_mlm_loss`) and as a read-only mapping of its set fields
+    (`record["lr"]`, `dict(record)`), so a live panel can treat it either way.
+    """
+
+    step: int
+    train_loss: float  # mlm_weight * train_mlm_loss + nsp_weight * train_nsp_loss (the loss optimised)
+    train_mlm_loss: float | None  # None when the step's batches held no masked position
+    train_nsp_loss: float
+    train_mlm_accuracy: float | None
+    train_nsp_accuracy: float
+    lr: float  # the learning rate this step used
+    grad_norm: float  # before clipping
+    time: float  # seconds of training so far (continues across resumes)
+    eval_mlm_loss: float | None = None
+    eval_nsp_loss: float | None = None
+    eval_mlm_accuracy: float | None = None
+    eval_nsp_accuracy: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, None included (JSON- and checkpoint-friendly)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "MetricsRecord":
+        """Inverse of to_dict; unknown keys are a ValueError naming them."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown metrics keys {unknown}; a MetricsRecord has {sorted(names)}.")
+        return cls(**data)
+
+    @property
+    def evaluated(self) -> bool:
+        """True when this step ran an evaluation."""
+        return self.eval_nsp_loss is not None
+
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, key, None) if isinstance(key, str) else None
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return (f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

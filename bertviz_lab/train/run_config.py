@@ -1,0 +1,235 @@
+"""The YAML run configuration: every key with its type, default and meaning in one table; errors name the key.
+
+Sections are the BERT-from-scratch seed's (`data`, `model`, `training`, `logging`) with its key names, plus ours.
+Keys listed with `alias_of` are alternative spellings (the seed's name and the Hugging Face name) of one setting.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A run configuration that cannot work; the message names the key (`section.key`) and what was expected."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: its type, default, allowed values or range, and a one-line meaning."""
+
+    kind: type
+    default: Any
+    help: str
+    nullable: bool = False
+    choices: tuple[str, ...] | None = None
+    low: float | None = None  # inclusive lower bound
+    high: float | None = None  # exclusive upper bound
+    alias_of: str | None = None
+
+
+def _alias(target: str) -> Key:
+    return Key(object, None, f"same as {target}", alias_of=target)
+
+
+SCHEMA: dict[str, dict[str, Key]] = {
+    "data": {
+        "corpus": Key(str, "builtin", "builtin (the Python docs' topics, no download) | synthetic | a .txt file "
+                                      "(documents split at 2+ blank lines) | a folder of .txt files"),
+        "tokenizer": Key(str, "train", "train (WordPiece trained on the training documents) | minilm (the uncased "
+                                       "vocab of all-MiniLM-L6-v2, needs the `models` extra) | a tokenizer folder"),
+        "tokenizer_dir": Key(str, None, "folder where the trained tokenizer is saved and reused on the next run; "
+                                        "null: nothing is written", nullable=True),
+        "vocab_size": Key(int, 4000, "WordPiece vocabulary size (tokenizer: train), or id range (corpus: synthetic)",
+                          low=16),
+        "sequence_length": Key(int, 128, "tokens per pair, [CLS]/[SEP] included", low=8),
+        "max_seq_length": _alias("data.sequence_length"),
+        "mask_probability": Key(float, 0.15, "share of tokens selected for MLM (then 80% [MASK], 10% random, 10% "
+                                             "kept)", low=1e-9, high=1.0 + 1e-9),
+        "batch_size": Key(int, 32, "sequences per optimizer step, over all processes and accumulation steps", low=1),
+        "test_fraction": Key(float, 0.1, "share of documents held out for evaluation and the test_* results",
+                             low=0.0, high=1.0),
+        "short_seq_prob": Key(float, 0.1, "share of pairs made shorter than sequence_length (as BERT did)",
+                              low=0.0, high=1.0 + 1e-9),
+        "random_seed": Key(int, 42, "seeds the held-out split and the NSP pairs (and all else unless training.seed)",
+                           low=0),
+        "num_train_batches": Key(int, 100, "corpus: synthetic only: training batches", low=1),
+        "num_test_batches": Key(int, 20, "corpus: synthetic only: test batches", low=1),
+    },
+    "model": {
+        "preset": Key(str, "tiny", "starting point: tiny (2 layers, 128 wide) | base | large",
+                      choices=("tiny", "base", "large")),
+        "dim_model": Key(int, None, "hidden size (default: the preset's)", nullable=True, low=1),
+        "hidden_size": _alias("model.dim_model"),
+        "num_heads": Key(int, None, "attention heads (default: the preset's)", nullable=True, low=1),
+        "num_attention_heads": _alias("model.num_heads"),
+        "dim_ff": Key(int, None, "feed-forward width (default: the preset's)", nullable=True, low=1),
+        "intermediate_size": _alias("model.dim_ff"),
+        "num_layers": Key(int, None, "encoder layers (default: the preset's)", nullable=True, low=1),
+        "num_hidden_layers": _alias("model.num_layers"),
+        "hidden_dropout_prob": Key(float, None, "dropout after embeddings and sublayers (default 0.1)",
+                                   nullable=True, low=0.0, high=1.0),
+        "attention_probs_dropout_prob": Key(float, None, "dropout on attention probabilities (default 0.1)",
+                                            nullable=True, low=0.0, high=1.0),
+        "max_position_embeddings": Key(int, None, "positions the model knows (default: the preset's, at least "
+                                                  "data.sequence_length)", nullable=True, low=1),
+    },
+    "training": {
+        "steps": Key(int, None, "optimizer steps (null: epochs x batches per epoch)", nullable=True, low=1),
+        "epochs": Key(int, None, "passes over the training pairs, used when steps is null (default 1)",
+                      nullable=True, low=1),
+        "learning_rate": Key(float, 1e-3, "peak AdamW learning rate", low=1e-12),
+        "weight_decay": Key(float, 0.01, "AdamW weight decay (not on biases and LayerNorm)", low=0.0),
+        "warmup_steps": Key(int, 0, "linear warmup steps, then linear decay to 0", low=0),
+        "max_grad_norm": Key(float, 1.0, "gradient clipping norm (null: no clipping)", nullable=True, low=1e-12),
+        "gradient_accumulation_steps": Key(int, 1, "micro-batches per optimizer step", low=1),
+        "mlm_loss_weight": Key(float, 1.0, "weight of the MLM loss in the total", low=0.0),
+        "nsp_loss_weight": Key(float, 1.0, "weight of the NSP loss in the total", low=0.0),
+        "seed": Key(int, None, "seeds model init, dropout, batch order and masking (default: data.random_seed)", nullable=True, low=0),
+        "device": Key(str, "auto", "auto | cpu | cuda | cuda:N | gpu | mps (under torchrun: each process' GPU)"),
+        "precision": Key(str, "auto", "auto (bf16 on CUDA when supported, else fp16; fp32 elsewhere) | fp32 | bf16 | "
+                                      "fp16", choices=("auto", "fp32", "bf16", "fp16")),
+        "compile": Key(bool, False, "torch.compile the training step"),
+        "num_threads": Key(int, None, "CPU threads for torch (null: torch's default); 1 helps on busy machines",
+                           nullable=True, low=1),
+        "eval_interval": Key(int, 0, "evaluate on the held-out pairs every N steps (0: only at the end)", low=0),
+        "checkpoint_dir": Key(str, None, "where checkpoints go (null: none)", nullable=True),
+        "checkpoint_interval": Key(int, 0, "save every N steps (0: only at the end)", low=0),
+        "keep_checkpoints": Key(int, 2, "newest checkpoints kept", low=1),
+        "resume_from": Key(str, None, "a checkpoint folder, or a checkpoint_dir (its latest), to continue from",
+                           nullable=True),
+    },
+    "logging": {
+        "level": Key(str, "INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
+        "file": Key(str, None, "log file (null: no file)", nullable=True),
+        "metrics_file": Key(str, None, "JSON lines, one metrics record per step (null: none)", nullable=True),
+        "log_interval": Key(int, 50, "a log line every N steps (0: only evaluations)", low=0),
+        "progress": Key(bool, True, "tqdm progress bar"),
+    },
+}
+
+RunConfig = dict[str, dict[str, Any]]
+
+
+def _type_name(kind: type) -> str:
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[kind]
+
+
+def _check_value(name: str, key: Key, value: Any) -> Any:
+    """The value converted to the key's type, or a ConfigError naming the key."""
+    if value is None:
+        if key.nullable:
+            return None
+        raise ConfigError(f"{name} must be {_type_name(key.kind)}, got null.")
+    if key.kind is float and isinstance(value, str):
+        try:  # YAML 1.1 reads 1e-3 (no dot) as a string
+            value = float(value)
+        except ValueError:
+            pass
+    ok = (isinstance(value, bool) if key.kind is bool
+          else isinstance(value, int) and not isinstance(value, bool) if key.kind is int
+          else isinstance(value, (int, float)) and not isinstance(value, bool) if key.kind is float
+          else isinstance(value, str))
+    if not ok:
+        raise ConfigError(f"{name} must be {_type_name(key.kind)}, got {value!r} ({type(value).__name__}).")
+    if key.kind is float:
+        value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(f"{name} must be a finite number, got {value!r}.")
+    if key.choices is not None and value not in key.choices:
+        raise ConfigError(f"{name} must be one of {', '.join(key.choices)}; got {value!r}.")
+    if key.low is not None and value < key.low:
+        raise ConfigError(f"{name} must be >= {key.low:g}, got {value!r}.")
+    if key.high is not None and value >= key.high:
+        raise ConfigError(f"{name} must be < {key.high:g}, got {value!r}.")
+    return value
+
+
+def _unknown(name: str, known: Iterable[str], where: str) -> ConfigError:
+    known = sorted(known)
+    close = difflib.get_close_matches(name.rsplit(".", 1)[-1], known, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"unknown key {name!r}{where}.{hint} Known keys: {', '.join(known)}.")
+
+
+def validate_config(raw: Any, source: str = "the configuration") -> RunConfig:
+    """Check a parsed YAML mapping against SCHEMA; return every section with defaults filled and aliases resolved."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source} must be a mapping of sections ({', '.join(SCHEMA)}), got {type(raw).__name__}.")
+    config: RunConfig = {section: {k: key.default for k, key in keys.items() if key.alias_of is None}
+                         for section, keys in SCHEMA.items()}
+    for section, values in raw.items():
+        if section not in SCHEMA:
+            raise _unknown(str(section), SCHEMA, f" in {source} (sections)")
+        if values is None:
+            continue
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"section {section!r} must be a mapping of keys, got {type(values).__name__}.")
+        given: dict[str, str] = {}
+        for name, value in values.items():
+            keys = SCHEMA[section]
+            if name not in keys:
+                raise _unknown(f"{section}.{name}", keys, f" in {source}")
+            canonical = keys[name].alias_of or f"{section}.{name}"
+            if canonical in given:
+                raise ConfigError(f"{section}.{name} and {given[canonical]} set the same thing; give only one.")
+            given[canonical] = f"{section}.{name}"
+            target = canonical.split(".", 1)[1]
+            config[section][target] = _check_value(f"{section}.{name}", keys[target], value)
+    if config["training"]["steps"] is not None and config["training"]["epochs"] is not None:
+        raise ConfigError("training.steps and training.epochs are both set; give only one.")
+    return config
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """`section.key=value` (value read as YAML) -> (section, key, value)."""
+    name, sep, value = text.partition("=")
+    section, dot, key = name.strip().partition(".")
+    if not sep or not dot or not key:
+        raise ConfigError(f"override {text!r} must look like section.key=value, e.g. training.steps=100.")
+    try:
+        return section, key, yaml.safe_load(value)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"override {text!r}: the value is not valid YAML ({error}).") from error
+
+
+def load_config(source: str | os.PathLike | Mapping[str, Any] | None,
+                overrides: Iterable[str] | Mapping[str, Any] = ()) -> RunConfig:
+    """Read a YAML file (or take a mapping), apply `section.key` overrides, validate."""
+    if source is None:
+        raw: dict[str, Any] = {}
+        name = "the defaults"
+    elif isinstance(source, Mapping):
+        raw, name = {k: dict(v) if isinstance(v, Mapping) else v for k, v in source.items()}, "the configuration"
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist.")
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path} is not valid YAML: {error}") from error
+        name = str(path)
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{path} must hold a mapping of sections ({', '.join(SCHEMA)}), "
+                              f"got {type(raw).__name__}.")
+        raw = {k: dict(v) if isinstance(v, Mapping) else v for k, v in raw.items()}
+    items = overrides.items() if isinstance(overrides, Mapping) else (
+        ((f"{s}.{k}", v) for s, k, v in map(parse_override, overrides)))
+    for dotted, value in items:
+        section, _, key = str(dotted).partition(".")
+        if not key:
+            raise ConfigError(f"override {dotted!r} must name section.key.")
+        current = raw.setdefault(section, {})
+        if not isinstance(current, dict):
+            raise ConfigError(f"section {section!r} must be a mapping of keys, got {type(current).__name__}.")
+        current[key] = value
+    return validate_config(raw, name)

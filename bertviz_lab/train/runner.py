@@ -1,0 +1,338 @@
+"""BertRunner (YAML -> data, tokenizer, model, Trainer -> results dict) and the `bertviz-lab train` CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import torch
+
+from bertviz_lab.device import select_device
+from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.heads import BERTForPreTraining
+from bertviz_lab.model.tokenizer import BERTTokenizerFast
+from bertviz_lab.train import checkpoint as ckpt
+from bertviz_lab.train.data import SentencePairDataset, load_documents, split_documents
+from bertviz_lab.train.distributed import DistributedContext, broadcast_object, init_distributed
+from bertviz_lab.train.run_config import ConfigError, RunConfig, load_config
+from bertviz_lab.train.synthetic import generate_synthetic_bert_batches, synthetic_to_training_batch
+from bertviz_lab.train.trainer import NonFiniteLossError, TrainConfig, Trainer
+
+logger = logging.getLogger("bertviz_lab.train")
+
+SYNTHETIC_CORPUS = "synthetic"
+RESULT_KEYS = ("train_mlm_loss", "train_nsp_loss", "test_mlm_loss", "test_nsp_loss", "test_nsp_accuracy",
+               "test_mlm_accuracy")
+PRESETS = {"tiny": BERTConfig.tiny, "base": BERTConfig.base, "large": BERTConfig.large}
+MODEL_KEYS = {"dim_model": "hidden_size", "num_heads": "num_attention_heads", "dim_ff": "intermediate_size",
+              "num_layers": "num_hidden_layers", "hidden_dropout_prob": "hidden_dropout_prob",
+              "attention_probs_dropout_prob": "attention_probs_dropout_prob"}
+
+
+def _mean(records: list, key: str) -> float | None:
+    """Mean of a metric over records that have it (None when none has)."""
+    values = [r[key] for r in records if key in r]
+    return sum(values) / len(values) if values else None
+
+
+def _count_pairs(data: Any) -> int:
+    """Sequences in a pair dataset (epoch 0) or a list of ready batches."""
+    if not data:
+        return 0
+    return sum(b["input_ids"].shape[0] for b in data) if isinstance(data, list) else len(data)
+
+
+def final_window(steps: int) -> int:
+    """How many final steps the train_* results average: 10% of the run, at least 1, at most 100."""
+    return max(1, min(100, steps // 10))
+
+
+class BertRunner:
+    """Runs one pretraining job described by a YAML file (or mapping); `run()` returns the results dict, and
+    `build_trainer()` gives the same Trainer unstarted (for a live panel).
+
+    Results: train_mlm_loss / train_nsp_loss (mean over the final 10% of steps, at most 100), test_mlm_loss,
+    test_nsp_loss, test_mlm_accuracy, test_nsp_accuracy (held-out pairs, or null without test data),
+    initial_train_mlm_loss / initial_train_nsp_loss (step 1), steps, seconds, steps_per_second,
+    sequences_per_second, num_parameters, vocab_size, train_pairs, test_pairs, device, precision, world_size,
+    checkpoint, stop_reason.
+    """
+
+    def __init__(self, config_path: str | os.PathLike | Mapping[str, Any] | None = None,
+                 overrides: Iterable[str] | Mapping[str, Any] = ()) -> None:
+        self.config: RunConfig = load_config(config_path, overrides)
+        self.trainer: Trainer | None = None
+        self.tokenizer: BERTTokenizerFast | None = None
+        self.train_data: Any = None
+        self.test_data: Any = None
+        self.dist = DistributedContext()
+
+    # building blocks -------------------------------------------------------------------------------------
+    @property
+    def seed(self) -> int:
+        seed = self.config["training"]["seed"]
+        return self.config["data"]["random_seed"] if seed is None else seed
+
+    def train_config(self, max_steps: int) -> TrainConfig:
+        """The Trainer's settings from the training and logging sections."""
+        data, training, log = self.config["data"], self.config["training"], self.config["logging"]
+        try:
+            return TrainConfig(
+                max_steps=max_steps, batch_size=data["batch_size"],
+                gradient_accumulation_steps=training["gradient_accumulation_steps"],
+                learning_rate=training["learning_rate"], weight_decay=training["weight_decay"],
+                warmup_steps=min(training["warmup_steps"], max_steps), max_grad_norm=training["max_grad_norm"],
+                mlm_weight=training["mlm_loss_weight"], nsp_weight=training["nsp_loss_weight"],
+                mlm_probability=data["mask_probability"], precision=training["precision"],
+                compile=training["compile"], device=training["device"], seed=self.seed,
+                eval_interval=training["eval_interval"], log_interval=log["log_interval"],
+                checkpoint_dir=training["checkpoint_dir"], checkpoint_interval=training["checkpoint_interval"],
+                keep_checkpoints=training["keep_checkpoints"], metrics_file=log["metrics_file"],
+                progress=log["progress"])
+        except (TypeError, ValueError) as error:
+            raise ConfigError(str(error).replace("TrainConfig.", "training settings: ")) from error
+
+    def model_config(self, vocab_size: int) -> BERTConfig:
+        """BERTConfig from model.* (preset, then the keys given), sized for the vocabulary and sequence length."""
+        section = self.config["model"]
+        overrides = {theirs: section[ours] for ours, theirs in MODEL_KEYS.items() if section[ours] is not None}
+        preset = PRESETS[section["preset"]]()
+        positions = section["max_position_embeddings"] or max(preset.max_position_embeddings,
+                                                              self.config["data"]["sequence_length"])
+        if positions < self.config["data"]["sequence_length"]:
+            raise ConfigError(f"model.max_position_embeddings ({positions}) is smaller than data.sequence_length "
+                              f"({self.config['data']['sequence_length']}).")
+        try:
+            return PRESETS[section["preset"]](vocab_size=vocab_size, max_position_embeddings=positions, **overrides)
+        except ValueError as error:
+            raise ConfigError(f"model section: {error}") from error
+
+    def _checkpoint_to_resume(self) -> Path | None:
+        resume = self.config["training"]["resume_from"]
+        if resume is None:
+            return None
+        try:
+            return ckpt.resolve_checkpoint(resume)
+        except FileNotFoundError as error:
+            raise ConfigError(f"training.resume_from: {error}") from error
+
+    def build_tokenizer(self, documents: list[str], resume: Path | None) -> BERTTokenizerFast:
+        """The run's tokenizer: the resumed checkpoint's, a saved one, MiniLM's vocab, or WordPiece trained here.
+
+        WordPiece training breaks frequency ties in an unspecified order, so rank 0 trains and shares it, and
+        `data.tokenizer_dir` keeps it for the next run.
+        """
+        data = self.config["data"]
+        if resume is not None and (resume / "vocab.txt").is_file():
+            return BERTTokenizerFast.from_pretrained(resume)
+        choice, cache = data["tokenizer"], data["tokenizer_dir"]
+        if choice == "minilm":
+            from bertviz_lab.model.weights import BERT_Weights
+
+            try:
+                return BERTTokenizerFast.from_pretrained(BERT_Weights.ALL_MINILM_L6_V2.path)
+            except ImportError as error:
+                raise ConfigError(f"data.tokenizer: minilm: {error}") from error
+        if choice != "train":
+            try:
+                return BERTTokenizerFast.from_pretrained(choice)
+            except (FileNotFoundError, ValueError) as error:
+                raise ConfigError(f"data.tokenizer: {error}") from error
+        if cache is not None and (Path(cache) / "vocab.txt").is_file():
+            return BERTTokenizerFast.from_pretrained(cache)
+        tokenizer = None
+        if self.dist.is_main:
+            tokenizer = BERTTokenizerFast.train_from_texts(documents, vocab_size=data["vocab_size"],
+                                                           model_max_length=data["sequence_length"])
+            if cache is not None:
+                tokenizer.save_pretrained(cache)
+        return broadcast_object(tokenizer, self.dist)
+
+    def build_data(self, resume: Path | None) -> tuple[Any, Any, int]:
+        """(train data, test data or None, vocabulary size) for the configured corpus."""
+        data, accumulation = self.config["data"], self.config["training"]["gradient_accumulation_steps"]
+        micro = data["batch_size"] // accumulation if data["batch_size"] % accumulation == 0 else None
+        if micro is None:
+            raise ConfigError(f"data.batch_size ({data['batch_size']}) must be divisible by "
+                              f"training.gradient_accumulation_steps ({accumulation}).")
+        if data["corpus"] == SYNTHETIC_CORPUS:
+            return (self._synthetic(data["num_train_batches"], micro, self.seed),
+                    self._synthetic(data["num_test_batches"], micro, self.seed + 9999), data["vocab_size"])
+        try:
+            documents = load_documents(data["corpus"])
+            train_docs, test_docs = split_documents(documents, data["test_fraction"], data["random_seed"])
+        except (FileNotFoundError, ValueError, TypeError) as error:
+            raise ConfigError(f"data.corpus: {error}") from error
+        self.tokenizer = self.build_tokenizer(train_docs, resume)
+        try:
+            train = self._pairs(train_docs)
+            test = self._pairs(test_docs) if test_docs else None
+        except ValueError as error:
+            raise ConfigError(f"data section: {error}") from error
+        return train, test, len(self.tokenizer)
+
+    def _synthetic(self, num_batches: int, rows: int, seed: int) -> list[dict[str, torch.Tensor]]:
+        """The seed's synthetic batches (half MLM, half NSP pairs) in the Trainer's layout."""
+        data = self.config["data"]
+        batches = generate_synthetic_bert_batches(num_batches, rows, data["sequence_length"], data["vocab_size"],
+                                                  data["mask_probability"], seed)
+        return [synthetic_to_training_batch(batch) for batch in batches]
+
+    def _pairs(self, documents: list[str]) -> SentencePairDataset:
+        data = self.config["data"]
+        return SentencePairDataset(documents, self.tokenizer, data["sequence_length"], seed=data["random_seed"],
+                                   short_seq_prob=data["short_seq_prob"])
+
+    def _steps(self, train: Any) -> int:
+        training, data = self.config["training"], self.config["data"]
+        if training["steps"] is not None:
+            return training["steps"]
+        micro = data["batch_size"] // training["gradient_accumulation_steps"]
+        batches = len(train) if isinstance(train, list) else len(train.examples(0)) // micro
+        per_epoch = batches // training["gradient_accumulation_steps"]
+        if per_epoch < 1:
+            raise ConfigError(f"one epoch holds fewer than one optimizer step of data.batch_size="
+                              f"{data['batch_size']}; lower the batch size or set training.steps.")
+        return per_epoch * (training["epochs"] or 1)
+
+    # the run ---------------------------------------------------------------------------------------------
+    def build_trainer(self) -> Trainer:
+        """Everything run() trains with, ready to fit() or start(): process group, data, tokenizer, model, Trainer."""
+        training = self.config["training"]
+        try:
+            device = select_device(training["device"])
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"training.device: {error}") from error
+        if training["num_threads"] is not None:
+            torch.set_num_threads(training["num_threads"])
+        self.dist = init_distributed(device.type)
+        resume = self._checkpoint_to_resume()
+        self.train_data, self.test_data, vocab_size = self.build_data(resume)
+        train_config = self.train_config(self._steps(self.train_data))
+        torch.manual_seed(self.seed)
+        model = BERTForPreTraining(self.model_config(vocab_size))
+        self.trainer = Trainer(model, self.train_data, self.test_data, train_config, tokenizer=self.tokenizer,
+                               resume_from=resume)
+        return self.trainer
+
+    def run(self) -> dict[str, Any]:
+        """Build everything, train, evaluate on the held-out data, return the results (see the class docstring)."""
+        trainer = self.build_trainer()
+        handler = self._log_to_file()
+        try:
+            steps_before = trainer.step
+            started = time.perf_counter()
+            trainer.fit()
+            seconds = time.perf_counter() - started
+            final = trainer.evaluate() if self.test_data else {}
+            return self._results(final, seconds, trainer.step - steps_before, self.train_data, self.test_data)
+        finally:
+            if handler is not None:
+                logger.removeHandler(handler)
+                handler.close()
+
+    def _results(self, final: dict[str, Any], seconds: float, steps_run: int, train: Any,
+                 test: Any) -> dict[str, Any]:
+        trainer = self.trainer
+        history = trainer.history
+        window = history[-final_window(len(history)):]
+        return {
+            "train_mlm_loss": _mean(window, "train_mlm_loss"),
+            "train_nsp_loss": _mean(window, "train_nsp_loss"),
+            "test_mlm_loss": final.get("eval_mlm_loss"),
+            "test_nsp_loss": final.get("eval_nsp_loss"),
+            "test_nsp_accuracy": final.get("eval_nsp_accuracy"),
+            "test_mlm_accuracy": final.get("eval_mlm_accuracy"),
+            "initial_train_mlm_loss": next((r["train_mlm_loss"] for r in history if "train_mlm_loss" in r), None),
+            "initial_train_nsp_loss": history[0].train_nsp_loss if history else None,
+            "steps": trainer.step,
+            "seconds": seconds,
+            "steps_per_second": steps_run / seconds if seconds > 0 else None,
+            "sequences_per_second": steps_run * trainer.config.batch_size / seconds if seconds > 0 else None,
+            "num_parameters": trainer.model.num_parameters(),
+            "vocab_size": trainer.model.config.vocab_size,
+            "train_pairs": _count_pairs(train),
+            "test_pairs": _count_pairs(test),
+            "device": str(trainer.device),
+            "precision": trainer.precision,
+            "world_size": trainer.dist.world_size,
+            "checkpoint": str(trainer.last_checkpoint) if trainer.last_checkpoint is not None else None,
+            "stop_reason": trainer.stop_reason,
+        }
+
+    def _log_to_file(self) -> logging.Handler | None:
+        log = self.config["logging"]
+        logger.setLevel(log["level"])
+        if log["file"] is None or not self.dist.is_main:
+            return None
+        Path(log["file"]).parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(log["file"], encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+        logger.addHandler(handler)
+        return handler
+
+    def close(self) -> None:
+        """Leave the process group this run joined (after run())."""
+        if self.trainer is not None:
+            self.trainer.close()
+
+
+# the CLI ---------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bertviz-lab", description="bertviz_lab command line.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    train = commands.add_parser("train", help="pretrain BERT (MLM + NSP) from a YAML config",
+                                description="Pretrain BERT on MLM + NSP as a YAML file describes; prints the "
+                                            "results and writes them as JSON. Runs under torchrun as well.")
+    train.add_argument("--config", required=True, help="YAML file with data/model/training/logging sections")
+    train.add_argument("--output", help="write the results dict here as JSON")
+    train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                       help="override one config key (value read as YAML); repeatable")
+    return parser
+
+
+def format_results(results: Mapping[str, Any]) -> str:
+    lines = ["", "Final Results:", "=" * 40]
+    for key, value in results.items():
+        lines.append(f"  {key}: {value:.6f}" if isinstance(value, float) else f"  {key}: {value}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`bertviz-lab train --config CFG.yaml --output results.json`; exit 0 ok, 1 training failed, 2 bad usage/config."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse exits 2 on bad usage, 0 on --help
+        return int(exit_.code or 0)
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(stream)
+    runner = None
+    try:
+        runner = BertRunner(args.config, overrides=args.set)
+        results = runner.run()
+        if runner.dist.is_main:
+            print(format_results(results))
+            if args.output:
+                output = Path(args.output)
+                output.parent.mkdir(parents=True, exist_ok=True)
+                output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+                print(f"\nresults written to {output}")
+        return 0
+    except ConfigError as error:
+        print(f"bertviz-lab train: error: {error}", file=sys.stderr)
+        return 2
+    except NonFiniteLossError as error:
+        print(f"bertviz-lab train: {error}", file=sys.stderr)
+        return 1
+    finally:
+        logger.removeHandler(stream)
+        if runner is not None:
+            runner.close()

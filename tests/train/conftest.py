@@ -1,0 +1,72 @@
+"""Shared fixtures for the training tests: one thread per test (the CI machine has 2 busy cores), a tokenizer trained
+once on the built-in corpus, small pair datasets, and a small BERTForPreTraining factory."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from bertviz_lab.model import BERTConfig, BERTForPreTraining, BERTTokenizerFast
+from bertviz_lab.train.data import SentencePairDataset, load_documents, split_documents
+
+SEQ_LEN = 32
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Oversubscribed cores make torch many times slower; each test uses one thread and restores the setting."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def documents() -> tuple[list[str], list[str]]:
+    """The built-in corpus split into (train, test) documents."""
+    return split_documents(load_documents("builtin"), 0.2, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(documents) -> BERTTokenizerFast:
+    """A small WordPiece vocabulary trained once per session (training breaks ties randomly: share this one)."""
+    return BERTTokenizerFast.train_from_texts(documents[0], vocab_size=500)
+
+
+@pytest.fixture(scope="session")
+def saved_tokenizer(tokenizer, tmp_path_factory) -> str:
+    """The session tokenizer in a folder, for runs in other processes."""
+    folder = tmp_path_factory.mktemp("tokenizer")
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
+def pairs(documents, tokenizer) -> tuple[SentencePairDataset, SentencePairDataset]:
+    """(train, test) NSP pair datasets of SEQ_LEN tokens."""
+    train, test = documents
+    return (SentencePairDataset(train, tokenizer, SEQ_LEN, seed=0),
+            SentencePairDataset(test, tokenizer, SEQ_LEN, seed=0))
+
+
+@pytest.fixture
+def make_model():
+    """Factory for a 1-layer, 32-wide BERTForPreTraining: make_model(vocab_size, seed=0, dropout=0.1)."""
+    return small_model
+
+
+def small_model(vocab_size: int, seed: int = 0, dropout: float = 0.1) -> BERTForPreTraining:
+    """A 1-layer, 32-wide BERTForPreTraining: a training step takes milliseconds."""
+    torch.manual_seed(seed)
+    config = BERTConfig.tiny(vocab_size=vocab_size, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                             num_hidden_layers=1, max_position_embeddings=64, hidden_dropout_prob=dropout,
+                             attention_probs_dropout_prob=dropout)
+    return BERTForPreTraining(config)
+
+
+@pytest.fixture
+def child_env() -> dict[str, str]:
+    """Environment for child Pythons: one thread each, no progress bars fighting for the terminal."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TQDM_DISABLE": "1"}

@@ -1,0 +1,126 @@
+"""The runner and the `bertviz-lab train` CLI: the tiny demo learns, results JSON, resume, config errors exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bertviz_lab.__main__ import main as console_main
+from bertviz_lab.train import BertRunner, ConfigError
+from bertviz_lab.train.runner import RESULT_KEYS, main
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "configs" / "tiny.yaml"
+DOCUMENTED_KEYS = set(RESULT_KEYS) | {"initial_train_mlm_loss", "initial_train_nsp_loss", "steps", "seconds",
+                                      "steps_per_second", "sequences_per_second", "num_parameters", "vocab_size",
+                                      "train_pairs", "test_pairs", "device", "precision", "world_size", "checkpoint",
+                                      "stop_reason"}
+
+
+@pytest.mark.slow
+def test_tiny_config_learns_on_the_builtin_corpus_in_under_two_minutes(tmp_path, child_env):
+    """Acceptance: a few hundred CPU steps, MLM loss well below its start, held-out NSP accuracy above chance."""
+    output = tmp_path / "out.json"
+    command = [sys.executable, "-m", "bertviz_lab", "train", "--config", str(TINY), "--output", str(output),
+               "--set", "training.num_threads=1", "--set", "logging.progress=false"]
+    done = subprocess.run(command, cwd=tmp_path, env=child_env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads(output.read_text())
+    assert set(results) == DOCUMENTED_KEYS
+    assert "Final Results:" in done.stdout and "test_nsp_accuracy" in done.stdout
+    assert results["steps"] >= 200 and results["seconds"] < 120
+    assert results["train_mlm_loss"] < results["initial_train_mlm_loss"] - 1.5  # ~7.6 (ln 2000) -> ~5.2
+    assert results["test_mlm_loss"] < results["initial_train_mlm_loss"] - 1.5
+    # ~700 held-out pairs: chance is 0.5 +- 0.019; the tiny model reaches ~0.6-0.65 at 300 steps
+    assert results["test_pairs"] >= 400 and results["test_nsp_accuracy"] > 0.56
+    assert results["test_nsp_loss"] < 0.69
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def _tiny_synthetic(tmp_path: Path, **training) -> dict:
+    return {
+        "data": {"corpus": "synthetic", "vocab_size": 200, "sequence_length": 16, "batch_size": 8,
+                 "num_train_batches": 6, "num_test_batches": 2, "random_seed": 3},
+        "model": {"dim_model": 32, "num_heads": 2, "dim_ff": 64, "num_layers": 1},
+        "training": {"learning_rate": 3.0e-3, "device": "cpu", **training},
+        "logging": {"progress": False, "metrics_file": str(tmp_path / "metrics.jsonl")},
+    }
+
+
+def test_runner_on_synthetic_data_returns_the_documented_keys_and_resumes(tmp_path):
+    checkpoints = tmp_path / "ckpt"
+    first = BertRunner(_tiny_synthetic(tmp_path, epochs=1, checkpoint_dir=str(checkpoints))).run()
+    assert set(first) == DOCUMENTED_KEYS and first["steps"] == 6 and first["stop_reason"] == "finished"
+    assert first["checkpoint"] == str(checkpoints / "step-00000006")
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 6
+    continued = BertRunner(_tiny_synthetic(tmp_path, steps=9, resume_from=str(checkpoints))).run()
+    assert continued["steps"] == 9 and continued["initial_train_mlm_loss"] == first["initial_train_mlm_loss"]
+
+
+def test_build_trainer_gives_a_ready_trainer_for_live_panels(tmp_path):
+    runner = BertRunner(_tiny_synthetic(tmp_path, steps=4))
+    trainer = runner.build_trainer()
+    assert trainer.step == 0 and trainer.config.max_steps == 4 and not trainer.is_running
+    seen = []
+    trainer.callbacks.append(seen.append)
+    trainer.start(2)
+    trainer.join(timeout=60)
+    assert [r.step for r in seen] == [1, 2]
+
+
+def test_cli_prints_and_writes_json(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(_tiny_synthetic(tmp_path, steps=2)))
+    output = tmp_path / "nested" / "results.json"
+    assert console_main(["train", "--config", str(config), "--output", str(output)]) == 0
+    printed = capsys.readouterr().out
+    results = json.loads(output.read_text())
+    assert set(results) == DOCUMENTED_KEYS and results["steps"] == 2
+    assert f"test_nsp_accuracy: {results['test_nsp_accuracy']:.6f}" in printed
+
+
+@pytest.mark.parametrize("text, named", [
+    ("training:\n  learnig_rate: 0.1\n", "training.learnig_rate"),
+    ("data:\n  batch_size: lots\n", "data.batch_size"),
+    ("model:\n  preset: huge\n", "model.preset"),
+    ("data:\n  corpus: /no/such/corpus\n", "data.corpus"),
+    ("training: [unclosed\n", "not valid YAML"),
+])
+def test_bad_yaml_exits_2_naming_the_key(tmp_path, capsys, text, named):
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    assert main(["train", "--config", str(config)]) == 2
+    error = capsys.readouterr().err
+    assert named in error and "error:" in error
+
+
+def test_usage_errors_exit_2_and_help_exits_0(tmp_path, capsys):
+    assert main(["train"]) == 2  # --config missing: argparse
+    assert main(["fly"]) == 2
+    assert main(["train", "--config", str(tmp_path / "missing.yaml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["train", "--config", str(TINY), "--set", "oops"]) == 2
+    assert main(["train", "--help"]) == 0
+    assert "--config" in capsys.readouterr().out
+
+
+def test_the_process_exit_code_is_2_for_a_bad_key(tmp_path, child_env):
+    config = tmp_path / "bad.yaml"
+    config.write_text("logging:\n  levle: INFO\n")
+    done = subprocess.run([sys.executable, "-m", "bertviz_lab", "train", "--config", str(config)], cwd=tmp_path,
+                          env=child_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "logging.levle" in done.stderr and "Did you mean 'level'" in done.stderr
+
+
+def test_runner_errors_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="data.batch_size .* divisible"):
+        BertRunner(_tiny_synthetic(tmp_path, steps=1, gradient_accumulation_steps=3)).run()
+    with pytest.raises(ConfigError, match="training.resume_from"):
+        BertRunner(_tiny_synthetic(tmp_path, steps=1, resume_from=str(tmp_path / "nothing"))).run()
+    with pytest.raises(ConfigError, match="training.device"):
+        BertRunner(_tiny_synthetic(tmp_path, steps=1, device="tpu")).run()
