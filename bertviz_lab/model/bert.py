@@ -148,6 +148,9 @@ class BERT(BERTPreTrainedModel):
 
     def _check_inputs(self, input_ids, inputs_embeds, token_type_ids, position_ids, past_length):
         config = self.config
+        if torch.compiler.is_compiling():  # value checks read tensors back: checked eagerly, not in compiled graphs
+            shape = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:2])
+            return shape
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if input_ids is not None:
