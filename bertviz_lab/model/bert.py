@@ -25,6 +25,8 @@ def additive_mask(mask: torch.Tensor, dtype: torch.dtype, name: str = "attention
     """Turn a 0/1 or boolean mask (1 = attend) into an additive one; an additive mask (values <= 0) passes through."""
     if mask.dtype == torch.bool:
         keep = mask
+    elif torch.compiler.is_compiling() and not mask.is_floating_point():
+        keep = mask != 0  # integer 0/1 masks (what the tokenizer and trainer produce), unchecked inside a graph
     elif mask.is_floating_point() and bool((mask <= 0).all()) and not bool((mask == 1).any()):
         return mask.to(dtype)  # already additive: 0 = attend, large negative = hidden
     elif bool(((mask == 0) | (mask == 1)).all()):
@@ -197,7 +199,8 @@ class BERT(BERTPreTrainedModel):
         mask = None
         if attention_mask is not None:
             mask = additive_mask(expand_mask(attention_mask, batch, seq_len, key_len, "attention_mask"), dtype)
-            if attention_mask.dim() == 2 and not self.config.is_decoder and bool((mask == 0).all()):
+            if attention_mask.dim() == 2 and not self.config.is_decoder and not torch.compiler.is_compiling() \
+                    and bool((mask == 0).all()):
                 mask = None  # nothing to hide: SDPA's unmasked kernel is faster
         if self.config.is_decoder:
             key_positions = torch.arange(key_len, device=device)
