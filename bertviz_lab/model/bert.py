@@ -226,7 +226,7 @@ class BERT(BERTPreTrainedModel):
             past_length = int(cache_position[0])
         B, T = self._check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids, past_length)
         device = input_ids.device if input_ids is not None else inputs_embeds.device
-        if cache_position is None:
+        if cache_position is None and config.is_decoder:  # positions of this step's tokens in the cache
             cache_position = torch.arange(past_length, past_length + T, device=device)
         if position_ids is None and past_length:
             position_ids = cache_position.unsqueeze(0)

@@ -107,10 +107,15 @@ class BERTSelfAttention(nn.Module):
         q, k, v = self._project(hidden_states, encoder_hidden_states, cache, cache_position)
         dropout_p = self.dropout_p if self.training else 0.0
         if self.probs.is_watched:
-            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_size))  # (B, nh, T, S)
+            # in place where autograd allows: one (B, nh, T, S) buffer instead of up to four, which long sequences feel
+            scores = (q @ k.transpose(-2, -1)).mul_(1.0 / math.sqrt(self.head_size))  # (B, nh, T, S)
             if attention_mask is not None:
-                scores = scores + attention_mask
-            probs = self.probs(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype))
+                scores.add_(attention_mask)
+            if scores.dtype == torch.float32 and not scores.requires_grad:
+                probs = torch.softmax(scores, dim=-1, out=scores)
+            else:
+                probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+            probs = self.probs(probs)
             y = F.dropout(probs, dropout_p, self.training) @ v  # (B, nh, T, hs)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=dropout_p)

@@ -1,5 +1,30 @@
 """Recording what a BERT model does: hook points, traces, attention analysis, architecture diagrams."""
 
-from bertviz_lab.trace.hooks import HookPoint
+from bertviz_lab.trace.attention import (
+    attention_rollout,
+    attention_shares,
+    head_entropy,
+    head_mean,
+    head_statistics,
+    layer_means,
+    special_token_masks,
+)
+from bertviz_lab.trace.diagram import MermaidDiagram, to_graphviz, to_mermaid
+from bertviz_lab.trace.hooks import (
+    DEFAULT_MAX_BYTES,
+    Call,
+    ForwardPass,
+    HookPoint,
+    Trace,
+    TraceSizeError,
+    hook_points,
+    trace,
+)
+from bertviz_lab.trace.shapes import TensorSpec
+from bertviz_lab.trace.summary import Summary
 
-__all__ = ["HookPoint"]
+__all__ = [
+    "DEFAULT_MAX_BYTES", "Call", "ForwardPass", "HookPoint", "MermaidDiagram", "Summary", "TensorSpec", "Trace",
+    "TraceSizeError", "attention_rollout", "attention_shares", "head_entropy", "head_mean", "head_statistics",
+    "hook_points", "layer_means", "special_token_masks", "to_graphviz", "to_mermaid", "trace",
+]

@@ -1,0 +1,29 @@
+"""Fixtures of the trace tests: a tiny BERT and a padded batch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertviz_lab.model import BERT
+from trace_testlib import padded_batch, tiny_config
+
+
+@pytest.fixture
+def tiny_bert() -> BERT:
+    torch.manual_seed(0)
+    return BERT(tiny_config()).eval()
+
+
+@pytest.fixture
+def batch():
+    return padded_batch()
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread, and the test machines' two cores are shared: restore afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
