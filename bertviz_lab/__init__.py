@@ -9,3 +9,10 @@ from bertviz_lab.model.weights import load_default
 
 __version__ = "0.1.0"
 __all__ = [*_model_names, "available_devices", "describe_devices", "select_device", "load_default"]
+
+
+def load_ipython_extension(ipython):  # noqa: ANN001 (an IPython shell)
+    """`%load_ext bertviz_lab` registers %bert_inspect (IPython is imported only here, not by `import bertviz_lab`)."""
+    from bertviz_lab.magics import load_ipython_extension as load
+
+    load(ipython)

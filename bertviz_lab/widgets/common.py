@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import ipywidgets as widgets
 
@@ -58,3 +59,24 @@ class Panel(widgets.VBox):
         bundle = super()._repr_mimebundle_(**kwargs)
         bundle["text/html"] = self.static_html()
         return bundle
+
+
+def encode_text(model: Any, tokenizer: Any, text: str, text_b: str | None = None) -> tuple[dict, dict]:
+    """Tokenize a text (pair) for `model`: (the full encoding, the model's inputs on its device)."""
+    if not text or not text.strip():
+        raise ValueError("the text to inspect is empty.")
+    max_length = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    encoded = tokenizer.encode_pretraining_inputs(text, text_b or None, max_length=max_length)
+    device = next(model.parameters()).device
+    return encoded, {k: encoded[k].to(device) for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+
+@contextlib.contextmanager
+def evaluating(model: Any) -> Iterator[None]:
+    """Eval mode (no dropout) for the block, then the model's previous mode again."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)

@@ -38,12 +38,24 @@ def record_to_dict(record: Any) -> dict[str, Any]:
     return dict(vars(record))
 
 
+def _kept(count: int, max_points: int) -> np.ndarray:
+    """Indices of at most max_points evenly spaced points out of count, always including the latest."""
+    return np.unique(np.append(np.linspace(0, count - 1, max_points - 1).astype(int), count - 1))
+
+
 def downsample(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
     """Keep at most max_points evenly spaced points, always including the latest."""
     if len(x) <= max_points:
         return x, y
-    index = np.unique(np.append(np.linspace(0, len(x) - 1, max_points - 1).astype(int), len(x) - 1))
+    index = _kept(len(x), max_points)
     return x[index], y[index]
+
+
+def downsample_points(points: list[tuple[float, float]], max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """downsample() of a list of (x, y), touching only the kept points: a redraw costs O(max_points), not O(history)."""
+    if len(points) > max_points:
+        points = [points[i] for i in _kept(len(points), max_points)]
+    return np.array([p[0] for p in points], dtype=float), np.array([p[1] for p in points], dtype=float)
 
 
 class LossCurves(Panel):
@@ -56,7 +68,10 @@ class LossCurves(Panel):
         self.records = 0
         self.redraws = 0
         self._last_draw = 0.0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards history and the pending timer
+        self._draw_lock = threading.Lock()  # one redraw at a time (the timer thread and the training thread)
+        self._pending: threading.Timer | None = None
+        self._drawn = [0] * len(SERIES)  # points of each series at the last redraw (histories only grow)
         self.figure = go.FigureWidget(make_subplots(rows=2, cols=2, subplot_titles=TITLES,
                                                     horizontal_spacing=0.1, vertical_spacing=0.16))
         for row, col, key, name, color, dashed in SERIES:
@@ -77,13 +92,14 @@ class LossCurves(Panel):
     def attach(self, trainer: Any) -> "LossCurves":
         """Register as the trainer's callback and offer a Stop button for runs started in the background."""
         self.trainer = trainer
-        trainer.add_callback(self)
+        if self not in trainer.callbacks:
+            trainer.callbacks.append(self)
         self.stop_button.layout.display = None
         return self
 
     def _stop(self) -> None:
         if self.trainer is not None:
-            self.trainer.stop()
+            self.trainer.stop(wait=False)
             self.status.value = "stopping after the current step…"
 
     def __call__(self, record: Any) -> None:
@@ -97,18 +113,33 @@ class LossCurves(Panel):
                 if value is not None and np.isfinite(value):
                     points.append((step, float(value)))
             self._last_values = values
-        if time.monotonic() - self._last_draw >= self.min_interval or values.get("final"):
+            wait = self.min_interval - (time.monotonic() - self._last_draw)
+            if wait > 0 and self._pending is None:  # draw the latest records soon even if no further record arrives
+                self._pending = threading.Timer(wait, self.flush)
+                self._pending.daemon = True
+                self._pending.start()
+        if wait <= 0:
             self.flush()
 
     def flush(self) -> None:
         """Redraw now with everything received so far."""
+        with self._draw_lock:
+            self._draw()
+
+    def _draw(self) -> None:
         with self._lock:
-            series = [downsample(np.array([p[0] for p in self.history[key]]), np.array([p[1] for p in self.history[key]]),
-                                 self.max_points) for _, _, key, *_ in SERIES]
+            if self._pending is not None:
+                self._pending.cancel()
+                self._pending = None
+            counts = [len(self.history[key]) for _, _, key, *_ in SERIES]
+            # only the series that grew: plotly validates every assigned array, the main cost of a redraw
+            series = {index: downsample_points(self.history[SERIES[index][2]], self.max_points)
+                      for index, count in enumerate(counts) if count != self._drawn[index]}
             values = getattr(self, "_last_values", {})
         with self.figure.batch_update():
-            for trace, (x, y) in zip(self.figure.data, series):
-                trace.x, trace.y = x, y
+            for index, (x, y) in series.items():
+                self.figure.data[index].x, self.figure.data[index].y = x, y
+        self._drawn = counts
         step = values.get("step", "?")
         shown = [f"step {step}"] + [f"{name} {values[key]:.4g}" for _, _, key, name, *_ in SERIES
                                     if isinstance(values.get(key), (int, float))]

@@ -8,7 +8,7 @@ import ipywidgets as widgets
 import torch
 
 from bertviz_lab.model.pretraining import MaskingPlan, apply_masking, sample_masking
-from bertviz_lab.widgets.common import COLORS, Panel, chip, escape, legend, table
+from bertviz_lab.widgets.common import COLORS, Panel, chip, escape, evaluating, legend, table
 
 
 def mlm_scores(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
@@ -16,7 +16,7 @@ def mlm_scores(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch
     predictions = getattr(getattr(model, "cls", None), "predictions", None)
     if predictions is None:
         return None
-    with torch.inference_mode():
+    with evaluating(model), torch.inference_mode():
         out = model(**inputs)
     return out[0] if isinstance(out, tuple) else out
 

@@ -1,0 +1,106 @@
+"""%bert_inspect: one line (or cell) that opens the workbench, or one of its panels, on a text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils.process import arg_split
+
+VIEWS = ("attention", "masking", "architecture", "training", "device", "all")
+
+
+def _lookup(namespace: dict[str, Any], name: str, what: str) -> Any:
+    """A name from the notebook's namespace; never evaluated, so `%bert_inspect os.system(...)` is just a bad name."""
+    if not name.isidentifier():
+        raise UsageError(f"{what} must be a variable name, got {name!r} (quote the text if it is the text).")
+    if name not in namespace:
+        raise UsageError(f"unknown name {name!r}: no variable of that name in this notebook "
+                         f"(quote the text if {name!r} is the start of it).")
+    return namespace[name]
+
+
+def resolve(args: Any, cell: str | None, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Turn parsed arguments into the Workbench's arguments, checking every value with a one-line error."""
+    from bertviz_lab.model.bert import BERTPreTrainedModel
+
+    words = list(args.words)
+    if cell is not None:
+        text = cell.strip()
+        names = words
+    else:
+        if not words:
+            raise UsageError("missing TEXT: %bert_inspect [MODEL [TOKENIZER]] [options] \"TEXT\"")
+        names, text = words[:-1], words[-1]
+    if not text:
+        raise UsageError("the text to inspect is empty.")
+    if len(names) > 2:
+        raise UsageError(f"expected at most MODEL and TOKENIZER before the text, got {len(names)} names: "
+                         f"{' '.join(names)} (quote the text).")
+    model = _lookup(namespace, names[0], "MODEL") if names else None
+    tokenizer = _lookup(namespace, names[1], "TOKENIZER") if len(names) > 1 else None
+    if model is not None and not isinstance(model, BERTPreTrainedModel):
+        raise UsageError(f"{names[0]!r} is a {type(model).__name__}, not a bertviz_lab BERT model.")
+    if tokenizer is not None and not hasattr(tokenizer, "encode_pretraining_inputs"):
+        raise UsageError(f"{names[1]!r} is a {type(tokenizer).__name__}, not a BERTTokenizerFast.")
+    if model is not None and tokenizer is None:
+        raise UsageError(f"give the tokenizer after the model: %bert_inspect {names[0]} TOKENIZER \"TEXT\".")
+    if args.device is not None:
+        from bertviz_lab.device import select_device
+
+        try:
+            select_device(args.device)
+        except (ValueError, TypeError) as error:
+            raise UsageError(str(error)) from None
+    for option in ("layer", "head"):
+        value = getattr(args, option)
+        if value is not None and value < 0:
+            raise UsageError(f"--{option} must be >= 0, got {value}.")
+    return {"model": model, "tokenizer": tokenizer, "text": text, "text_b": args.pair, "view": args.view,
+            "layer": args.layer, "head": args.head, "device": args.device}
+
+
+@magics_class
+class BertInspectMagics(Magics):
+    """The %bert_inspect magic."""
+
+    @no_var_expand  # the line is taken literally: IPython would run {code} and substitute $names in the text
+    @magic_arguments()
+    @argument("--view", choices=VIEWS, default="all", help="which panel to open (default: the whole workbench)")
+    @argument("--layer", type=int, default=None, help="attention layer to show first")
+    @argument("--head", type=int, default=None, help="attention head to show first")
+    @argument("--pair", default=None, metavar="TEXT_B", help="a second sentence (sentence B)")
+    @argument("--device", default=None, help="auto, cpu, cuda, cuda:N or mps")
+    @argument("words", nargs="*", metavar="[MODEL [TOKENIZER]] TEXT",
+              help="variable names of a model and its tokenizer (optional), then the quoted text")
+    @line_cell_magic
+    def bert_inspect(self, line: str, cell: str | None = None):
+        """Inspect BERT on a text: %bert_inspect [MODEL [TOKENIZER]] [--view V] [--layer L] [--head H] [--pair B] [--device D] "TEXT".
+
+        With no MODEL the default pretrained model (all-MiniLM-L6-v2) is used. As a cell magic
+        (%%bert_inspect ...), the cell body is the text. Names are looked up in the notebook, never evaluated.
+        """
+        try:
+            # intermixed: names, options and the text may come in any order ("m tok --layer 1 'text'"; plain
+            # parse_args rejects a positional after options); posix: quotes group words and are removed
+            args = self.bert_inspect.parser.parse_intermixed_args(arg_split(line, posix=True))
+        except UsageError:
+            raise
+        except ValueError as error:  # shlex: e.g. an unclosed quote
+            raise UsageError(f"cannot split the arguments ({error}); quote the text: %bert_inspect \"TEXT\"") from None
+        except SystemExit as error:  # argparse exits on a bad option
+            raise UsageError(f"bad option in: {line}") from error
+        options = resolve(args, cell, self.shell.user_ns if self.shell is not None else {})
+        from bertviz_lab.widgets.workbench import open_view
+
+        try:
+            return open_view(**options)
+        except (ValueError, TypeError, ImportError) as error:
+            raise UsageError(str(error)) from None
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext bertviz_lab` registers %bert_inspect."""
+    ipython.register_magics(BertInspectMagics)

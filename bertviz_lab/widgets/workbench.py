@@ -1,0 +1,111 @@
+"""Workbench: every panel in tabs around one text box; open_view() is what %bert_inspect calls."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import ipywidgets as widgets
+import torch
+
+from bertviz_lab.widgets.architecture_panel import ArchitecturePanel
+from bertviz_lab.widgets.attention_panel import AttentionPanel
+from bertviz_lab.widgets.common import Panel, encode_text, escape
+from bertviz_lab.widgets.device_picker import DevicePicker
+from bertviz_lab.widgets.masking_preview import MaskingPreview
+from bertviz_lab.widgets.training_panel import TrainingPanel
+
+DEFAULT_TEXT = "The cat sat on the mat because it was warm."
+TABS = ("attention", "masking", "architecture", "training", "device")
+
+
+@functools.lru_cache(maxsize=1)
+def default_model_and_tokenizer() -> tuple[torch.nn.Module, Any]:
+    """The pretrained model the workbench opens with, loaded once per session."""
+    from bertviz_lab.model.weights import load_default
+
+    return load_default()
+
+
+def _model_and_tokenizer(model: torch.nn.Module | None, tokenizer: Any) -> tuple[torch.nn.Module, Any]:
+    if model is None and tokenizer is None:
+        return default_model_and_tokenizer()
+    if model is None or tokenizer is None:
+        raise TypeError("pass both a model and its tokenizer, or neither for the default pretrained model.")
+    return model, tokenizer
+
+
+class Workbench(Panel):
+    """Tabs Attention · Masking · Architecture · Training · Device sharing one text (and optional sentence B)."""
+
+    def __init__(self, model: torch.nn.Module | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
+                 text_b: str | None = None, layer: int = 0, head: int = 0, tab: str = "attention") -> None:
+        if tab not in TABS:
+            raise ValueError(f"tab must be one of {TABS}, got {tab!r}.")
+        self.model, self.tokenizer = _model_and_tokenizer(model, tokenizer)
+        self.text_box = widgets.Textarea(value=text, description="text", layout=widgets.Layout(width="70%"))
+        self.text_b_box = widgets.Text(value=text_b or "", description="sentence B", placeholder="(optional)",
+                                       layout=widgets.Layout(width="70%"))
+        self.run_button = widgets.Button(description="Run", icon="play", button_style="primary")
+        self.error = widgets.HTML()
+        self.attention = AttentionPanel(model=self.model, tokenizer=self.tokenizer, text=text, text_b=text_b,
+                                        layer=layer, head=head)
+        self.masking = MaskingPreview(self.tokenizer, text, model=self.model, text_b=text_b)
+        self.architecture = ArchitecturePanel(self.model, inputs=self._inputs(text, text_b))
+        self.training = TrainingPanel()
+        self.device = DevicePicker(self.model, on_change=self._rerun)
+        self.tabs = widgets.Tab(children=[self.attention, self.masking, self.architecture, self.training, self.device])
+        for index, title in enumerate(("Attention", "Masking", "Architecture", "Training", "Device")):
+            self.tabs.set_title(index, title)
+        self.tabs.selected_index = TABS.index(tab)
+        self.run_button.on_click(lambda _: self.run())
+        header = widgets.VBox([widgets.HBox([self.text_box, self.run_button]), self.text_b_box, self.error])
+        super().__init__([header, self.tabs])
+
+    def _inputs(self, text: str, text_b: str | None) -> dict[str, torch.Tensor]:
+        return encode_text(self.model, self.tokenizer, text, text_b)[1]
+
+    def run(self) -> None:
+        """Send the text box's text to every panel."""
+        text, text_b = self.text_box.value, self.text_b_box.value.strip() or None
+        try:
+            self.attention.set_text(text, text_b)
+            self.masking.set_text(text, text_b)
+            self.architecture.inputs = self._inputs(text, text_b)
+            self.architecture.rerun()
+            self.error.value = ""
+        except ValueError as error:
+            self.error.value = f"<span style='color:#d62728'>{escape(error)}</span>"
+
+    def _rerun(self, device: torch.device) -> None:
+        """After a device move, every panel computes again on the new device."""
+        self.attention.rerun()
+        self.masking.update()
+        self.architecture.rerun()
+
+    def static_html(self) -> str:
+        return ("<div class='bvl-workbench'>" + f"<p><b>text</b>: {escape(self.text_box.value)}</p>"
+                + self.attention.static_html() + self.masking.static_html() + "</div>")
+
+
+def open_view(model: torch.nn.Module | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
+              text_b: str | None = None, view: str = "all", layer: int | None = None, head: int | None = None,
+              device: str | None = None) -> Panel:
+    """One panel (or the whole workbench) on a text: what %bert_inspect shows."""
+    model, tokenizer = _model_and_tokenizer(model, tokenizer)
+    if device is not None:
+        model.to(device)
+    layer, head = layer or 0, head or 0
+    if view == "all":
+        return Workbench(model, tokenizer, text, text_b, layer=layer, head=head)
+    if view == "attention":
+        return AttentionPanel(model=model, tokenizer=tokenizer, text=text, text_b=text_b, layer=layer, head=head)
+    if view == "masking":
+        return MaskingPreview(tokenizer, text, model=model, text_b=text_b)
+    if view == "architecture":
+        return ArchitecturePanel(model, inputs=encode_text(model, tokenizer, text, text_b)[1])
+    if view == "training":
+        return TrainingPanel()
+    if view == "device":
+        return DevicePicker(model)
+    raise ValueError(f"view must be one of all, attention, masking, architecture, training, device; got {view!r}.")
