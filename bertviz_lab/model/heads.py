@@ -72,6 +72,11 @@ class BERTPreTrainingHeads(nn.Module):
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
 
 
+def classifier_dropout(config: BERTConfig) -> float:
+    """The classifier's own dropout when set, else the hidden dropout (as Hugging Face)."""
+    return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+
+
 # shared behaviour ------------------------------------------------------------------------------------
 class BERTTaskModel(BERTPreTrainedModel):
     """A backbone plus one head: weight tying, head initialisation, and text encoding for *_from_text."""
@@ -384,8 +389,7 @@ class BERTForSequenceClassification(BERTTaskModel):
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self._init_head()
 
@@ -419,8 +423,7 @@ class BERTForTokenClassification(BERTTaskModel):
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self._init_head()
 

@@ -122,12 +122,12 @@ class BERTSelfAttention(nn.Module):
         return y.transpose(1, 2).reshape(B, T, C)
 
 
-class BERTSelfOutput(nn.Module):
-    """Output projection of attention, residual, post-LayerNorm."""
+class BERTOutput(nn.Module):
+    """Projection back to the hidden size, dropout, residual, post-LayerNorm (after attention and after the MLP)."""
 
-    def __init__(self, config: BERTConfig) -> None:
+    def __init__(self, config: BERTConfig, in_features: int) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
@@ -141,7 +141,7 @@ class BERTAttention(nn.Module):
     def __init__(self, config: BERTConfig, layer_idx: int, is_cross_attention: bool = False) -> None:
         super().__init__()
         self.self = BERTSelfAttention(config, layer_idx, is_cross_attention)
-        self.output = BERTSelfOutput(config)
+        self.output = BERTOutput(config, config.hidden_size)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 encoder_hidden_states: torch.Tensor | None = None, cache: Cache | None = None,
@@ -162,19 +162,6 @@ class BERTIntermediate(nn.Module):
         return self.intermediate_act_fn(self.dense(hidden_states))
 
 
-class BERTOutput(nn.Module):
-    """Second feed-forward projection, residual, post-LayerNorm."""
-
-    def __init__(self, config: BERTConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
-
-
 class BERTLayer(nn.Module):
     """One post-LN transformer block: attention, optional cross-attention, chunkable feed-forward."""
 
@@ -185,7 +172,7 @@ class BERTLayer(nn.Module):
         if config.add_cross_attention:
             self.crossattention = BERTAttention(config, layer_idx, is_cross_attention=True)
         self.intermediate = BERTIntermediate(config)
-        self.output = BERTOutput(config)
+        self.output = BERTOutput(config, config.intermediate_size)
         self.hidden = HookPoint()  # (B, T, C) the residual stream after this layer
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
