@@ -83,7 +83,8 @@ def test_depth_collapse_and_shapes_options():
     model = BERTForPreTraining(tiny_config()).eval()
     everything = parse_mermaid(str(to_mermaid(model, input_shape=(2, 5), depth=None)))
     assert everything.node_id("qkv") and "intermediate: BERTIntermediate" in [s for s, _ in everything.subgraphs.values()]
-    ffn_out = next(sid for sid, (label, _) in everything.subgraphs.items() if label == "output: BERTOutput")
+    outputs = [sid for sid, (label, _) in everything.subgraphs.items() if label == "output: BERTOutput"]
+    ffn_out = outputs[1]  # layer 0: attention.output first, then the feed-forward's output
     last_norm = next(i for i, (label, parents) in everything.nodes.items()
                      if label.startswith("LayerNorm") and parents[-1] == ffn_out)
     assert (last_norm, everything.node_id("qkv")) in everything.edges  # layer i's output feeds layer i + 1
