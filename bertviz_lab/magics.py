@@ -42,9 +42,9 @@ def resolve(args: Any, cell: str | None, namespace: dict[str, Any]) -> dict[str,
     model = _lookup(namespace, names[0], "MODEL") if names else None
     tokenizer = _lookup(namespace, names[1], "TOKENIZER") if len(names) > 1 else None
     if model is not None and not isinstance(model, BERTPreTrainedModel):
-        raise UsageError(f"{names[0]!r} is a {type(model).__name__}, not a bertviz_lab BERT model.")
+        raise UsageError(f"{names[0]!r} is of type {type(model).__name__}, not a bertviz_lab BERT model.")
     if tokenizer is not None and not hasattr(tokenizer, "encode_pretraining_inputs"):
-        raise UsageError(f"{names[1]!r} is a {type(tokenizer).__name__}, not a BERTTokenizerFast.")
+        raise UsageError(f"{names[1]!r} is of type {type(tokenizer).__name__}, not a BERTTokenizerFast.")
     if model is not None and tokenizer is None:
         raise UsageError(f"give the tokenizer after the model: %bert_inspect {names[0]} TOKENIZER \"TEXT\".")
     if args.device is not None:
@@ -80,7 +80,8 @@ class BertInspectMagics(Magics):
         """Inspect BERT on a text: %bert_inspect [MODEL [TOKENIZER]] [--view V] [--layer L] [--head H] [--pair B] [--device D] "TEXT".
 
         With no MODEL the default pretrained model (all-MiniLM-L6-v2) is used. As a cell magic
-        (%%bert_inspect ...), the cell body is the text. Names are looked up in the notebook, never evaluated.
+        (%%bert_inspect ...), the cell body is the text. Names are looked up in the notebook, never evaluated,
+        and the text is taken literally ({...} and $name are not expanded).
         """
         try:
             # intermixed: names, options and the text may come in any order ("m tok --layer 1 'text'"; plain

@@ -156,6 +156,11 @@ class AttentionPanel(Panel):
             return
         self.head.disabled = self.aggregation.value != "head"
         self.message.value = ""
+        if self.direction.value != "all" and not self.info.has_pair:
+            self.message.value = "A→B and B→A need a sentence pair; showing all tokens."
+            self._suspended = True
+            self.direction.value = "all"
+            self._suspended = False
         view = self.view.value
         if view == "heatmap":
             self._draw_heatmap()

@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertviz_lab.widgets.common import Panel
+from bertviz_lab.widgets.common import Panel, escape
 from bertviz_lab.widgets.svg import line_chart
 
 # (subplot row, col, metric key, legend name, colour, dashed)
@@ -78,7 +78,7 @@ class LossCurves(Panel):
             self.figure.add_trace(go.Scatter(x=[], y=[], name=name, mode="lines+markers" if dashed else "lines",
                                              line={"color": color, "dash": "dash" if dashed else "solid"}),
                                   row=row, col=col)
-        self.figure.update_layout(height=420, margin={"l": 40, "r": 10, "t": 40, "b": 30}, title=title,
+        self.figure.update_layout(height=420, margin={"l": 40, "r": 10, "t": 40, "b": 30}, title=escape(title),
                                   legend={"orientation": "h", "y": -0.12})
         self.status = widgets.HTML("waiting for the first step")
         self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
@@ -150,7 +150,7 @@ class LossCurves(Panel):
     def static_html(self) -> str:
         charts = []
         for position, title in zip(((1, 1), (1, 2), (2, 1), (2, 2)), TITLES):
-            lines = {name: ([p[0] for p in self.history[key]], [p[1] for p in self.history[key]], color)
+            lines = {name: (*downsample_points(self.history[key], self.max_points), color)
                      for row, col, key, name, color, _ in SERIES if (row, col) == position and self.history[key]}
             charts.append(line_chart(lines, title))
         return "<div class='bvl-loss-curves'>" + "".join(charts) + "</div>"

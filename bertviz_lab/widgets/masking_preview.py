@@ -14,8 +14,8 @@ from bertviz_lab.widgets.common import COLORS, Panel, chip, escape, evaluating, 
 def mlm_scores(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
     """Vocabulary scores (B, T, V) from a model with an MLM head, or None for models without one."""
     predictions = getattr(getattr(model, "cls", None), "predictions", None)
-    if predictions is None:
-        return None
+    if predictions is None or getattr(getattr(model, "config", None), "is_decoder", False):
+        return None  # a causal decoder's head predicts the next token, not the masked one
     with evaluating(model), torch.inference_mode():
         out = model(**inputs)
     return out[0] if isinstance(out, tuple) else out

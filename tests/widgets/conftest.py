@@ -1,0 +1,79 @@
+"""Fixtures of the widget tests: one torch thread, the MiniLM tokenizer, tiny random BERTs, and a tokenizer whose
+vocabulary holds an HTML-injection token."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tokenizers import AddedToken
+
+from bertviz_lab.model import (
+    BERT,
+    BERTConfig,
+    BERTForMaskedLM,
+    BERTForPreTraining,
+    BERTTokenizerFast,
+    BERT_Weights,
+)
+from widgets_testlib import XSS, tiny_config
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread, and the test machines' two cores are shared: restore afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> BERTTokenizerFast:
+    """The real all-MiniLM-L6-v2 WordPiece tokenizer (30522 tokens)."""
+    return BERTTokenizerFast.from_pretrained(BERT_Weights.DEFAULT.path)
+
+
+@pytest.fixture(scope="session")
+def pretraining_model(tokenizer) -> BERTForPreTraining:
+    """3 layers x 4 heads, 128 wide, random weights, no dropout."""
+    torch.manual_seed(0)
+    return BERTForPreTraining(tiny_config(tokenizer.vocab_size)).eval()
+
+
+@pytest.fixture(scope="session")
+def mlm_model(tokenizer) -> BERTForMaskedLM:
+    torch.manual_seed(1)
+    return BERTForMaskedLM(tiny_config(tokenizer.vocab_size)).eval()
+
+
+@pytest.fixture(scope="session")
+def backbone(tokenizer) -> BERT:
+    """A BERT without any head (no MLM predictions)."""
+    torch.manual_seed(2)
+    return BERT(tiny_config(tokenizer.vocab_size)).eval()
+
+
+@pytest.fixture(scope="session")
+def xss_tokenizer(tmp_path_factory) -> BERTTokenizerFast:
+    """A 20-word vocabulary whose entries include `<img src=x onerror=alert(1)>`, `"` and `&`, kept whole in text."""
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", ".", "it", "was",
+             "warm", '"', "&", "dog", "ran", "home", XSS]
+    vocab = tmp_path_factory.mktemp("xss_vocab") / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n", encoding="utf-8")
+    tokenizer = BERTTokenizerFast(vocab_file=vocab)
+    # the BERT pre-tokenizer would split the string at its punctuation: register it as one (non-special) token
+    tokenizer.backend_tokenizer.add_tokens([AddedToken(XSS, normalized=False)])
+    assert tokenizer.tokenize(f"the {XSS} cat") == ["the", XSS, "cat"]
+    return tokenizer
+
+
+@pytest.fixture(scope="session")
+def xss_model(xss_tokenizer) -> BERTForMaskedLM:
+    """A tiny masked LM over the XSS vocabulary that predicts the XSS token first everywhere."""
+    torch.manual_seed(3)
+    model = BERTForMaskedLM(BERTConfig.tiny(vocab_size=xss_tokenizer.vocab_size, hidden_size=32, num_attention_heads=2,
+                                            intermediate_size=64, hidden_dropout_prob=0.0,
+                                            attention_probs_dropout_prob=0.0)).eval()
+    with torch.no_grad():
+        model.cls.predictions.decoder.bias[xss_tokenizer.convert_tokens_to_ids(XSS)] += 50.0
+    return model

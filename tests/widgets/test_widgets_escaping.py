@@ -1,0 +1,97 @@
+"""A token such as `<img src=x onerror=alert(1)>` is shown as text everywhere: escaped in every HTML a panel produces
+(static fallbacks, HTML widgets, plotly labels and titles), set as textContent in the anywidget views."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertviz_lab.trace import trace
+from bertviz_lab.widgets import AttentionPanel, MaskingPreview, Workbench
+from bertviz_lab.widgets.attention_views import HEAD_VIEW_ESM, MODEL_VIEW_ESM
+from widgets_testlib import XSS, all_widgets, assert_safe_html, html_values, plotly_shows, strings_in
+
+TEXT = f"the cat {XSS} sat on the mat ."
+TEXT_B = f'it was " warm " & {XSS}'
+
+
+def assert_plotly_safe(figure, tokens: list[str] | None = None) -> None:
+    """No string of the figure (labels, titles, hover templates) carries the raw token; the axis labels draw as
+    "position·token" with the token's own text."""
+    strings = list(strings_in(figure.to_plotly_json()))
+    assert not [s for s in strings if XSS in s or "<img" in s]
+    if tokens is not None:
+        data = figure.data[0]
+        for label in (*data.x, *data.y):
+            position = int(label.split("·", 1)[0])
+            assert plotly_shows(label) == f"{position}·{tokens[position]}"
+        assert any(plotly_shows(label).endswith("·" + XSS) for label in data.y)
+
+
+def assert_attention_panel_safe(panel: AttentionPanel) -> None:
+    for view in ("heatmap", "head view", "model view"):
+        panel.view.value = view
+        for markup in html_values(panel) + [panel.static_html(), panel._repr_mimebundle_()["text/html"]]:
+            assert_safe_html(markup, must_show=None)
+    assert_safe_html(panel.static_html())
+    assert_plotly_safe(panel.heatmap, panel.trace.tokens[0])
+    # the head view gets the token itself and sets it with textContent: the browser shows it, never parses it
+    panel.view.value = "head view"
+    assert XSS in panel.head_view.query_tokens
+    for esm in (HEAD_VIEW_ESM, MODEL_VIEW_ESM):
+        assert "innerHTML" not in esm and "insertAdjacentHTML" not in esm and "textContent" in esm
+
+
+def test_attention_panel_from_a_tokenizer(xss_model, xss_tokenizer):
+    panel = AttentionPanel(model=xss_model, tokenizer=xss_tokenizer, text=TEXT, text_b=TEXT_B)
+    assert panel.trace.tokens[0].count(XSS) == 2 and '"' in panel.trace.tokens[0] and "&" in panel.trace.tokens[0]
+    assert_attention_panel_safe(panel)
+    for direction in ("A→B", "B→A"):
+        panel.direction.value = direction
+        panel.view.value = "heatmap"
+        assert_plotly_safe(panel.heatmap, panel.trace.tokens[0])
+        assert_safe_html(panel.static_html())
+
+
+def test_attention_panel_from_a_trace_with_attached_tokens(pretraining_model):
+    ids = torch.tensor([[101, 2000, 2001, 2002, 102]])
+    with torch.inference_mode(), trace(pretraining_model) as recorded:
+        pretraining_model(ids)
+    recorded.attach_tokens(["[CLS]", "a", XSS, '"quoted"', "[SEP]"])
+    panel = AttentionPanel(recorded)
+    assert_attention_panel_safe(panel)
+    assert [plotly_shows(label) for label in panel.heatmap.data[0].x] == ["0·[CLS]", "1·a", f"2·{XSS}",
+                                                                          '3·"quoted"', "4·[SEP]"]
+    panel.hide_special.value = True
+    assert_plotly_safe(panel.heatmap, panel.trace.tokens[0])
+
+
+@pytest.mark.parametrize("p,mask,random", [(1.0, 0.0, 0.0), (1.0, 1.0, 0.0), (1.0, 0.0, 1.0), (0.5, 0.8, 0.1)])
+def test_masking_preview(xss_model, xss_tokenizer, p, mask, random):
+    preview = MaskingPreview(xss_tokenizer, TEXT, model=xss_model, text_b=TEXT_B, mlm_probability=p,
+                             mask_replace_prob=mask, random_replace_prob=random, seed=4)
+    assert preview.predictions and all(top[0][0] == XSS for _, top in preview.predictions)
+    for markup in html_values(preview) + [preview.static_html(), preview._repr_mimebundle_()["text/html"]]:
+        assert_safe_html(markup)  # at least in the predictions table; also in the chips and labels when kept
+
+
+def test_masking_preview_tooltips_and_random_replacements(xss_tokenizer):
+    preview = MaskingPreview(xss_tokenizer, "the cat sat on the mat", mlm_probability=1.0, mask_replace_prob=0.0,
+                             random_replace_prob=1.0, seed=0)
+    replaced = xss_tokenizer.convert_ids_to_tokens(preview.masked_ids[0].tolist())
+    assert XSS in replaced  # some random replacement drew the token: shown as "original → replacement"
+    assert_safe_html(preview.static_html())
+
+
+def test_workbench_and_every_html_widget(xss_model, xss_tokenizer):
+    bench = Workbench(xss_model, xss_tokenizer, text=TEXT, text_b=TEXT_B)
+    for markup in html_values(bench) + [bench.static_html(), bench._repr_mimebundle_()["text/html"]]:
+        assert_safe_html(markup, must_show=None)
+    assert_safe_html(bench.static_html())
+    for widget in all_widgets(bench):
+        if hasattr(widget, "to_plotly_json"):
+            assert_plotly_safe(widget, bench.attention.trace.tokens[0] if widget is bench.attention.heatmap else None)
+    # a text that fails shows an escaped error, too
+    bench.text_box.value = ""
+    bench.run()
+    assert bench.error.value and "<img" not in bench.error.value

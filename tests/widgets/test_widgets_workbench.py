@@ -1,0 +1,135 @@
+"""Workbench and open_view: the tabs around one text, Run, device moves, the default pretrained model, every view."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bertviz_lab.model import BERT
+from bertviz_lab.widgets import (
+    ArchitecturePanel,
+    AttentionPanel,
+    DevicePicker,
+    MaskingPreview,
+    TrainingPanel,
+    Workbench,
+    open_view,
+)
+from bertviz_lab.widgets.workbench import DEFAULT_TEXT
+
+
+@pytest.fixture
+def bench(pretraining_model, tokenizer) -> Workbench:
+    return Workbench(pretraining_model, tokenizer, text="The cat sat on the mat.", layer=1, head=2)
+
+
+def test_tabs_around_one_text(bench):
+    titles = [bench.tabs.get_title(i) for i in range(5)]
+    assert titles == ["Attention", "Masking", "Architecture", "Training", "Device"]
+    assert list(bench.tabs.children) == [bench.attention, bench.masking, bench.architecture, bench.training,
+                                         bench.device]
+    assert bench.tabs.selected_index == 0
+    assert (bench.attention.layer.value, bench.attention.head.value) == (1, 2)
+    tokens = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", ".", "[SEP]"]
+    assert bench.attention.trace.tokens[0] == tokens
+    assert bench.masking.inputs["input_ids"][0].tolist() == bench.attention.trace.input_ids[0].tolist()
+    assert bench.architecture.inputs["input_ids"].shape == (1, len(tokens))
+    np.testing.assert_allclose(np.asarray(bench.attention.heatmap.data[0].z),
+                               bench.attention.trace.attention(1)[0, 2].numpy(), atol=6e-6)
+    assert Workbench(bench.model, bench.tokenizer, tab="device").tabs.selected_index == 4
+
+
+def test_run_sends_the_new_text_to_every_panel(bench, tokenizer):
+    old_trace = bench.attention.trace
+    bench.text_box.value = "Dogs bark at night."
+    bench.text_b_box.value = "  The neighbours complain.  "
+    bench.run_button.click()
+    assert bench.error.value == ""
+    expected = tokenizer.encode_pretraining_inputs("Dogs bark at night.", "The neighbours complain.")
+    ids = expected["input_ids"][0].tolist()
+    assert bench.attention.trace is not old_trace
+    assert bench.attention.trace.input_ids[0].tolist() == ids and bench.attention.info.has_pair
+    assert bench.attention.trace.tokens[0][:3] == ["[CLS]", "dogs", "bark"]
+    assert bench.masking.inputs["input_ids"][0].tolist() == ids
+    assert bench.masking.plan.eligible.shape == (1, len(ids)) and bench.masking.predictions  # an MLM head
+    assert f"(1,{len(ids)}) → (1,{len(ids)},128)" in str(bench.architecture.diagram())
+    np.testing.assert_allclose(np.asarray(bench.attention.heatmap.data[0].z),
+                               bench.attention.trace.attention(1)[0, 2].numpy(), atol=6e-6)
+    assert bench.attention.direction.disabled is False
+    # back to one sentence
+    bench.text_b_box.value = ""
+    bench.run()
+    assert not bench.attention.info.has_pair and bench.attention.direction.disabled
+
+
+def test_run_with_an_empty_text_shows_the_error(bench):
+    trace = bench.attention.trace
+    bench.text_box.value = "   "
+    bench.run_button.click()
+    assert "empty" in bench.error.value and "color:#d62728" in bench.error.value
+    assert bench.attention.trace is trace  # the panels keep the last good text
+    bench.text_box.value = "Fine again."
+    bench.run()
+    assert bench.error.value == ""
+
+
+def test_a_device_move_reruns_the_panels(bench):
+    attention, architecture = bench.attention.trace, bench.architecture.trace
+    bench.device.move_to("cpu")
+    assert bench.attention.trace is not attention and bench.architecture.trace is not architecture
+    assert bench.attention.trace.tokens == attention.tokens
+
+
+def test_static_fallback(bench):
+    static = bench._repr_mimebundle_()["text/html"]
+    assert static == bench.static_html()
+    assert "bvl-attention" in static and "bvl-masking" in static and "The cat sat on the mat." in static
+
+
+def test_model_and_tokenizer_go_together(pretraining_model):
+    with pytest.raises(TypeError, match="both"):
+        Workbench(pretraining_model)
+    with pytest.raises(ValueError, match="tab"):
+        Workbench(tab="everything")
+
+
+def test_no_arguments_opens_the_pretrained_minilm():
+    bench = Workbench()
+    assert isinstance(bench.model, BERT) and bench.model.config.num_hidden_layers == 6
+    assert bench.text_box.value == DEFAULT_TEXT
+    attentions = bench.attention.trace.attentions
+    assert len(attentions) == 6 and attentions[0].shape[1] == 12
+    assert bench.attention.trace.tokens[0][:4] == ["[CLS]", "the", "cat", "sat"]
+    assert bench.masking.predictions == []  # the sentence-embedding checkpoint has no MLM head
+    assert bench.model is Workbench().model  # loaded once per session
+    # a pretrained model attends differently from head to head: the panel shows real, distinct maps
+    maps = attentions[0][0]
+    assert not torch.allclose(maps[0], maps[1], atol=1e-3)
+    bench.text_box.value = "Paris is the capital of France."
+    bench.run()
+    assert bench.attention.trace.tokens[0][1:4] == ["paris", "is", "the"] and bench.error.value == ""
+
+
+@pytest.mark.parametrize("view,kind", [("all", Workbench), ("attention", AttentionPanel),
+                                       ("masking", MaskingPreview), ("architecture", ArchitecturePanel),
+                                       ("training", TrainingPanel), ("device", DevicePicker)])
+def test_open_view_builds_every_view(pretraining_model, tokenizer, view, kind):
+    panel = open_view(pretraining_model, tokenizer, "A short text.", text_b="And a second one.", view=view, layer=2,
+                      head=3, device="cpu")
+    assert type(panel) is kind
+    assert panel.static_html()
+    if view in ("all", "attention"):
+        attention = panel if view == "attention" else panel.attention
+        assert (attention.layer.value, attention.head.value) == (2, 3) and attention.info.has_pair
+    if view == "masking":
+        assert panel.predictions and panel.counts["tokens"] == 12
+
+
+def test_open_view_errors(pretraining_model, tokenizer):
+    with pytest.raises(ValueError, match="view must be one of"):
+        open_view(pretraining_model, tokenizer, "text", view="bogus")
+    with pytest.raises(ValueError, match="layer 5 does not exist"):
+        open_view(pretraining_model, tokenizer, "text", view="attention", layer=5)
+    with pytest.raises(ValueError, match="cuda:9"):
+        open_view(pretraining_model, tokenizer, "text", view="device", device="cuda:9")

@@ -1,0 +1,137 @@
+"""Helpers of the widget tests: tiny configs, what a widget would send to the browser, and HTML checks."""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import re
+import time
+from html.parser import HTMLParser
+from typing import Any, Callable, Iterator
+
+import ipywidgets as widgets
+from ipywidgets.widgets.widget import _remove_buffers
+
+from bertviz_lab.model import BERTConfig
+
+XSS = "<img src=x onerror=alert(1)>"
+CODE_TRAITS = ("_esm", "_css")  # anywidget's front-end code: sent once per page, not data
+
+
+def tiny_config(vocab_size: int, **overrides: Any) -> BERTConfig:
+    """3 layers x 4 heads, 128 wide, no dropout: enough layers for rollout, enough heads for head selection."""
+    values = dict(vocab_size=vocab_size, num_hidden_layers=3, num_attention_heads=4, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0)
+    return BERTConfig.tiny(**{**values, **overrides})
+
+
+def state_bytes(widget: widgets.Widget) -> int:
+    """Bytes of a widget's synced state as the front end receives it: JSON plus binary buffers, code traits left out."""
+    state = {k: v for k, v in widget.get_state().items() if k not in CODE_TRAITS}
+    state, _, buffers = _remove_buffers(state)
+    return len(json.dumps(state, default=str).encode()) + sum(memoryview(b).nbytes for b in buffers)
+
+
+@contextlib.contextmanager
+def sent_messages(widget: widgets.Widget) -> Iterator[list[int]]:
+    """Sizes (JSON + buffers) of the comm messages the widget sends inside the block (no kernel: a DummyComm)."""
+    sizes: list[int] = []
+    comm = widget.comm
+    original = comm.send
+
+    def send(data=None, metadata=None, buffers=None, **kwargs):
+        sizes.append(len(json.dumps(data, default=str).encode()) + sum(memoryview(b).nbytes for b in buffers or ()))
+        return original(data=data, metadata=metadata, buffers=buffers, **kwargs)
+
+    comm.send = send
+    try:
+        yield sizes
+    finally:
+        del comm.send
+
+
+def all_widgets(root: widgets.Widget) -> Iterator[widgets.Widget]:
+    """The widget and every widget below it (children of boxes and tabs, depth first)."""
+    yield root
+    for child in getattr(root, "children", ()) or ():
+        yield from all_widgets(child)
+
+
+def html_values(root: widgets.Widget) -> list[str]:
+    """The value of every HTML widget under root."""
+    return [w.value for w in all_widgets(root) if isinstance(w, (widgets.HTML, widgets.HTMLMath))]
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.attributes: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.tags.append(tag)
+        self.attributes.extend(name for name, _ in attrs)
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse_html(markup: str) -> _Tags:
+    parser = _Tags()
+    parser.feed(markup)
+    parser.close()
+    return parser
+
+
+def assert_safe_html(markup: str, must_show: str | None = XSS) -> None:
+    """No injected element or handler, no script, no network; `must_show` appears as text (escaped in the source)."""
+    assert XSS not in markup, "the raw token reached the HTML"
+    parsed = parse_html(markup)
+    assert "img" not in parsed.tags and "script" not in parsed.tags
+    assert not [name for name in parsed.attributes if name.startswith("on")]
+    assert "<script" not in markup.lower()
+    if must_show is not None:
+        assert html.escape(must_show, quote=False) in markup or html.escape(must_show) in markup
+        assert must_show in "".join(parsed.text)  # what the browser shows once it decodes the entities
+
+
+# what plotly.js does to text before drawing it (svg_text_utils.convertEntities): only these entities are decoded
+_PLOTLY_ENTITIES = {"mu": "μ", "amp": "&", "lt": "<", "gt": ">", "nbsp": "\xa0", "times": "×", "plusmn": "±",
+                    "deg": "°"}
+
+
+def plotly_shows(label: str) -> str:
+    """The text plotly.js draws for a label (after its pseudo-HTML has no tags left)."""
+    def entity(match: re.Match) -> str:
+        name = match.group(1)
+        if name.startswith("#x"):
+            return chr(int(name[2:], 16))
+        if name.startswith("#"):
+            return chr(int(name[1:]))
+        return _PLOTLY_ENTITIES.get(name, match.group(0))
+
+    return re.sub(r"&(#\d+|#x[\da-fA-F]+|[a-z]+);", entity, label)
+
+
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string inside nested dicts, lists, tuples (plotly's figure JSON)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings_in(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from strings_in(item)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01) -> bool:
+    """Poll until condition() is true or the timeout passes; returns the last result."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return condition()
