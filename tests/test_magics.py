@@ -14,14 +14,6 @@ from bertviz_lab.model import BERT, BERTConfig, BERTForPreTraining, BERTTokenize
 from bertviz_lab.widgets import ArchitecturePanel, AttentionPanel, DevicePicker, MaskingPreview, TrainingPanel, Workbench
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread, and the test machines' two cores are shared: restore afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 class Spy:
     """Records every attribute access and call: evaluating a name would leave a trace here."""

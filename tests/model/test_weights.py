@@ -24,15 +24,6 @@ TINY = dict(vocab_size=100, hidden_size=64, num_attention_heads=4, num_hidden_la
             max_position_embeddings=32)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP barriers make every
-    op wait for a descheduled thread (measured: 18 us -> 4.7 ms per tiny linear). Restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
 
 def perturbed(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
     """Give every parameter (biases, LayerNorms included) distinct random values, then switch to eval."""

@@ -19,11 +19,3 @@ def tiny_bert() -> BERT:
 def batch():
     return padded_batch()
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread, and the test machines' two cores are shared: restore afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)

@@ -14,14 +14,6 @@ from bertviz_lab.train.data import SentencePairDataset, load_documents, split_do
 SEQ_LEN = 32
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Oversubscribed cores make torch many times slower; each test uses one thread and restores the setting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 @pytest.fixture(scope="session")
 def documents() -> tuple[list[str], list[str]]:

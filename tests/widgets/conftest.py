@@ -18,14 +18,6 @@ from bertviz_lab.model import (
 from widgets_testlib import XSS, tiny_config
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread, and the test machines' two cores are shared: restore afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(scope="session")
 def tokenizer() -> BERTTokenizerFast:

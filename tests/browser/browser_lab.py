@@ -1,0 +1,340 @@
+"""Drive JupyterLab in Debian's headless Chromium: a private Lab server, and page helpers for the notebook tests.
+
+Everything the browser may reach is this machine's 127.0.0.1: Chromium gets a dead proxy for every other host
+(loopback is never proxied), and the tests record every request and websocket to prove it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = REPO / "screenshots"
+# Set to a folder (e.g. docs/images) to also write the README's pictures there; tools/screenshots.py does.
+README_IMAGES_ENV = "BERTVIZ_LAB_SCREENSHOTS"
+
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage",
+    # Offline by construction: every non-loopback request goes to a closed local port and fails.
+    "--proxy-server=http://127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+]
+
+# Lab settings for a test run: no autosave (it would save widget outputs without their state into the copy)
+# and no news or update checks; every cell attached to the DOM so outputs of off-screen cells are really drawn.
+SETTINGS_OVERRIDES = {
+    "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class LabServer:
+    """One JupyterLab on 127.0.0.1 with private config/data/runtime dirs, serving a copy of notebooks/ and configs/."""
+
+    base: Path
+    port: int = field(default_factory=free_port)
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    process: subprocess.Popen | None = None
+
+    @property
+    def root(self) -> Path:
+        return self.base / "root"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.base / "jupyterlab.log"
+
+    def prepare(self) -> None:
+        for folder in ("notebooks", "configs"):
+            shutil.copytree(REPO / folder, self.root / folder,
+                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        settings = self.base / "data" / "lab" / "settings"
+        settings.mkdir(parents=True)
+        (settings / "overrides.json").write_text(json.dumps(SETTINGS_OVERRIDES, indent=2))
+        for name in ("config", "runtime", "ipython"):
+            (self.base / name).mkdir()
+
+    def start(self, timeout: float = 120.0) -> None:
+        self.prepare()
+        env = dict(os.environ, JUPYTER_CONFIG_DIR=str(self.base / "config"), JUPYTER_DATA_DIR=str(self.base / "data"),
+                   JUPYTER_RUNTIME_DIR=str(self.base / "runtime"), IPYTHONDIR=str(self.base / "ipython"))
+        env.pop("JUPYTERLAB_DIR", None)
+        env.pop("JUPYTERLAB_SETTINGS_DIR", None)
+        env.pop("JUPYTERLAB_WORKSPACES_DIR", None)
+        command = [
+            sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+            "--ServerApp.terminals_enabled=False", "--LabApp.expose_app_in_browser=True",
+            # The overrides live in the private data dir, not in the installed Lab's settings folder.
+            f"--LabApp.app_settings_dir={self.base / 'data' / 'lab' / 'settings'}",
+        ]
+        log = open(self.log_path, "wb")
+        try:
+            self.process = subprocess.Popen(command, env=env, cwd=self.root, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL)
+        finally:
+            log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                status = self.api("GET", "/api/status")
+                if "started" in status:
+                    return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"JupyterLab did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def api(self, method: str, path: str) -> Any:
+        """A REST call from the test process, authenticated by the token header."""
+        request = urllib.request.Request(self.url + path, method=method,
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM to the server's own PID (it shuts its kernels down), then wait; SIGKILL only if it hangs."""
+        process, self.process = self.process, None
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        return process.returncode
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The page side. Each helper runs a small script in JupyterLab (window.jupyterapp exists because the server
+# was started with expose_app_in_browser).
+
+def allowed_url(url: str) -> bool:
+    """Only this machine's loopback; inline data and blobs are not network requests."""
+    parts = urlsplit(url)
+    if parts.scheme in ("data", "blob"):
+        return True
+    return parts.scheme in ("http", "https", "ws", "wss") and parts.hostname == "127.0.0.1"
+
+
+def delete_sessions(context: Any, server: LabServer) -> list[str]:
+    """Shut down every kernel session through the REST API, as the browser would (cookie login + XSRF header)."""
+    response = context.request.get(f"{server.url}/lab?token={server.token}")
+    assert response.ok, f"GET /lab answered {response.status}"
+    xsrf = next((c["value"] for c in context.cookies(server.url) if c["name"] == "_xsrf"), None)
+    assert xsrf, "JupyterLab set no _xsrf cookie"
+    headers = {"X-XSRFToken": xsrf}
+    sessions = context.request.get(f"{server.url}/api/sessions", headers=headers).json()
+    deleted = []
+    for session in sessions:
+        answer = context.request.delete(f"{server.url}/api/sessions/{session['id']}", headers=headers)
+        assert answer.status == 204, f"DELETE /api/sessions/{session['id']} answered {answer.status}: {answer.text()}"
+        deleted.append(session["path"])
+    return deleted
+
+
+KERNEL_READY = """(path) => {
+  const app = window.jupyterapp;
+  const w = app && app.shell && app.shell.currentWidget;
+  if (!w || !w.context || w.context.path !== path || !w.context.isReady || !w.content) return false;
+  const s = w.sessionContext;
+  const k = s && s.isReady && s.session && s.session.kernel;
+  return !!k && k.status === 'idle' && k.connectionStatus === 'connected';
+}"""
+
+RUN_ALL = """() => {
+  window.__bvl = {done: false};
+  window.jupyterapp.commands.execute('notebook:run-all-cells').then(
+    (result) => { window.__bvl = {done: true, result: result}; },
+    (error) => { window.__bvl = {done: true, error: String(error && error.message || error)}; });
+  return true;
+}"""
+
+# 'done' when the run-all promise settled, the kernel is idle and every code cell shows [n]; 'error' as soon as
+# the run settled with an error output (the kernel skips the cells after it, so they never get a count).
+RUN_STATE = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const cells = w.content.widgets.filter((c) => c.model.type === 'code');
+  if (!window.__bvl || !window.__bvl.done) return false;
+  const failed = cells.some((c) => {
+    const outputs = c.model.outputs;
+    for (let i = 0; i < outputs.length; i++) if (outputs.get(i).type === 'error') return true;
+    return false;
+  });
+  if (failed) return 'error';
+  const kernel = w.sessionContext.session && w.sessionContext.session.kernel;
+  if (!kernel || kernel.status !== 'idle') return false;
+  const counted = cells.every((c) => {
+    const prompt = c.node.querySelector('.jp-InputPrompt');
+    return c.model.executionCount !== null && prompt && /\\[\\d+\\]/.test(prompt.textContent);
+  });
+  return counted ? 'done' : false;
+}"""
+
+CELL_REPORT = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  return w.content.widgets.map((c, index) => {
+    const item = {index: index, type: c.model.type, count: c.model.executionCount === undefined ? null : c.model.executionCount,
+                  source: c.model.sharedModel.getSource().slice(0, 80), errors: [], stderr: []};
+    if (c.model.type !== 'code') return item;
+    const outputs = c.model.outputs;
+    for (let i = 0; i < outputs.length; i++) {
+      const o = outputs.get(i).toJSON();
+      if (o.output_type === 'error') item.errors.push(o.ename + ': ' + o.evalue + '\\n' + (o.traceback || []).join('\\n'));
+      if (o.output_type === 'stream' && o.name === 'stderr') item.stderr.push(Array.isArray(o.text) ? o.text.join('') : o.text);
+    }
+    return item;
+  });
+}"""
+
+# What the rendered page shows as errors, whatever the model says: tracebacks on stderr, error mime outputs,
+# and widgets that failed to render ("Error displaying widget", ipywidgets' error view).
+DOM_ERRORS = """() => {
+  const found = [];
+  for (const el of document.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')) {
+    if (/Traceback \\(most recent call last\\)|^\\w*Error:/m.test(el.textContent)) found.push('stderr: ' + el.textContent.slice(0, 2000));
+  }
+  for (const el of document.querySelectorAll('.jp-RenderedText[data-mime-type*="error"]')) found.push('error output: ' + el.textContent.slice(0, 2000));
+  for (const el of document.querySelectorAll('.jp-OutputArea-output .widget-error, .jp-OutputArea-output .jupyter-widgets-error-widget')) {
+    found.push('widget error: ' + el.textContent.slice(0, 500));
+  }
+  for (const el of document.querySelectorAll('.jp-OutputArea-output')) {
+    if (/Error displaying widget|model not found/.test(el.textContent) && !el.querySelector('.jp-RenderedText')) found.push('widget: ' + el.textContent.slice(0, 500));
+  }
+  return found;
+}"""
+
+# A plotly graph div's data as numbers: plotly.js keeps 1-D binary arrays as typed arrays (or {bdata, dtype}).
+PLOTLY_SUMMARY = """(el) => {
+  function length(v) {
+    if (v === undefined || v === null) return 0;
+    if (typeof v.length === 'number') return v.length;
+    if (v.bdata !== undefined) {
+      const sizes = {i1: 1, u1: 1, i2: 2, u2: 2, i4: 4, u4: 4, f4: 4, f8: 8};
+      return Math.floor(atob(v.bdata).length / (sizes[v.dtype] || 8));
+    }
+    return 0;
+  }
+  function digest(z) {
+    if (!z || typeof z.length !== 'number') return null;
+    let sum = 0, weighted = 0, cols = 0, n = 0;
+    for (let i = 0; i < z.length; i++) {
+      const row = z[i]; if (!row) continue; cols = Math.max(cols, row.length || 0);
+      for (let j = 0; j < (row.length || 0); j++) { const v = Number(row[j]) || 0; sum += v; weighted += v * ((n++ % 9973) + 1); }
+    }
+    return {rows: z.length, cols: cols, sum: Math.round(sum * 1e6) / 1e6, weighted: Math.round(weighted * 1e4) / 1e4};
+  }
+  const data = el.data || [];
+  const title = el.layout && el.layout.title ? (el.layout.title.text || el.layout.title) : '';
+  return {title: String(title || ''), traces: data.map((t) => ({type: t.type || 'scatter', name: t.name || '',
+          x: length(t.x), y: length(t.y), z: t.type === 'heatmap' ? digest(t.z) : null}))};
+}"""
+
+CANVAS_INK = """(root) => {
+  let drawn = 0;
+  const canvases = root.querySelectorAll('canvas.bvl-thumb');
+  for (const c of canvases) {
+    const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    for (let i = 0; i < data.length; i += 4) if (data[i] < 250 || data[i + 1] < 250) { drawn++; break; }
+  }
+  return {canvases: canvases.length, drawn: drawn};
+}"""
+
+MASK_CHIPS = """(rgb) => {
+  const chips = [...document.querySelectorAll(
+    '.jp-OutputArea-output .jupyter-widgets .bvl-masking .bvl-chip')];  // the live widget, not a static fallback
+  const coloured = chips.filter((c) => getComputedStyle(c).backgroundColor === rgb);
+  return {chips: chips.length, mask: coloured.length, maskTokens: coloured.filter((c) => c.title).length};
+}"""
+
+# Lab shows an SVG output and a mermaid diagram as <img src="data:image/svg+xml,...">: is it loaded, and what is in it?
+SVG_IMAGE = """(img) => {
+  const src = img.getAttribute('src') || '';
+  const comma = src.indexOf(',');
+  const head = src.slice(0, comma);
+  const body = head.endsWith(';base64') ? atob(src.slice(comma + 1)) : decodeURIComponent(src.slice(comma + 1));
+  const shown = img.getBoundingClientRect();
+  return {loaded: img.complete && img.naturalWidth > 0, width: Math.round(shown.width), height: Math.round(shown.height),
+          svg: body.includes('<svg'), nodes: (body.match(/class="node/g) || []).length, text: body};
+}"""
+
+
+# The part of an output that holds something: widgets stretch to the notebook's width, their content often does not.
+CONTENT_BOX = """(el) => {
+  const box = el.getBoundingClientRect();
+  let right = box.left + 40;
+  const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    if (!node.textContent.trim() || node.parentElement.closest('svg svg')) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    for (const rect of range.getClientRects()) if (rect.width) right = Math.max(right, rect.right);
+  }
+  for (const e of el.querySelectorAll(':not(svg) > svg, img, canvas, button, select, input, textarea, .lm-TabBar-tab')) {
+    const rect = e.getBoundingClientRect();
+    if (rect.width && rect.height) right = Math.max(right, rect.right);
+  }
+  right = Math.min(box.right, right + 16);
+  return {x: box.left, y: box.top, width: right - box.left, height: box.height};
+}"""
+
+
+# Lab 4 scrolls the notebook inside .jp-WindowedPanel-outer: scroll it to the top (first cell active) and say how
+# much taller than the view its cells are, so the viewport can be stretched to show the whole notebook.
+NOTEBOOK_TO_TOP = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  if (panel && panel.content) panel.content.activeCellIndex = 0;
+  const outer = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');
+  if (!outer) return 0;
+  outer.scrollTop = 0;
+  const cells = outer.querySelectorAll('.jp-Cell');
+  if (!cells.length) return 0;
+  const bottom = cells[cells.length - 1].getBoundingClientRect().bottom - outer.getBoundingClientRect().top;
+  return Math.max(0, Math.ceil(bottom + 16 - outer.clientHeight));
+}"""
+
+
+def strip_ansi(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)

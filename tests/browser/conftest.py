@@ -1,0 +1,58 @@
+"""Fixtures of the browser tests: one JupyterLab server and one headless Chromium for the whole session."""
+
+from __future__ import annotations
+
+import pytest
+
+from browser_lab import CHROMIUM, CHROMIUM_ARGS, LabServer, delete_sessions
+
+
+def pytest_collection_modifyitems(config, items):
+    if CHROMIUM.exists():
+        return
+    skip = pytest.mark.skip(reason=f"{CHROMIUM} is missing (Debian: apt-get install chromium); the browser test "
+                                   "drives JupyterLab in that Chromium")
+    for item in items:
+        if "browser" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def lab_server(tmp_path_factory):
+    server = LabServer(tmp_path_factory.mktemp("jupyterlab"))
+    server.start()
+    try:
+        yield server
+    finally:
+        code = server.stop()
+        print(f"\nJupyterLab stopped (exit {code}); its log: {server.log_path}")
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    from playwright.sync_api import sync_playwright
+
+    playwright = sync_playwright().start()
+    try:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+    finally:
+        playwright.stop()
+
+
+@pytest.fixture(scope="session")
+def lab_context(chromium, lab_server):
+    """One browser context for all notebooks (shared HTTP cache); every request and websocket it makes is kept."""
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
+    context.requested = []
+    context.on("request", lambda request: context.requested.append(request.url))
+    try:
+        yield context
+    finally:
+        try:
+            delete_sessions(context, lab_server)
+        finally:
+            context.close()

@@ -1,0 +1,357 @@
+"""Every notebook, run top to bottom in JupyterLab in a real (headless) Chromium, offline, checked on the rendered page.
+
+One JupyterLab server serves a temporary copy of notebooks/ and configs/ (conftest.py). For each notebook: delete the
+old kernel sessions, open it, wait for an idle kernel, run all cells, wait until every code cell shows [n], then check
+the DOM: no error outputs, what the notebook must draw (heatmap, head view, model view, masking colours, loss curve,
+mermaid and graphviz diagrams), no JavaScript errors, and no request to any host but 127.0.0.1. A screenshot of each
+notebook goes to screenshots/ (git-ignored); with BERTVIZ_LAB_SCREENSHOTS=docs/images the README's three pictures are
+written there too (tools/screenshots.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from playwright.sync_api import Error as PlaywrightError
+
+from browser_lab import (CANVAS_INK, CONTENT_BOX, CELL_REPORT, DOM_ERRORS, KERNEL_READY, MASK_CHIPS, NOTEBOOK_TO_TOP,
+                         PLOTLY_SUMMARY, README_IMAGES_ENV, REPO, RUN_ALL, RUN_STATE, SCREENSHOTS, SVG_IMAGE, allowed_url,
+                         delete_sessions, strip_ansi)
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOKS = sorted(path.name for path in (REPO / "notebooks").glob("*.ipynb"))
+RUN_TIMEOUT_S = 180  # run-all per notebook on the shared 2-core machine (about 10-40 s when it is quiet)
+OPEN_TIMEOUT_S = 90
+DRAW_TIMEOUT_MS = 30_000
+MASK_RGB = "rgb(214, 39, 40)"  # COLORS["mask"] = #d62728
+
+# Console messages that are not errors of ours. Each entry: (regex on the message text, why it is harmless).
+KNOWN_CONSOLE_NOISE: list[tuple[re.Pattern[str], str]] = []
+
+CHECKS: dict[str, Callable[[Any, "Run"], None]] = {}
+
+
+def check(prefix: str):
+    """Register the rendered-page checks of the notebook whose name starts with `prefix`."""
+    def register(function):
+        CHECKS[prefix] = function
+        return function
+    return register
+
+
+class Run:
+    """One opened notebook: its page, what its console said, failed checks, and pictures to keep."""
+
+    def __init__(self, page: Any, name: str) -> None:
+        self.page, self.name = page, name
+        self.console: list[str] = []
+        self.sockets: list[str] = []
+        self.failures: list[str] = []
+        self.pictures: dict[str, Any] = {}  # README picture name -> locator of the output to photograph
+        self.timings: dict[str, float] = {}
+        page.on("console", self._console)
+        page.on("pageerror", lambda error: self.console.append(f"pageerror: {error}"))
+        page.on("websocket", lambda socket: self.sockets.append(socket.url))
+
+    def _console(self, message: Any) -> None:
+        if message.type != "error":
+            return
+        text = message.text
+        if any(pattern.search(text) for pattern, _ in KNOWN_CONSOLE_NOISE):
+            return
+        location = message.location or {}
+        self.console.append(f"console.error: {text} ({location.get('url', '')}:{location.get('lineNumber', '')})")
+
+    @contextlib.contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        """One check; a failure is kept and the next checks still run, so one run reports everything broken."""
+        try:
+            yield
+        except (AssertionError, PlaywrightError) as error:
+            message = str(error).strip().splitlines()
+            self.failures.append(f"{what}: " + "\n    ".join(message[:6]))
+
+    def outputs(self, selector: str) -> Any:
+        """Output areas (one per output) that contain `selector`."""
+        return self.page.locator(".jp-OutputArea-output").filter(has=self.page.locator(selector))
+
+
+def open_and_run(run: Run, server: Any) -> list[dict]:
+    page, path = run.page, f"notebooks/{run.name}"
+    started = time.monotonic()
+    page.goto(f"{server.url}/lab/tree/{path}?reset&token={server.token}",
+              wait_until="domcontentloaded")
+    page.wait_for_function(KERNEL_READY, arg=path, timeout=OPEN_TIMEOUT_S * 1000, polling=250)
+    run.timings["open"] = time.monotonic() - started
+    started = time.monotonic()
+    page.evaluate(RUN_ALL)
+    try:
+        state = page.wait_for_function(RUN_STATE, timeout=RUN_TIMEOUT_S * 1000, polling=500).json_value()
+    except Exception as error:  # a timeout: say which cells never finished
+        cells = page.evaluate(CELL_REPORT)
+        waiting = [f"[{c['index']}] {c['source']!r}" for c in cells if c["type"] == "code" and c["count"] is None]
+        raise AssertionError(f"{run.name}: run-all did not finish in {RUN_TIMEOUT_S} s; cells without a count: "
+                             f"{waiting}\n{error}") from None
+    run.timings["run"] = time.monotonic() - started
+    cells = page.evaluate(CELL_REPORT)
+    errors = [f"cell [{c['index']}] {c['source']!r}:\n{strip_ansi(e)}" for c in cells for e in c["errors"]]
+    assert state == "done" and not errors, f"{run.name}: a cell failed in the kernel:\n" + "\n\n".join(errors)
+    return cells
+
+
+def assert_no_error_outputs(run: Run, cells: list[dict]) -> None:
+    missing = [c["index"] for c in cells if c["type"] == "code" and c["count"] is None]
+    assert not missing, f"{run.name}: code cells without an execution count: {missing}"
+    shown = run.page.evaluate(DOM_ERRORS)
+    assert not shown, f"{run.name}: the page shows errors:\n" + "\n".join(strip_ansi(s) for s in shown)
+
+
+def plotly(locator: Any) -> dict:
+    return locator.evaluate(PLOTLY_SUMMARY)
+
+
+def wait_for(run: Run, what: str, condition: Callable[[], Any], timeout_s: float = DRAW_TIMEOUT_MS / 1000) -> Any:
+    """Poll a Python-side condition over the page (for conditions across several evaluate calls)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{run.name}: {what} (waited {timeout_s:.0f} s)")
+        run.page.wait_for_timeout(250)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per notebook
+
+
+def heatmap_of(panel: Any) -> Any:
+    return panel.locator(".js-plotly-plot").filter(has=panel.page.locator(".heatmaplayer")).first
+
+
+def read_heatmap(run: Run, panel: Any) -> dict:
+    """Wait until the panel's heatmap is drawn with data; its title and a digest of its z."""
+    heat = heatmap_of(panel)
+    heat.locator(".heatmaplayer image").first.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+    summary = wait_for(run, "the heatmap has no data", lambda: (s := plotly(heat))["traces"] and
+                       (s["traces"][0]["z"] or {}).get("rows", 0) > 1 and s)
+    trace = summary["traces"][0]
+    assert trace["type"] == "heatmap" and trace["z"]["cols"] > 1, summary
+    return {"title": summary["title"], "z": trace["z"]}
+
+
+def choose_another_layer(run: Run, panel: Any) -> None:
+    """Pick another layer in the panel's "layer" dropdown: the heatmap's data and title must follow."""
+    before = read_heatmap(run, panel)
+    select = panel.locator(".widget-dropdown").filter(
+        has=run.page.locator("label", has_text=re.compile(r"^layer$"))).locator("select")
+    options = select.locator("option").all_inner_texts()
+    current = select.evaluate("(s) => s.options[s.selectedIndex].textContent")
+    assert len(options) > 1, f"the layer selector offers {options}"
+    other = next(o for o in reversed(options) if o != current)
+    select.select_option(label=other)
+    heat = heatmap_of(panel)
+    after = wait_for(run, f"choosing layer {other} (was {current}) did not change the heatmap's data "
+                          f"(title still {before['title']!r})",
+                     lambda: (s := plotly(heat))["traces"] and s["traces"][0]["z"] != before["z"] and s, 20)
+    assert f"layer {other}" in after["title"], f"heatmap title after choosing layer {other}: {after['title']!r}"
+
+
+def check_attention_panel(run: Run) -> None:
+    """The first AttentionPanel: heatmap drawn, another layer changes its data, head view and model view drawn,
+    and the heatmap still follows the layer after the views were switched (its plotly view is drawn anew)."""
+    panel = run.outputs(".widget-toggle-button:text-is('head view')").first
+    panel.wait_for(timeout=DRAW_TIMEOUT_MS)
+
+    def show(view: str) -> None:
+        panel.locator(".widget-toggle-button", has_text=re.compile(f"^{view}$")).first.click()
+
+    with run.step("attention panel: heatmap drawn"):
+        show("heatmap")
+        read_heatmap(run, panel)
+    with run.step("attention panel: the layer selector changes the heatmap"):
+        choose_another_layer(run, panel)
+    with run.step("attention panel: head view drawn"):
+        show("head view")
+        lines = panel.locator(".bvl-head-view svg line")
+        lines.first.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+        tokens = panel.locator(".bvl-head-view svg text.bvl-token").count()
+        assert lines.count() > 0 and tokens > 2, f"head view: {lines.count()} lines, {tokens} tokens"
+    with run.step("attention panel: model view drawn"):
+        show("model view")
+        panel.locator(".bvl-model-view canvas.bvl-thumb").first.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+        ink = panel.locator(".bvl-model-view").first.evaluate(CANVAS_INK)
+        assert ink["canvases"] > 1 and ink["drawn"] == ink["canvases"], f"model view thumbnails: {ink}"
+    with run.step("attention panel: back on the heatmap, the layer selector still changes it"):
+        show("heatmap")
+        choose_another_layer(run, panel)
+
+
+@check("00_")
+def check_workbench(run: Run) -> None:
+    check_attention_panel(run)
+    with run.step("workbench: tabs and the attention heatmap"):
+        bench = run.outputs(".widget-tab").first
+        bench.wait_for(timeout=DRAW_TIMEOUT_MS)
+        bench.locator(".js-plotly-plot .heatmaplayer image").first.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+        tabs = [t.strip() for t in bench.locator(".lm-TabBar-tab").all_inner_texts()]
+        assert tabs[:5] == ["Attention", "Masking", "Architecture", "Training", "Device"], tabs
+        run.pictures["workbench_attention"] = bench
+
+
+@check("02_")
+def check_attention(run: Run) -> None:
+    check_attention_panel(run)
+    with run.step("the 512-token panel draws its heatmap with every token"):
+        def long_heatmaps() -> list[int]:
+            graphs = run.page.locator(".js-plotly-plot")
+            return [t["z"]["rows"] for i in range(graphs.count()) for t in plotly(graphs.nth(i))["traces"]
+                    if t["z"] and t["z"]["rows"] >= 500]
+        sizes = wait_for(run, "no heatmap of the long input (>= 500 rows)", long_heatmaps)
+        assert max(sizes) <= 512, sizes
+
+
+@check("03_")
+def check_masking(run: Run) -> None:
+    with run.step("masking preview: [MASK] colour on masked tokens"):
+        chips = wait_for(run, "the masking preview shows no [MASK]-coloured token",
+                         lambda: (c := run.page.evaluate(MASK_CHIPS, MASK_RGB))["maskTokens"] > 0 and c)
+        assert chips["chips"] > chips["mask"] > 0, chips
+
+
+@check("04_")
+def check_pretraining(run: Run) -> None:
+    with run.step("live loss curves: a scatter trace with more than one point, drawn as a line"):
+        curves = run.outputs(".js-plotly-plot").first
+        graph = curves.locator(".js-plotly-plot").first
+        graph.locator(".scatterlayer .trace").first.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+        summary = wait_for(run, "the live loss curves have no trace with more than one point",
+                           lambda: (s := plotly(graph)) and any(t["x"] > 1 and t["y"] > 1 for t in s["traces"]) and s)
+        assert all(t["type"] == "scatter" for t in summary["traces"]), summary
+        path = graph.locator(".scatterlayer .trace .js-line").first.get_attribute("d") or ""
+        assert "L" in path, f"loss curve path {path[:200]!r}"
+        run.pictures["loss_curves"] = curves
+
+
+@check("05_")
+def check_architecture(run: Run) -> None:
+    page = run.page
+    with run.step("mermaid rendered as an SVG image"):
+        # JupyterLab renders a text/vnd.mermaid output (or a ```mermaid fence) into <img src="data:image/svg+xml,...">
+        mermaid = page.locator(".jp-OutputArea-output .jp-RenderedMermaid img[src^='data:image/svg+xml']").first
+        mermaid.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+        image = wait_for(run, "the mermaid image did not load", lambda: (i := mermaid.evaluate(SVG_IMAGE))["loaded"] and i)
+        assert image["svg"] and "BERTEmbeddings" in image["text"] and image["width"] > 300 and image["height"] > 50, \
+            {k: v for k, v in image.items() if k != "text"}
+        run.pictures["architecture"] = run.outputs(".jp-RenderedMermaid").first
+    with run.step("graphviz SVG"):
+        # a graphviz.Digraph's image/svg+xml output; Lab shows it as an <img> too
+        graphviz = page.locator(".jp-OutputArea-output[data-mime-type='image/svg+xml'] img").first
+        graphviz.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+        image = wait_for(run, "the graphviz image did not load", lambda: (i := graphviz.evaluate(SVG_IMAGE))["loaded"] and i)
+        assert image["svg"] and image["nodes"] > 3 and "BERTLayer" in image["text"], \
+            {k: v for k, v in image.items() if k != "text"}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def save_screenshots(run: Run, readme: bool) -> list[Path]:
+    """The whole notebook (viewport stretched to its height) into screenshots/; the README's pictures as well, and
+    into $BERTVIZ_LAB_SCREENSHOTS when `readme` (only from a notebook that passed)."""
+    page = run.page
+    SCREENSHOTS.mkdir(exist_ok=True)
+    saved = []
+    page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+    page.wait_for_timeout(300)
+    viewport = page.viewport_size
+    overflow = page.evaluate(NOTEBOOK_TO_TOP)
+    page.set_viewport_size({"width": viewport["width"], "height": min(viewport["height"] + overflow, 16000)})
+    page.wait_for_timeout(800)  # Lab relayouts, plotly resizes
+    page.evaluate(NOTEBOOK_TO_TOP)
+    page.wait_for_timeout(200)
+    target = SCREENSHOTS / f"{Path(run.name).stem}.png"
+    page.screenshot(path=str(target))
+    saved.append(target)
+    folder = os.environ.get(README_IMAGES_ENV)
+    for picture, locator in run.pictures.items():
+        target = SCREENSHOTS / f"{picture}.png"
+        locator.scroll_into_view_if_needed()
+        page.screenshot(path=str(target), clip=locator.evaluate(CONTENT_BOX))
+        saved.append(target)
+        if folder and readme:
+            destination = Path(folder) if Path(folder).is_absolute() else REPO / folder
+            destination.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(target, destination / target.name)
+            saved.append(destination / target.name)
+    page.set_viewport_size(viewport)
+    return saved
+
+
+def test_every_check_has_its_notebook():
+    missing = [prefix for prefix in CHECKS if not any(name.startswith(prefix) for name in NOTEBOOKS)]
+    assert not missing, f"no notebook for the checks {missing} in {NOTEBOOKS}"
+
+
+def test_the_browser_cannot_reach_other_hosts(lab_context):
+    """The guard behind the offline proof: a request to another host fails inside this machine and is recorded.
+    192.0.2.1 is TEST-NET-1 and .invalid never resolves: nothing could answer even without the guard."""
+    page = lab_context.new_page()
+    first = len(lab_context.requested)
+    try:
+        for url in ("http://192.0.2.1/", "http://bertviz-lab.invalid/"):
+            with pytest.raises(PlaywrightError):
+                page.goto(url, timeout=10_000)
+    finally:
+        page.close()
+    recorded = lab_context.requested[first:]
+    assert "http://192.0.2.1/" in recorded and "http://bertviz-lab.invalid/" in recorded, recorded
+    assert not any(allowed_url(url) for url in recorded), recorded
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_in_browser(name, lab_server, lab_context):
+    delete_sessions(lab_context, lab_server)
+    first_request = len(lab_context.requested)
+    page = lab_context.new_page()
+    page.set_default_timeout(DRAW_TIMEOUT_MS)
+    run = Run(page, name)
+    started, passed = time.monotonic(), False
+    try:
+        cells = open_and_run(run, lab_server)
+        assert_no_error_outputs(run, cells)
+        specific = next((f for prefix, f in CHECKS.items() if name.startswith(prefix)), None)
+        if specific is not None:
+            started_checks = time.monotonic()
+            specific(run)
+            run.timings["checks"] = time.monotonic() - started_checks
+        with run.step("no error outputs after the interactions"):
+            assert_no_error_outputs(run, cells)
+        with run.step("offline: every request and websocket went to 127.0.0.1"):
+            requested = lab_context.requested[first_request:] + run.sockets
+            foreign = sorted({url for url in requested if not allowed_url(url)})
+            assert not foreign, f"the browser asked for other hosts: {foreign}"
+            assert any(url.startswith(lab_server.url + "/") for url in requested), "no request was recorded"
+            assert any(url.startswith(f"ws://127.0.0.1:{lab_server.port}/api/kernels/") for url in run.sockets), \
+                f"no kernel websocket on 127.0.0.1 ({run.sockets})"
+        problems = run.failures + run.console
+        assert not problems, f"{name}:\n" + "\n".join(problems)
+        passed = True
+    finally:
+        try:
+            saved = save_screenshots(run, readme=passed)
+            print(f"\n{name}: screenshots {[str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(p) for p in saved]}")
+        except Exception as error:  # a failing notebook should still report its own failure, not this one
+            print(f"\n{name}: no screenshot ({error})")
+        page.close()
+        print(f"{name}: {', '.join(f'{k} {v:.1f} s' for k, v in run.timings.items())}; "
+              f"total {time.monotonic() - started:.1f} s")
