@@ -12,7 +12,8 @@ from bertviz_lab.trace import attention_rollout, trace
 from bertviz_lab.widgets import AttentionPanel
 from bertviz_lab.widgets.attention_panel import FLOAT_LIMIT, trace_text
 from bertviz_lab.widgets.attention_views import HeadView, ModelView
-from widgets_testlib import plotly_shows, sent_messages, state_bytes, tiny_config
+from bertviz_lab.widgets.payload import sent_messages, state_bytes
+from widgets_testlib import plotly_shows, tiny_config
 
 TEXT_A = "The cat sat on the mat."
 TEXT_B = 'It was "warm" there.'

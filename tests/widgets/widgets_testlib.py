@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import html
-import json
 import re
 import time
 from html.parser import HTMLParser
 from typing import Any, Callable, Iterator
 
 import ipywidgets as widgets
-from ipywidgets.widgets.widget import _remove_buffers
 
 from bertviz_lab.model import BERTConfig
 
 XSS = "<img src=x onerror=alert(1)>"
-CODE_TRAITS = ("_esm", "_css")  # anywidget's front-end code: sent once per page, not data
 
 
 def tiny_config(vocab_size: int, **overrides: Any) -> BERTConfig:
@@ -24,31 +20,6 @@ def tiny_config(vocab_size: int, **overrides: Any) -> BERTConfig:
     values = dict(vocab_size=vocab_size, num_hidden_layers=3, num_attention_heads=4, hidden_dropout_prob=0.0,
                   attention_probs_dropout_prob=0.0)
     return BERTConfig.tiny(**{**values, **overrides})
-
-
-def state_bytes(widget: widgets.Widget) -> int:
-    """Bytes of a widget's synced state as the front end receives it: JSON plus binary buffers, code traits left out."""
-    state = {k: v for k, v in widget.get_state().items() if k not in CODE_TRAITS}
-    state, _, buffers = _remove_buffers(state)
-    return len(json.dumps(state, default=str).encode()) + sum(memoryview(b).nbytes for b in buffers)
-
-
-@contextlib.contextmanager
-def sent_messages(widget: widgets.Widget) -> Iterator[list[int]]:
-    """Sizes (JSON + buffers) of the comm messages the widget sends inside the block (no kernel: a DummyComm)."""
-    sizes: list[int] = []
-    comm = widget.comm
-    original = comm.send
-
-    def send(data=None, metadata=None, buffers=None, **kwargs):
-        sizes.append(len(json.dumps(data, default=str).encode()) + sum(memoryview(b).nbytes for b in buffers or ()))
-        return original(data=data, metadata=metadata, buffers=buffers, **kwargs)
-
-    comm.send = send
-    try:
-        yield sizes
-    finally:
-        del comm.send
 
 
 def all_widgets(root: widgets.Widget) -> Iterator[widgets.Widget]:
