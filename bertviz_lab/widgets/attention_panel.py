@@ -51,12 +51,14 @@ class AttentionPanel(Panel):
                 raise TypeError("AttentionPanel needs a Trace, or a model, a tokenizer and a text.")
             trace = trace_text(model, tokenizer, text, text_b)
         self.text, self.text_b = text, text_b
-        self.view = widgets.ToggleButtons(options=VIEWS, value=view, description="view")
+        compact = {"description_width": "initial", "button_width": "auto"}
+        self.view = widgets.ToggleButtons(options=VIEWS, value=view, description="view", style=compact)
         self.layer = widgets.Dropdown(description="layer", layout=widgets.Layout(width="150px"))
         self.head = widgets.Dropdown(description="head", layout=widgets.Layout(width="150px"))
-        self.aggregation = widgets.ToggleButtons(options=D.AGGREGATIONS, value=aggregation, description="show")
+        self.aggregation = widgets.ToggleButtons(options=D.AGGREGATIONS, value=aggregation, description="show",
+                                                 style=compact)
         self.hide_special = widgets.Checkbox(value=False, description="hide [CLS]/[SEP]", indent=False)
-        self.direction = widgets.ToggleButtons(options=D.DIRECTIONS, value="all", description="pair")
+        self.direction = widgets.ToggleButtons(options=D.DIRECTIONS, value="all", description="pair", style=compact)
         self.heads_shown = widgets.SelectMultiple(description="heads", rows=4, layout=widgets.Layout(width="160px"))
         self.message = widgets.HTML()
         self.heatmap = go.FigureWidget(data=[go.Heatmap(z=[[0]], colorscale="Blues", zmin=0)])
