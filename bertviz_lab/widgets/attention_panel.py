@@ -67,7 +67,10 @@ class AttentionPanel(Panel):
         self.head_view = HeadView()
         self.model_view = ModelView()
         self.model_view.observe(self._open_thumbnail, names="selected")
-        self.stage = widgets.Box([self.heatmap])
+        # Every view stays mounted and is shown or hidden: re-mounting a plotly FigureWidget breaks its updates.
+        self.slots = {name: widgets.Box([view_widget]) for name, view_widget in
+                      zip(VIEWS, (self.heatmap, self.head_view, self.model_view))}
+        self.stage = widgets.VBox(list(self.slots.values()))
         controls = widgets.VBox([widgets.HBox([self.view]),
                                  widgets.HBox([self.layer, self.head, self.aggregation]),
                                  widgets.HBox([self.hide_special, self.direction, self.heads_shown])])
@@ -108,8 +111,9 @@ class AttentionPanel(Panel):
                 self.direction.value = "all"
             real = self.info.real
             buffer, size = D.thumbnails(attentions, self.row, real=real)
-            self.model_view.num_layers, self.model_view.num_heads, self.model_view.size = num_layers, num_heads, size
-            self.model_view.thumbnails = buffer
+            with self.model_view.hold_sync():
+                self.model_view.num_layers, self.model_view.num_heads = num_layers, num_heads
+                self.model_view.size, self.model_view.thumbnails = size, buffer
         finally:
             self._suspended = False
         self.redraw()
@@ -166,17 +170,26 @@ class AttentionPanel(Panel):
         view = self.view.value
         if view == "heatmap":
             self._draw_heatmap()
-            self.stage.children = [self.heatmap]
+            self._show("heatmap")
         elif view == "head view":
             self._draw_head_view()
-            self.stage.children = [self.head_view]
+            self._show("head view")
         else:
             self._marking_selection = True
             try:
                 self.model_view.selected = [self.layer.value, self.head.value]
             finally:
                 self._marking_selection = False
-            self.stage.children = [self.model_view]
+            self._show("model view")
+
+    @property
+    def on_screen(self):
+        """The view widget currently shown (the heatmap FigureWidget, the HeadView or the ModelView)."""
+        return self.slots[self.view.value].children[0]
+
+    def _show(self, view: str) -> None:
+        for name, slot in self.slots.items():
+            slot.layout.display = None if name == view else "none"
 
     def _title(self) -> str:
         aggregation = self.aggregation.value
@@ -214,11 +227,12 @@ class AttentionPanel(Panel):
             weight_parts.append(weight)
         tokens = self.info.tokens
         view = self.head_view
-        view.query_tokens = [tokens[i] for i in queries]
-        view.key_tokens = [tokens[i] for i in keys]
-        view.heads, view.colors, view.k = heads, [HEAD_COLORS[h % len(HEAD_COLORS)] for h in heads], k
-        view.indices = np.concatenate(index_parts).tobytes()
-        view.weights = np.concatenate(weight_parts).tobytes()
+        with view.hold_sync():  # one message: the front end never draws half-updated data
+            view.query_tokens = [tokens[i] for i in queries]
+            view.key_tokens = [tokens[i] for i in keys]
+            view.heads, view.colors, view.k = heads, [HEAD_COLORS[h % len(HEAD_COLORS)] for h in heads], k
+            view.indices = np.concatenate(index_parts).tobytes()
+            view.weights = np.concatenate(weight_parts).tobytes()
 
     def static_html(self) -> str:
         matrix, queries, keys = self.matrix()

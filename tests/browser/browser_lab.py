@@ -109,13 +109,24 @@ class LabServer:
                 raise RuntimeError(f"JupyterLab exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
                 status = self.api("GET", "/api/status")
-                if "started" in status:
-                    return
             except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
+                status = {}
+            if "started" in status:
+                self.check_overrides()
+                return
             time.sleep(0.3)
         self.stop()
         raise RuntimeError(f"JupyterLab did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def check_overrides(self) -> None:
+        """The settings overrides are in force (they are the schema defaults Lab serves)."""
+        for plugin, values in SETTINGS_OVERRIDES.items():
+            schema = self.api("GET", f"/lab/api/settings/{plugin}")["schema"]["properties"]
+            for key, value in values.items():
+                if schema[key].get("default") != value:
+                    self.stop()
+                    raise RuntimeError(f"JupyterLab ignored the override {plugin} {key}={value!r} "
+                                       f"(default {schema[key].get('default')!r}); log:\n{self.log_tail()}")
 
     def api(self, method: str, path: str) -> Any:
         """A REST call from the test process, authenticated by the token header."""
@@ -215,32 +226,41 @@ RUN_STATE = """() => {
 CELL_REPORT = """() => {
   const w = window.jupyterapp.shell.currentWidget;
   return w.content.widgets.map((c, index) => {
-    const item = {index: index, type: c.model.type, count: c.model.executionCount === undefined ? null : c.model.executionCount,
-                  source: c.model.sharedModel.getSource().slice(0, 80), errors: [], stderr: []};
+    const count = c.model.executionCount === undefined ? null : c.model.executionCount;
+    const item = {index: index, type: c.model.type, count: count, errors: [], stderr: [],
+                  source: c.model.sharedModel.getSource().slice(0, 80)};
     if (c.model.type !== 'code') return item;
     const outputs = c.model.outputs;
     for (let i = 0; i < outputs.length; i++) {
       const o = outputs.get(i).toJSON();
-      if (o.output_type === 'error') item.errors.push(o.ename + ': ' + o.evalue + '\\n' + (o.traceback || []).join('\\n'));
-      if (o.output_type === 'stream' && o.name === 'stderr') item.stderr.push(Array.isArray(o.text) ? o.text.join('') : o.text);
+      const text = Array.isArray(o.text) ? o.text.join('') : o.text;
+      const trace = (o.traceback || []).join('\\n');
+      if (o.output_type === 'error') item.errors.push(o.ename + ': ' + o.evalue + '\\n' + trace);
+      if (o.output_type === 'stream' && o.name === 'stderr') item.stderr.push(text);
     }
     return item;
   });
 }"""
 
 # What the rendered page shows as errors, whatever the model says: tracebacks on stderr, error mime outputs,
-# and widgets that failed to render ("Error displaying widget", ipywidgets' error view).
+# and widgets that failed to render (ipywidgets' error view, "Error displaying widget: model not found").
 DOM_ERRORS = """() => {
   const found = [];
-  for (const el of document.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')) {
-    if (/Traceback \\(most recent call last\\)|^\\w*Error:/m.test(el.textContent)) found.push('stderr: ' + el.textContent.slice(0, 2000));
+  const all = (selector) => document.querySelectorAll(selector);
+  for (const el of all('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')) {
+    const text = el.textContent;
+    if (/Traceback \\(most recent call last\\)|^\\w*Error:/m.test(text)) found.push('stderr: ' + text.slice(0, 2000));
   }
-  for (const el of document.querySelectorAll('.jp-RenderedText[data-mime-type*="error"]')) found.push('error output: ' + el.textContent.slice(0, 2000));
-  for (const el of document.querySelectorAll('.jp-OutputArea-output .widget-error, .jp-OutputArea-output .jupyter-widgets-error-widget')) {
+  for (const el of all('.jp-RenderedText[data-mime-type*="error"]')) {
+    found.push('error output: ' + el.textContent.slice(0, 2000));
+  }
+  for (const el of all('.jp-OutputArea-output .jupyter-widgets-error-widget')) {
     found.push('widget error: ' + el.textContent.slice(0, 500));
   }
-  for (const el of document.querySelectorAll('.jp-OutputArea-output')) {
-    if (/Error displaying widget|model not found/.test(el.textContent) && !el.querySelector('.jp-RenderedText')) found.push('widget: ' + el.textContent.slice(0, 500));
+  for (const el of all('.jp-OutputArea-output')) {
+    if (/Error displaying widget/.test(el.textContent) && !el.querySelector('.jp-RenderedText')) {
+      found.push('widget: ' + el.textContent.slice(0, 500));
+    }
   }
   return found;
 }"""
@@ -260,8 +280,13 @@ PLOTLY_SUMMARY = """(el) => {
     if (!z || typeof z.length !== 'number') return null;
     let sum = 0, weighted = 0, cols = 0, n = 0;
     for (let i = 0; i < z.length; i++) {
-      const row = z[i]; if (!row) continue; cols = Math.max(cols, row.length || 0);
-      for (let j = 0; j < (row.length || 0); j++) { const v = Number(row[j]) || 0; sum += v; weighted += v * ((n++ % 9973) + 1); }
+      const row = z[i] || [];
+      cols = Math.max(cols, row.length || 0);
+      for (let j = 0; j < (row.length || 0); j++) {
+        const v = Number(row[j]) || 0;
+        sum += v;
+        weighted += v * ((n++ % 9973) + 1);
+      }
     }
     return {rows: z.length, cols: cols, sum: Math.round(sum * 1e6) / 1e6, weighted: Math.round(weighted * 1e4) / 1e4};
   }
@@ -288,19 +313,20 @@ MASK_CHIPS = """(rgb) => {
   return {chips: chips.length, mask: coloured.length, maskTokens: coloured.filter((c) => c.title).length};
 }"""
 
-# Lab shows an SVG output and a mermaid diagram as <img src="data:image/svg+xml,...">: is it loaded, and what is in it?
+# Lab shows an SVG output and a mermaid diagram as <img src="data:image/svg+xml,...">: loaded? what is in it?
 SVG_IMAGE = """(img) => {
   const src = img.getAttribute('src') || '';
   const comma = src.indexOf(',');
   const head = src.slice(0, comma);
   const body = head.endsWith(';base64') ? atob(src.slice(comma + 1)) : decodeURIComponent(src.slice(comma + 1));
   const shown = img.getBoundingClientRect();
-  return {loaded: img.complete && img.naturalWidth > 0, width: Math.round(shown.width), height: Math.round(shown.height),
-          svg: body.includes('<svg'), nodes: (body.match(/class="node/g) || []).length, text: body};
+  return {loaded: img.complete && img.naturalWidth > 0, width: Math.round(shown.width),
+          height: Math.round(shown.height), svg: body.includes('<svg'),
+          nodes: (body.match(/class="node/g) || []).length, text: body};
 }"""
 
 
-# The part of an output that holds something: widgets stretch to the notebook's width, their content often does not.
+# The part of an output that holds something: widgets stretch to the notebook's width, their content often doesn't.
 CONTENT_BOX = """(el) => {
   const box = el.getBoundingClientRect();
   let right = box.left + 40;
@@ -312,7 +338,8 @@ CONTENT_BOX = """(el) => {
     range.selectNodeContents(node);
     for (const rect of range.getClientRects()) if (rect.width) right = Math.max(right, rect.right);
   }
-  for (const e of el.querySelectorAll(':not(svg) > svg, img, canvas, button, select, input, textarea, .lm-TabBar-tab')) {
+  const solid = ':not(svg) > svg, img, canvas, button, select, input, textarea, .lm-TabBar-tab';
+  for (const e of el.querySelectorAll(solid)) {
     const rect = e.getBoundingClientRect();
     if (rect.width && rect.height) right = Math.max(right, rect.right);
   }

@@ -174,7 +174,7 @@ def test_head_view_buffers_are_the_top_k_lines_of_the_shown_heads(pair_panel):
     panel = pair_panel
     panel.layer.value = 1
     panel.view.value = "head view"
-    assert isinstance(panel.stage.children[0], HeadView)
+    assert isinstance(panel.on_screen, HeadView) and panel.slots["heatmap"].layout.display == "none"
     T = len(panel.trace.tokens[0])
     assert panel.head_view.heads == [0, 1, 2, 3] and len(panel.head_view.colors) == 4
     assert len(panel.head_view.indices) == 4 * T * 8 * 2 and len(panel.head_view.weights) == 4 * T * 8
@@ -197,7 +197,7 @@ def test_model_view_thumbnails_and_click_opens_the_heatmap(pair_panel):
     panel.view.value = "model view"
     view = panel.model_view
     # the view stays the model view (marking the current head is not a click)
-    assert panel.view.value == "model view" and isinstance(panel.stage.children[0], ModelView)
+    assert panel.view.value == "model view" and isinstance(panel.on_screen, ModelView)
     assert view.selected == [1, 2]
     T = len(panel.trace.tokens[0])
     assert (view.num_layers, view.num_heads, view.size) == (3, 4, T)  # T < 24: one pixel per weight
@@ -209,7 +209,7 @@ def test_model_view_thumbnails_and_click_opens_the_heatmap(pair_panel):
             expected = np.rint(weights / weights.max() * 255)
             assert np.abs(thumbs[layer, head].astype(int) - expected).max() <= 1
     view.selected = [2, 3]  # what a click in the browser does
-    assert panel.view.value == "heatmap" and panel.stage.children[0] is panel.heatmap
+    assert panel.view.value == "heatmap" and panel.on_screen is panel.heatmap and panel.slots["heatmap"].layout.display is None
     assert (panel.layer.value, panel.head.value, panel.aggregation.value) == (2, 3, "head")
     np.testing.assert_allclose(shown(panel)[0], panel.trace.attention(2)[0, 3].numpy(), atol=Z_ATOL)
     # clicking while the heatmap is on screen, also from the mean of heads, shows the clicked head

@@ -1,0 +1,54 @@
+#!/usr/bin/env python
+"""Regenerate the README's pictures from the browser test run.
+
+    python tools/screenshots.py                 # writes docs/images/{workbench_attention,loss_curves,architecture}.png
+
+It runs `pytest tests/browser` (JupyterLab in headless Chromium, every notebook run top to bottom) with
+BERTVIZ_LAB_SCREENSHOTS set to the output folder: a notebook's pictures are written there only when its test passed.
+Screenshots of every whole notebook land in screenshots/ (git-ignored) on every run of the browser test.
+Extra arguments go to pytest, e.g. `python tools/screenshots.py -- -k "00 or 04 or 05"`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PICTURES = {  # file -> what it shows (and which notebook makes it)
+    "workbench_attention.png": "the workbench's attention heatmap (00_workbench)",
+    "loss_curves.png": "live MLM/NSP loss curves while a tiny BERT trains (04_pretraining_live)",
+    "architecture.png": "BERT-base as a mermaid diagram with tensor shapes (05_architecture)",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="docs/images", help="folder for the README's pictures (default docs/images)")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    args = parser.parse_args(argv)
+    out = Path(args.out) if Path(args.out).is_absolute() else REPO / args.out
+    started = time.time()
+    env = dict(os.environ, BERTVIZ_LAB_SCREENSHOTS=str(out))
+    command = [sys.executable, "-m", "pytest", "tests/browser", "-q", "-p", "no:cacheprovider", *args.pytest_args]
+    code = subprocess.call(command, cwd=REPO, env=env)
+    missing = []
+    for name, what in PICTURES.items():
+        path = out / name
+        fresh = path.exists() and path.stat().st_mtime >= started
+        shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+        print(f"{'written' if fresh else 'NOT written'}: {shown}  ({what})")
+        if not fresh:
+            missing.append(name)
+    if missing:
+        print(f"{len(missing)} picture(s) not regenerated: their notebook's browser test failed or was deselected.",
+              file=sys.stderr)
+    return code or (1 if missing else 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
