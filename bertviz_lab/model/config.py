@@ -155,12 +155,15 @@ class BERTConfig:
             known["num_labels"] = len(data["id2label"])
         return cls(**known, extra=extra)
 
-    def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        """Write config.json into `directory`."""
+    def save_pretrained(self, directory: str | os.PathLike, architectures: list[str] | None = None) -> Path:
+        """Write config.json into `directory` (`architectures` names the transformers class that should load it)."""
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
+        data = self.to_dict()
+        if architectures:
+            data["architectures"] = list(architectures)
         out = path / "config.json"
-        out.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
         return out
 
     @classmethod

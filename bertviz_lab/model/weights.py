@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import os
 import re
 import warnings
@@ -18,7 +17,7 @@ from safetensors.torch import load_file, save_file
 
 from bertviz_lab.model.config import BERTConfig
 
-SAFETENSORS_NAME, PYTORCH_NAME, CONFIG_NAME = "model.safetensors", "pytorch_model.bin", "config.json"
+SAFETENSORS_NAME, PYTORCH_NAME = "model.safetensors", "pytorch_model.bin"
 
 # Our fused projections and the Hugging Face tensors they hold, in order (split along dim 0).
 FUSED = {
@@ -202,13 +201,8 @@ def load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], strict: bo
 def save_pretrained(model: torch.nn.Module, directory: str | os.PathLike) -> None:
     """config.json (with the matching transformers class in `architectures`) and model.safetensors."""
     path = Path(directory)
-    model.config.save_pretrained(path)
-    config_file = path / CONFIG_NAME
-    data = json.loads(config_file.read_text())
     architecture = getattr(type(model), "hf_architecture", None)
-    if architecture:
-        data["architectures"] = [architecture]
-        config_file.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    model.config.save_pretrained(path, architectures=[architecture] if architecture else None)
     tmp = path / (SAFETENSORS_NAME + ".tmp")
     save_file(to_hf_state_dict(model), str(tmp), metadata={"format": "pt"})
     os.replace(tmp, path / SAFETENSORS_NAME)
