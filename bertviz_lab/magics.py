@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -102,6 +103,30 @@ class BertInspectMagics(Magics):
             raise UsageError(str(error)) from None
 
 
+def warm_up() -> None:
+    """Import plotly and the panels and load the default model, so the first %bert_inspect only draws."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots  # noqa: F401
+
+    from bertviz_lab.widgets.workbench import default_model_and_tokenizer
+
+    go.FigureWidget  # noqa: B018 (plotly imports lazily: this one pulls in nbformat and jsonschema)
+    go.Figure(data=[go.Heatmap(z=[[0]]), go.Scatter(x=[0], y=[0])])
+    default_model_and_tokenizer()
+
+
+def _warm_up_quietly() -> None:
+    try:
+        warm_up()
+    except Exception:  # noqa: BLE001 (only a head start: %bert_inspect meets and reports the same error itself)
+        pass
+
+
 def load_ipython_extension(ipython: Any) -> None:
-    """`%load_ext bertviz_lab` registers %bert_inspect."""
+    """`%load_ext bertviz_lab` registers %bert_inspect and warms it up in a background thread.
+
+    In a fresh kernel the first call would otherwise spend ~3 s importing plotly (whose FigureWidget pulls in
+    nbformat and jsonschema) and loading the default model; done while the user types the next cell, it is free.
+    """
     ipython.register_magics(BertInspectMagics)
+    threading.Thread(target=_warm_up_quietly, name="bertviz_lab warm-up", daemon=True).start()

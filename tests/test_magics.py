@@ -3,6 +3,11 @@ names and options, names looked up and never evaluated, and the `%bert_inspect?`
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -34,6 +39,7 @@ def shell():
     ip = start_ipython()
     result = ip.run_cell("%load_ext bertviz_lab")
     assert result.success, result.error_in_exec
+    join_warm_up()
     tokenizer = BERTTokenizerFast.from_pretrained(BERT_Weights.DEFAULT.path)
     torch.manual_seed(0)
     model = BERTForPreTraining(BERTConfig.tiny(vocab_size=tokenizer.vocab_size, num_attention_heads=4,
@@ -42,6 +48,13 @@ def shell():
     yield ip
     for name in ("m", "tok", "x", "spy", "word", "panel"):
         ip.user_ns.pop(name, None)
+
+
+def join_warm_up() -> None:
+    """Wait for the background warm-up that %load_ext starts."""
+    for thread in threading.enumerate():
+        if thread.name == "bertviz_lab warm-up":
+            thread.join()
 
 
 def run(shell, source: str):
@@ -66,6 +79,43 @@ def usage_error(shell, line: str, cell: str | None = None) -> str:
 def test_load_ext_registers_the_line_and_cell_magic(shell):
     assert "bertviz_lab" in shell.extension_manager.loaded
     assert shell.find_line_magic("bert_inspect") is not None and shell.find_cell_magic("bert_inspect") is not None
+
+
+def test_load_ext_warms_up_plotly_and_the_default_model_in_the_background():
+    # a fresh interpreter: in this one, earlier tests may already have imported plotly and loaded the model
+    script = textwrap.dedent("""
+        import sys, threading
+        from IPython.testing.globalipapp import start_ipython
+        ip = start_ipython()
+        assert ip.run_cell("%load_ext bertviz_lab").success
+        warm_up = [t for t in threading.enumerate() if t.name == "bertviz_lab warm-up"]
+        assert len(warm_up) == 1 and warm_up[0].daemon
+        warm_up[0].join()
+        from bertviz_lab.widgets import workbench
+        assert "plotly.basewidget" in sys.modules and "nbformat" in sys.modules
+        assert workbench._load_default_once.cache_info().currsize == 1
+        panel = ip.run_line_magic("bert_inspect", "--view attention 'warm already'")
+        assert workbench._load_default_once.cache_info().hits == 1, workbench._load_default_once.cache_info()
+        print(type(panel).__name__)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "AttentionPanel"
+
+
+def test_default_model_is_loaded_once_when_asked_from_two_threads():
+    from bertviz_lab.widgets import workbench
+
+    workbench._load_default_once.cache_clear()
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(workbench.default_model_and_tokenizer()))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 2 and results[0][0] is results[1][0]
+    assert workbench._load_default_once.cache_info().misses == 1
 
 
 def test_default_model_on_a_text(shell):

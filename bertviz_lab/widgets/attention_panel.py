@@ -13,7 +13,7 @@ import torch
 from bertviz_lab.trace.hooks import Trace, trace
 from bertviz_lab.widgets import attention_data as D
 from bertviz_lab.widgets.attention_views import HeadView, ModelView
-from bertviz_lab.widgets.common import HEAD_COLORS, Panel, encode_text, escape, evaluating
+from bertviz_lab.widgets.common import HEAD_COLORS, PLOT_TEMPLATE, Panel, encode_text, escape, evaluating
 from bertviz_lab.widgets.svg import heatmap as svg_heatmap
 
 VIEWS = ("heatmap", "head view", "model view")
@@ -61,7 +61,8 @@ class AttentionPanel(Panel):
         self.direction = widgets.ToggleButtons(options=D.DIRECTIONS, value="all", description="pair", style=compact)
         self.heads_shown = widgets.SelectMultiple(description="heads", rows=4, layout=widgets.Layout(width="160px"))
         self.message = widgets.HTML()
-        self.heatmap = go.FigureWidget(data=[go.Heatmap(z=[[0]], colorscale="Blues", zmin=0)])
+        self.heatmap = go.FigureWidget(data=[go.Heatmap(z=[[0]], colorscale="Blues", zmin=0)],
+                                       layout={"template": PLOT_TEMPLATE})
         self.heatmap.update_layout(height=560, margin={"l": 90, "r": 20, "t": 40, "b": 90},
                                    yaxis={"autorange": "reversed", "title": "query"}, xaxis={"title": "key"})
         self.head_view = HeadView()

@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from bertviz_lab.widgets.common import Panel, escape
+from bertviz_lab.widgets.common import PLOT_TEMPLATE, Panel, escape
 from bertviz_lab.widgets.svg import line_chart
 
 # (subplot row, col, metric key, legend name, colour, dashed)
@@ -72,8 +72,8 @@ class LossCurves(Panel):
         self._draw_lock = threading.Lock()  # one redraw at a time (the timer thread and the training thread)
         self._pending: threading.Timer | None = None
         self._drawn = [0] * len(SERIES)  # points of each series at the last redraw (histories only grow)
-        self.figure = go.FigureWidget(make_subplots(rows=2, cols=2, subplot_titles=TITLES,
-                                                    horizontal_spacing=0.1, vertical_spacing=0.16))
+        self.figure = make_subplots(rows=2, cols=2, subplot_titles=TITLES, horizontal_spacing=0.1,
+                                    vertical_spacing=0.16, figure=go.FigureWidget(layout={"template": PLOT_TEMPLATE}))
         for row, col, key, name, color, dashed in SERIES:
             self.figure.add_trace(go.Scatter(x=[], y=[], name=name, mode="lines+markers" if dashed else "lines",
                                              line={"color": color, "dash": "dash" if dashed else "solid"}),

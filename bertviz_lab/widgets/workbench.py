@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 import ipywidgets as widgets
@@ -19,12 +20,20 @@ DEFAULT_TEXT = "The cat sat on the mat because it was warm."
 TABS = ("attention", "masking", "architecture", "training", "device")
 
 
+_default_lock = threading.Lock()  # %load_ext may be loading it in the background while a panel asks for it
+
+
 @functools.lru_cache(maxsize=1)
-def default_model_and_tokenizer() -> tuple[torch.nn.Module, Any]:
-    """The pretrained model the workbench opens with, loaded once per session."""
+def _load_default_once() -> tuple[torch.nn.Module, Any]:
     from bertviz_lab.model.weights import load_default
 
     return load_default()
+
+
+def default_model_and_tokenizer() -> tuple[torch.nn.Module, Any]:
+    """The pretrained model the workbench opens with, loaded once per session."""
+    with _default_lock:
+        return _load_default_once()
 
 
 def _model_and_tokenizer(model: torch.nn.Module | None, tokenizer: Any) -> tuple[torch.nn.Module, Any]:
