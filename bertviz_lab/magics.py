@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -119,7 +120,7 @@ def _warm_up_quietly() -> None:
     try:
         warm_up()
     except Exception:  # noqa: BLE001 (only a head start: %bert_inspect meets and reports the same error itself)
-        pass
+        logging.getLogger(__name__).debug("bertviz_lab warm-up failed", exc_info=True)
 
 
 def load_ipython_extension(ipython: Any) -> None:
