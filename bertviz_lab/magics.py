@@ -119,7 +119,7 @@ def warm_up() -> None:
 def _warm_up_quietly() -> None:
     try:
         warm_up()
-    except Exception:  # noqa: BLE001 (only a head start: %bert_inspect meets and reports the same error itself)
+    except Exception:  # only a head start: %bert_inspect meets and reports the same error itself)
         logging.getLogger(__name__).debug("bertviz_lab warm-up failed", exc_info=True)
 
 

@@ -157,7 +157,9 @@ class Trainer:
     train_data / eval_data: a SentencePairDataset (pairs are masked dynamically as they are drawn), or a list of
     ready batch dicts (input_ids, token_type_ids, attention_mask, mlm_labels, nsp_labels; each one micro-batch of
     batch_size / gradient_accumulation_steps rows), e.g. from `synthetic_to_training_batch`.
-    Callbacks get a MetricsRecord after every step, on rank 0, in the training thread. The Trainer seeds torch and
+    Callbacks get a MetricsRecord after every step, on rank 0, in the training thread; a callback with an
+    `on_train_end(trainer)` method is also told when a fit() ends (finished, stopped or failed; see stop_reason).
+    The Trainer seeds torch and
     `random` with seed + rank (dropout); the model's initial weights are the caller's.
     """
 
@@ -367,6 +369,12 @@ class Trainer:
         """
         self._check_not_running("fit()")
         target = self._target_step(steps)
+        try:
+            return self._fit_until(target)
+        finally:
+            self._notify_end()
+
+    def _fit_until(self, target: int) -> list[MetricsRecord]:
         records: list[MetricsRecord] = []
         bar = tqdm(total=target, initial=self.step, desc="pretraining", unit="step", dynamic_ncols=True,
                    disable=not (self.config.progress and self.dist.is_main))
@@ -402,6 +410,14 @@ class Trainer:
         if self.config.checkpoint_dir is not None:
             self.save_checkpoint()
         return records
+
+    def _notify_end(self) -> None:
+        if not self.dist.is_main:
+            return
+        for callback in self.callbacks:
+            on_train_end = getattr(callback, "on_train_end", None)
+            if callable(on_train_end):
+                on_train_end(self)
 
     def _report(self, record: MetricsRecord) -> None:
         """Metrics file line, log line and callbacks: rank 0 only."""

@@ -68,6 +68,7 @@ class LossCurves(Panel):
         self.records = 0
         self.redraws = 0
         self._last_draw = 0.0
+        self._end_note = ""  # how the last run ended, shown before the latest values
         self._lock = threading.Lock()  # guards history and the pending timer
         self._draw_lock = threading.Lock()  # one redraw at a time (the timer thread and the training thread)
         self._pending: threading.Timer | None = None
@@ -90,12 +91,17 @@ class LossCurves(Panel):
             self.attach(trainer)
 
     def attach(self, trainer: Any) -> "LossCurves":
-        """Register as the trainer's callback and offer a Stop button for runs started in the background."""
+        """Register as the trainer's callback; while it trains in the background (start()), a Stop button shows."""
         self.trainer = trainer
         if self not in trainer.callbacks:
             trainer.callbacks.append(self)
-        self.stop_button.layout.display = None
         return self
+
+    def on_train_end(self, trainer: Any) -> None:
+        """Trainer hook: hide the Stop button, redraw the last records and say how the run ended."""
+        self.stop_button.layout.display = "none"
+        self._end_note = f"{trainer.stop_reason or 'ended'} at step {trainer.step} · "
+        self.flush()
 
     def _stop(self) -> None:
         if self.trainer is not None:
@@ -105,6 +111,9 @@ class LossCurves(Panel):
     def __call__(self, record: Any) -> None:
         """Trainer callback: store the record, redraw when the last redraw is old enough."""
         values = record_to_dict(record)
+        if self.trainer is not None and self.trainer.is_running:  # a background run: the notebook can click Stop
+            self.stop_button.layout.display = None
+        self._end_note = ""
         step = float(values.get("step", self.records))
         with self._lock:
             self.records += 1
@@ -143,7 +152,7 @@ class LossCurves(Panel):
         step = values.get("step", "?")
         shown = [f"step {step}"] + [f"{name} {values[key]:.4g}" for _, _, key, name, *_ in SERIES
                                     if isinstance(values.get(key), (int, float))]
-        self.status.value = " · ".join(shown)
+        self.status.value = self._end_note + " · ".join(shown)
         self._last_draw = time.monotonic()
         self.redraws += 1
 

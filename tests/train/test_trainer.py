@@ -145,13 +145,38 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, pairs, toke
     assert all(torch.isfinite(p).all() for p in fresh.parameters())
 
 
+class EndWatcher:
+    """A callback with an on_train_end hook: records each step and how each fit() ended."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.ends: list[tuple[str | None, int]] = []
+
+    def __call__(self, record: MetricsRecord) -> None:
+        self.steps.append(record.step)
+
+    def on_train_end(self, trainer: Trainer) -> None:
+        self.ends.append((trainer.stop_reason, trainer.step))
+
+
+def test_callbacks_hear_when_each_fit_ends(pairs, tokenizer, make_model):
+    train, _ = pairs
+    watcher = EndWatcher()
+    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(max_steps=4), callbacks=[watcher, print])
+    trainer.fit(2)
+    trainer.fit()
+    assert watcher.steps == [1, 2, 3, 4] and watcher.ends == [("finished", 2), ("finished", 4)]
+
+
 def test_nan_without_checkpoint_dir_says_nothing_was_saved(pairs, tokenizer, make_model):
     train, _ = pairs
     model = make_model(len(tokenizer))
     with torch.no_grad():
         model.bert.embeddings.LayerNorm.weight.fill_(float("inf"))
+    watcher = EndWatcher()
     with pytest.raises(NonFiniteLossError, match="step 1 .*no checkpoint was written"):
-        Trainer(model, train, None, _config()).fit()
+        Trainer(model, train, None, _config(), callbacks=[watcher]).fit()
+    assert watcher.steps == [] and watcher.ends == [("non-finite loss", 0)]  # told of the failed run too
 
 
 def test_trains_on_synthetic_batches(make_model):

@@ -154,11 +154,11 @@ def test_follows_trainer_fit_with_eval_records():
 def test_follows_a_background_run_and_the_stop_button_ends_it():
     trainer = tiny_trainer(max_steps=100_000)
     curves = LossCurves(trainer, min_interval=0.1)
-    assert curves.stop_button.layout.display is None  # shown once a trainer is attached
-    assert LossCurves().stop_button.layout.display == "none"
+    assert curves.stop_button.layout.display == "none"  # shown only while a background run goes
     trainer.start()
     try:
         assert wait_until(lambda: curves.records >= 5, timeout=30)
+        assert curves.stop_button.layout.display is None
         curves.stop_button.click()
         assert "stopping" in curves.status.value
         assert trainer.join(timeout=30)
@@ -167,6 +167,16 @@ def test_follows_a_background_run_and_the_stop_button_ends_it():
     assert trainer.stop_reason == "stopped" and 5 <= trainer.step < 100_000
     assert curves.records == trainer.step == len(trainer.history)
     assert wait_until(lambda: trace_named(curves, "train_nsp_loss").x[-1] == trainer.step)
+    assert curves.stop_button.layout.display == "none"  # the run has ended
+    assert curves.status.value.startswith(f"stopped at step {trainer.step} · ")
+
+
+def test_a_foreground_fit_shows_no_stop_button_and_says_it_finished():
+    trainer = tiny_trainer(max_steps=3)
+    curves = LossCurves(trainer, min_interval=3600)
+    trainer.fit()
+    assert curves.records == 3 and curves.stop_button.layout.display == "none"
+    assert curves.status.value.startswith("finished at step 3 · step 3")
 
 
 def test_exports_static_and_interactive_html(tmp_path):
