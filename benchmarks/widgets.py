@@ -62,29 +62,29 @@ def time_magic(text: str) -> None:
     """%bert_inspect in fresh Jupyter kernels: right after %load_ext in the same cell, and as the next cell."""
     from jupyter_client.manager import start_new_kernel
 
-    cell = f'%bert_inspect --view attention "{text}"'
+    attention = f'%bert_inspect --view attention "{text}"'
+    workbench = f'%bert_inspect "{text}"'
     wait_for_warm_up = ("import threading\n"
                         "[t.join() for t in threading.enumerate() if t.name == 'bertviz_lab warm-up']")
-    manager, client = start_new_kernel(kernel_name="python3", stderr=subprocess.DEVNULL)
-    try:
-        both = run_cell(client, f"%load_ext bertviz_lab\n{cell}")
-        warm = run_cell(client, cell)
-    finally:
-        manager.shutdown_kernel(now=True)
-    manager, client = start_new_kernel(kernel_name="python3", stderr=subprocess.DEVNULL)
-    try:
-        load = run_cell(client, "%load_ext bertviz_lab")
-        start = time.perf_counter()
-        run_cell(client, wait_for_warm_up)
-        warm_up = time.perf_counter() - start
-        first = run_cell(client, cell)
-    finally:
-        manager.shutdown_kernel(now=True)
-    rows = (("`%load_ext` (imports torch, starts the warm-up)", load),
-            ("warm-up in the background (plotly, default model)", warm_up),
-            ("first `%bert_inspect`, next cell after the warm-up", first),
-            ("first `%bert_inspect`, same cell as `%load_ext`", both),
-            ("a later `%bert_inspect`", warm))
+
+    def in_fresh_kernel(cells: list[str]) -> list[float]:
+        manager, client = start_new_kernel(kernel_name="python3", stderr=subprocess.DEVNULL)
+        try:
+            return [run_cell(client, cell) for cell in cells]
+        finally:
+            manager.shutdown_kernel(now=True)
+
+    both, later = in_fresh_kernel([f"%load_ext bertviz_lab\n{attention}", attention])
+    load, warm_up, first, later_workbench = in_fresh_kernel(["%load_ext bertviz_lab", wait_for_warm_up, attention,
+                                                             workbench])
+    _, _, first_workbench = in_fresh_kernel(["%load_ext bertviz_lab", wait_for_warm_up, workbench])
+    rows = (("`%load_ext bertviz_lab` (imports torch, starts the warm-up)", load),
+            ("its warm-up, in the background (plotly, default model)", warm_up),
+            ("first `--view attention`, next cell after the warm-up", first),
+            ("first whole workbench, next cell after the warm-up", first_workbench),
+            ("`%load_ext` and a first `--view attention` in one cell", both),
+            ("a later `--view attention`", later),
+            ("a later whole workbench", later_workbench))
     for label, seconds in rows:
         print(f"| {label} | {seconds:5.2f} s |", flush=True)
 
@@ -95,7 +95,7 @@ def main() -> None:
     from bertviz_lab.widgets.workbench import default_model_and_tokenizer
 
     minilm, tokenizer = default_model_and_tokenizer()
-    print("| fresh Jupyter kernel, MiniLM, `--view attention`, 128 tokens | seconds |")
+    print("| fresh Jupyter kernel, MiniLM, 128 tokens | seconds |")
     print("|---|---|")
     time_magic(text_of(tokenizer, 128))
     torch.manual_seed(0)

@@ -71,8 +71,8 @@ class BertInspectMagics(Magics):
     @no_var_expand  # the line is taken literally: IPython would run {code} and substitute $names in the text
     @magic_arguments()
     @argument("--view", choices=VIEWS, default="all", help="which panel to open (default: the whole workbench)")
-    @argument("--layer", type=int, default=None, help="attention layer to show first")
-    @argument("--head", type=int, default=None, help="attention head to show first")
+    @argument("--layer", type=int, default=None, help="attention layer to show first (attention or all views)")
+    @argument("--head", type=int, default=None, help="attention head to show first (attention or all views)")
     @argument("--pair", default=None, metavar="TEXT_B", help="a second sentence (sentence B)")
     @argument("--device", default=None, help="auto, cpu, cuda, cuda:N or mps")
     @argument("words", nargs="*", metavar="[MODEL [TOKENIZER]] TEXT",

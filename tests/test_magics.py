@@ -187,6 +187,8 @@ def test_text_is_taken_literally(shell):
     ('m tok --view attention --head 4 "t"', "head 4 does not exist; this model has heads 0..3"),
     ('--layer 6 "t"', "layer 6 does not exist; this model has layers 0..5"),
     ('m tok --layer one "t"', "argument --layer: invalid int value: 'one'"),
+    ('m tok --view masking --layer 1 "t"', "layer and head choose what the attention view shows; the masking view"),
+    ('--view device --head 0 "t"', "the device view has none"),
     ('m tok --device cuda:9 "t"', "'cuda:9' is not available here; available devices: "),
     ('m tok --device tpu "t"', "unknown device 'tpu'"),
     ('m tok --colour red "t"', "unrecognized arguments: --colour"),

@@ -101,6 +101,8 @@ def open_view(model: torch.nn.Module | None = None, tokenizer: Any = None, text:
               text_b: str | None = None, view: str = "all", layer: int | None = None, head: int | None = None,
               device: str | None = None) -> Panel:
     """One panel (or the whole workbench) on a text: what %bert_inspect shows."""
+    if view not in ("all", "attention") and (layer is not None or head is not None):
+        raise ValueError(f"layer and head choose what the attention view shows; the {view} view has none.")
     model, tokenizer = _model_and_tokenizer(model, tokenizer)
     if device is not None:
         model.to(device)

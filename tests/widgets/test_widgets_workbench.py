@@ -115,8 +115,9 @@ def test_no_arguments_opens_the_pretrained_minilm():
                                        ("masking", MaskingPreview), ("architecture", ArchitecturePanel),
                                        ("training", TrainingPanel), ("device", DevicePicker)])
 def test_open_view_builds_every_view(pretraining_model, tokenizer, view, kind):
-    panel = open_view(pretraining_model, tokenizer, "A short text.", text_b="And a second one.", view=view, layer=2,
-                      head=3, device="cpu")
+    at = {"layer": 2, "head": 3} if view in ("all", "attention") else {}
+    panel = open_view(pretraining_model, tokenizer, "A short text.", text_b="And a second one.", view=view,
+                      device="cpu", **at)
     assert type(panel) is kind
     assert panel.static_html()
     if view in ("all", "attention"):
