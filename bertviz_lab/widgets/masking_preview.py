@@ -11,11 +11,16 @@ from bertviz_lab.model.pretraining import MaskingPlan, apply_masking, sample_mas
 from bertviz_lab.widgets.common import COLORS, Panel, chip, escape, evaluating, legend, table
 
 
+def predicts_masked_tokens(model: torch.nn.Module) -> bool:
+    """True for models with a masked-LM head (a causal decoder's head predicts the next token instead)."""
+    predictions = getattr(getattr(model, "cls", None), "predictions", None)
+    return predictions is not None and not getattr(getattr(model, "config", None), "is_decoder", False)
+
+
 def mlm_scores(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
     """Vocabulary scores (B, T, V) from a model with an MLM head, or None for models without one."""
-    predictions = getattr(getattr(model, "cls", None), "predictions", None)
-    if predictions is None or getattr(getattr(model, "config", None), "is_decoder", False):
-        return None  # a causal decoder's head predicts the next token, not the masked one
+    if not predicts_masked_tokens(model):
+        return None
     with evaluating(model), torch.inference_mode():
         out = model(**inputs)
     return out[0] if isinstance(out, tuple) else out
@@ -133,4 +138,8 @@ class MaskingPreview(Panel):
             rows = [(pos, original[pos], ", ".join(f"{token} {p:.2f}" for token, p in top))
                     for pos, top in self.predictions]
             parts.append(table(["position", "original", f"top-{self.top_k} predictions"], rows))
+        elif self.model is not None and not predicts_masked_tokens(self.model):
+            parts.append(f"<div style='margin-top:6px;color:#555'>No predictions: {escape(type(self.model).__name__)} "
+                         "has no masked-LM head (a BERTForMaskedLM or BERTForPreTraining predicts the masked "
+                         "tokens).</div>")
         return "<div class='bvl-masking'>" + "".join(parts) + "</div>"

@@ -136,8 +136,10 @@ def test_top5_predictions_are_the_models_softmax_on_the_masked_ids(request, toke
 def test_no_predictions_without_an_mlm_head(tokenizer, backbone):
     preview = MaskingPreview(tokenizer, TEXT, model=backbone, mlm_probability=0.5)
     assert preview.counts["selected"] > 0 and preview.predictions == []
-    assert "predictions" not in preview.view.value
-    assert MaskingPreview(tokenizer, TEXT).predictions == []
+    assert "top-5 predictions" not in preview.view.value
+    assert "No predictions: BERT has no masked-LM head" in preview.view.value  # says why, not just nothing
+    without_model = MaskingPreview(tokenizer, TEXT)
+    assert without_model.predictions == [] and "predictions" not in without_model.view.value
     # a causal LM's head scores the next token, not the masked one: no "MLM" predictions either
     torch.manual_seed(0)
     causal = BERTForCausalLM(BERTConfig.tiny(vocab_size=tokenizer.vocab_size, is_decoder=True))
