@@ -3,6 +3,7 @@
     python benchmarks/forward.py                 # CPU: MiniLM and bert-base, batch 1 and 8, seq 128 and 512
     python benchmarks/forward.py --quick         # fewer repeats
     python benchmarks/forward.py --gpu           # also bf16, batch 256, seq 128 on CUDA (when present)
+    python benchmarks/forward.py --gpu-only      # only the CUDA rows (a short check on a GPU machine)
 
 Both models run fp32 (bf16 on GPU) under torch.inference_mode, transformers with its SDPA attention.
 Runs alternate between the two models so that machine noise hits both alike; the median is reported.
@@ -75,19 +76,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer rounds (noisier)")
     parser.add_argument("--gpu", action="store_true", help="also run bf16 batch 256 seq 128 on CUDA")
+    parser.add_argument("--gpu-only", action="store_true", help="only the CUDA rows")
     parser.add_argument("--models", default="minilm,bert-base")
     args = parser.parse_args()
+    if (args.gpu or args.gpu_only) and not torch.cuda.is_available():
+        parser.error("--gpu/--gpu-only: no CUDA device here (torch.cuda.is_available() is False).")
     cpu = torch.device("cpu")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
     print("| model   | dtype    | batch | seq  | ours seq/s | HF seq/s   | ratio | max diff |")
     print("|---------|----------|-------|------|------------|------------|-------|----------|")
     rounds = 3 if args.quick else 7
-    for name in args.models.split(","):
+    for name in [] if args.gpu_only else args.models.split(","):
         for batch, seq in ((1, 128), (8, 128), (1, 512), (8, 512)):
             heavy = batch * seq * (12 if name == "bert-base" else 1)
             repeats = max(1, 4096 // heavy) if heavy < 4096 else 1
             compare(name, batch, seq, cpu, torch.float32, rounds, repeats)
-    if args.gpu and torch.cuda.is_available():
+    if args.gpu or args.gpu_only:
+        print(f"CUDA: {torch.cuda.get_device_name()}")
         for name in args.models.split(","):
             compare(name, 256, 128, torch.device("cuda"), torch.bfloat16, rounds, 10)
 
