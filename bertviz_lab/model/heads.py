@@ -382,10 +382,10 @@ class BERTForNextSentencePrediction(BERTTaskModel):
         return self.predict_labels(**self._model_inputs(self._encode(tokenizer, text_a, text_b, device)))
 
 
-class BERTForSequenceClassification(BERTTaskModel):
-    """Classify a text (pair) from the pooled [CLS] state; num_labels == 1 means regression (MSE)."""
+class BERTClassifierModel(BERTTaskModel):
+    """A dropout and a linear classifier over the pooled [CLS] state (one label per text) or every token's state."""
 
-    hf_architecture = "BertForSequenceClassification"
+    per_token = False
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__(config)
@@ -396,9 +396,19 @@ class BERTForSequenceClassification(BERTTaskModel):
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits (B, num_labels)."""
-        pooled = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds).pooler_output
-        return self.classifier(self.dropout(pooled))
+        """Logits (B, num_labels), or (B, T, num_labels) per token."""
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        return self.classifier(self.dropout(out.last_hidden_state if self.per_token else out.pooler_output))
+
+    def predict_labels_from_text(self, tokenizer: Any, text_a: str, text_b: str | None = None, *,
+                                 device: str | torch.device | None = None) -> torch.Tensor:
+        return self.predict_labels(**self._model_inputs(self._encode(tokenizer, text_a, text_b, device)))
+
+
+class BERTForSequenceClassification(BERTClassifierModel):
+    """Classify a text (pair) from the pooled [CLS] state; num_labels == 1 means regression (MSE)."""
+
+    hf_architecture = "BertForSequenceClassification"
 
     get_loss = BERTForNextSentencePrediction.get_loss
     predict_labels = BERTForNextSentencePrediction.predict_labels
@@ -410,37 +420,17 @@ class BERTForSequenceClassification(BERTTaskModel):
         encoded = self._encode(tokenizer, text_a, text_b, device)
         return self.get_loss(torch.tensor([label], device=self.device), **self._model_inputs(encoded))
 
-    def predict_labels_from_text(self, tokenizer: Any, text_a: str, text_b: str | None = None, *,
-                                 device: str | torch.device | None = None) -> torch.Tensor:
-        return self.predict_labels(**self._model_inputs(self._encode(tokenizer, text_a, text_b, device)))
 
-
-class BERTForTokenClassification(BERTTaskModel):
+class BERTForTokenClassification(BERTClassifierModel):
     """A label per token (NER, POS tagging); labels of -100 are ignored."""
 
     hf_architecture = "BertForTokenClassification"
     add_pooling_layer = False
-
-    def __init__(self, config: BERTConfig) -> None:
-        super().__init__(config)
-        self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self._init_head()
-
-    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
-                inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits (B, T, num_labels)."""
-        states = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds).last_hidden_state
-        return self.classifier(self.dropout(states))
+    per_token = True
 
     get_loss = BERTForMaskedLM.get_loss
     predict_labels = BERTForMaskedLM.predict_token_ids
     get_accuracy = BERTForMaskedLM.get_accuracy
-
-    def predict_labels_from_text(self, tokenizer: Any, text_a: str, text_b: str | None = None, *,
-                                 device: str | torch.device | None = None) -> torch.Tensor:
-        return self.predict_labels(**self._model_inputs(self._encode(tokenizer, text_a, text_b, device)))
 
 
 class BERTForQuestionAnswering(BERTTaskModel):
