@@ -56,7 +56,7 @@ class TrainingPanel(Panel):
                 self.message.value = "this run has reached its last step"
                 return
             self.trainer.start(min(self.steps or remaining, remaining))
-            self.message.value = "training…"
+            self.message.value = ""  # the curves' status line says how far the run is and how it ended
         except (ValueError, TypeError, RuntimeError) as error:
             self.message.value = f"<span style='color:#d62728'>{escape(error)}</span>"
 

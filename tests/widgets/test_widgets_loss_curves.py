@@ -218,6 +218,7 @@ def test_training_panel_start_trains_in_the_background_and_stops_at_the_last_ste
     assert panel.trainer.join(timeout=60)
     assert panel.trainer.step == 4 and panel.curves.records == 4
     assert len(panel.curves.history["eval_nsp_loss"]) == 1
+    assert panel.message.value == "" and panel.curves.status.value.startswith("finished at step 4 · ")
     panel.start_button.click()  # the remaining 2 steps
     assert panel.trainer.join(timeout=60) and panel.trainer.step == 6 and panel.curves.records == 6
     panel.start_button.click()
