@@ -1,0 +1,135 @@
+"""The model, traces, decoding, training and the device picker on each accelerator this machine has (CUDA, MPS).
+
+Without one these tests are skipped. BERTVIZ_LAB_TEST_ACCELERATOR=cpu runs them on the CPU instead, which checks the
+tests themselves on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+from bertviz_lab.device import available_devices
+from bertviz_lab.model import (
+    BERT,
+    BERT_Weights,
+    BERTConfig,
+    BERTForCausalLM,
+    BERTForPreTraining,
+    BERTTokenizerFast,
+    DynamicCache,
+)
+from bertviz_lab.trace import trace
+from bertviz_lab.train import TrainConfig, Trainer, generate_synthetic_bert_batches, synthetic_to_training_batch
+
+ACCELERATORS = ([os.environ["BERTVIZ_LAB_TEST_ACCELERATOR"]] if os.environ.get("BERTVIZ_LAB_TEST_ACCELERATOR")
+                else [name for name in available_devices() if name != "cpu"])
+pytestmark = pytest.mark.skipif(not ACCELERATORS, reason="no CUDA or MPS device on this machine")
+TEXTS = ["The cat sat on the mat because it was warm.", "Paris is the capital of France, and it is beautiful."]
+
+
+@pytest.fixture(params=ACCELERATORS or ["none"])
+def device(request) -> torch.device:
+    return torch.device(request.param)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return BERT.from_pretrained(BERT_Weights.DEFAULT.path), BERTTokenizerFast.from_pretrained(BERT_Weights.DEFAULT.path)
+
+
+def batch(tokenizer, device: torch.device) -> dict[str, torch.Tensor]:
+    encoded = tokenizer.batch_encode_plus(TEXTS, padding=True, return_tensors="pt")
+    return {k: encoded[k].to(device) for k in ("input_ids", "attention_mask", "token_type_ids")}
+
+
+def test_fp32_forward_matches_the_cpu(minilm, device):
+    model, tokenizer = minilm
+    inputs = batch(tokenizer, torch.device("cpu"))
+    with torch.inference_mode():
+        want = model(**inputs).last_hidden_state
+        moved = BERT.from_pretrained(BERT_Weights.DEFAULT.path, device=device)
+        got = moved(**{k: v.to(device) for k, v in inputs.items()}).last_hidden_state
+    assert got.device.type == device.type
+    assert (got.cpu() - want).abs().max().item() <= 1e-4
+
+
+def test_bf16_is_as_close_to_fp32_as_transformers_bf16(minilm, device):
+    if device.type == "cpu":
+        pytest.skip("bf16 matmuls on the CPU say nothing about an accelerator")
+    transformers = pytest.importorskip("transformers")
+    _, tokenizer = minilm
+    path = str(BERT_Weights.DEFAULT.path)
+    inputs = batch(tokenizer, device)
+    keep = inputs["attention_mask"].bool()
+    with torch.inference_mode():
+        reference = transformers.BertModel.from_pretrained(path, attn_implementation="sdpa").to(device).eval()
+        exact = reference(**inputs).last_hidden_state[keep].float()
+        theirs = reference.to(torch.bfloat16)(**inputs).last_hidden_state[keep].float()
+        ours = BERT.from_pretrained(path, device=device).to(torch.bfloat16)(**inputs).last_hidden_state[keep].float()
+    our_error, their_error = (ours - exact).abs().max().item(), (theirs - exact).abs().max().item()
+    assert our_error <= 1.5 * their_error + 1e-3, (our_error, their_error)
+
+
+def test_trace_on_the_device_keeps_cpu_copies_equal_to_the_cpu_trace(minilm, device):
+    model, tokenizer = minilm
+    inputs = batch(tokenizer, torch.device("cpu"))
+    with torch.inference_mode(), trace(model, attentions=True, hidden_states=True) as on_cpu:
+        model(**inputs)
+    moved = BERT.from_pretrained(BERT_Weights.DEFAULT.path, device=device)
+    with torch.inference_mode(), trace(moved, attentions=True, hidden_states=True) as on_device:
+        moved(**{k: v.to(device) for k, v in inputs.items()})
+    assert len(on_device.attentions) == 6 and all(a.device.type == "cpu" for a in on_device.attentions)
+    for got, want in zip(on_device.attentions + on_device.hidden_states, on_cpu.attentions + on_cpu.hidden_states):
+        assert (got - want).abs().max().item() <= 1e-4
+
+
+def test_incremental_decoding_equals_full_decoding(device):
+    torch.manual_seed(0)
+    model = BERTForCausalLM(BERTConfig.tiny(vocab_size=100, is_decoder=True)).to(device).eval()
+    input_ids = torch.randint(1, 100, (2, 9), generator=torch.Generator().manual_seed(1)).to(device)
+    with torch.inference_mode():
+        full = model.bert(input_ids, use_cache=False).last_hidden_state
+        cache = DynamicCache()
+        steps = [model.bert(input_ids[:, t:t + 1], past_key_values=cache, use_cache=True).last_hidden_state
+                 for t in range(input_ids.shape[1])]
+    assert cache.keys[0].device.type == device.type
+    assert (torch.cat(steps, dim=1) - full).abs().max().item() <= 1e-4
+
+
+def test_trainer_runs_and_resumes_on_the_device(tmp_path, device):
+    def trainer(max_steps: int) -> Trainer:
+        torch.manual_seed(0)
+        model = BERTForPreTraining(BERTConfig.tiny(vocab_size=200, hidden_dropout_prob=0.0,
+                                                   attention_probs_dropout_prob=0.0))
+        batches = [synthetic_to_training_batch(b)
+                   for b in generate_synthetic_bert_batches(4, 8, 16, 200, random_seed=0)]
+        config = TrainConfig(max_steps=max_steps, batch_size=8, progress=False, device=str(device), log_interval=0,
+                             precision="auto", checkpoint_dir=str(tmp_path / "run"), checkpoint_interval=2)
+        return Trainer(model, batches, batches[:1], config)
+
+    first = trainer(4)
+    first.fit(2)
+    assert next(first.model.parameters()).device.type == device.type
+    resumed = trainer(4)
+    resumed.load_checkpoint(tmp_path / "run")
+    assert resumed.step == 2
+    records = resumed.fit()
+    assert [r.step for r in records] == [3, 4]
+    assert all(math.isfinite(r.train_loss) for r in records)
+
+
+def test_device_picker_moves_the_model_and_reports_it(device):
+    from bertviz_lab.widgets import DevicePicker
+
+    model = BERT(BERTConfig.tiny(vocab_size=100))
+    moved_to = []
+    picker = DevicePicker(model, on_change=moved_to.append)
+    name = str(device) if device.index is not None or device.type != "cuda" else "cuda:0"
+    assert name in picker.available
+    picker.move_to(name)
+    assert next(model.parameters()).device.type == device.type and picker.device.type == device.type
+    assert moved_to and moved_to[-1].type == device.type
