@@ -64,8 +64,7 @@ def time_magic(text: str) -> None:
 
     attention = f'%bert_inspect --view attention "{text}"'
     workbench = f'%bert_inspect "{text}"'
-    wait_for_warm_up = ("import threading\n"
-                        "[t.join() for t in threading.enumerate() if t.name == 'bertviz_lab warm-up']")
+    wait_for_warm_up = "from bertviz_lab.magics import wait_for_warm_up\nwait_for_warm_up()"
 
     def in_fresh_kernel(cells: list[str]) -> list[float]:
         manager, client = start_new_kernel(kernel_name="python3", stderr=subprocess.DEVNULL)

@@ -12,6 +12,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
 VIEWS = ("attention", "masking", "architecture", "training", "device", "all")
+WARM_UP_THREAD = "bertviz_lab warm-up"
 
 
 def _lookup(namespace: dict[str, Any], name: str, what: str) -> Any:
@@ -119,8 +120,15 @@ def warm_up() -> None:
 def _warm_up_quietly() -> None:
     try:
         warm_up()
-    except Exception:  # only a head start: %bert_inspect meets and reports the same error itself)
-        logging.getLogger(__name__).debug("bertviz_lab warm-up failed", exc_info=True)
+    except Exception:  # only a head start: %bert_inspect meets and reports the same error itself
+        logging.getLogger(__name__).debug("%s failed", WARM_UP_THREAD, exc_info=True)
+
+
+def wait_for_warm_up() -> None:
+    """Block until the warm-up that `%load_ext` started has finished (at once if none is running)."""
+    for thread in threading.enumerate():
+        if thread.name == WARM_UP_THREAD:
+            thread.join()
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -130,4 +138,4 @@ def load_ipython_extension(ipython: Any) -> None:
     nbformat and jsonschema) and loading the default model; done while the user types the next cell, it is free.
     """
     ipython.register_magics(BertInspectMagics)
-    threading.Thread(target=_warm_up_quietly, name="bertviz_lab warm-up", daemon=True).start()
+    threading.Thread(target=_warm_up_quietly, name=WARM_UP_THREAD, daemon=True).start()

@@ -15,6 +15,7 @@ from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 
 from bertviz_lab.device import available_devices
+from bertviz_lab.magics import wait_for_warm_up
 from bertviz_lab.model import BERT, BERTConfig, BERTForPreTraining, BERTTokenizerFast, BERT_Weights
 from bertviz_lab.widgets import ArchitecturePanel, AttentionPanel, DevicePicker, MaskingPreview, TrainingPanel, Workbench
 
@@ -39,7 +40,7 @@ def shell():
     ip = start_ipython()
     result = ip.run_cell("%load_ext bertviz_lab")
     assert result.success, result.error_in_exec
-    join_warm_up()
+    wait_for_warm_up()
     tokenizer = BERTTokenizerFast.from_pretrained(BERT_Weights.DEFAULT.path)
     torch.manual_seed(0)
     model = BERTForPreTraining(BERTConfig.tiny(vocab_size=tokenizer.vocab_size, num_attention_heads=4,
@@ -48,13 +49,6 @@ def shell():
     yield ip
     for name in ("m", "tok", "x", "spy", "word", "panel"):
         ip.user_ns.pop(name, None)
-
-
-def join_warm_up() -> None:
-    """Wait for the background warm-up that %load_ext starts."""
-    for thread in threading.enumerate():
-        if thread.name == "bertviz_lab warm-up":
-            thread.join()
 
 
 def run(shell, source: str):
@@ -88,7 +82,8 @@ def test_load_ext_warms_up_plotly_and_the_default_model_in_the_background():
         from IPython.testing.globalipapp import start_ipython
         ip = start_ipython()
         assert ip.run_cell("%load_ext bertviz_lab").success
-        warm_up = [t for t in threading.enumerate() if t.name == "bertviz_lab warm-up"]
+        from bertviz_lab.magics import WARM_UP_THREAD
+        warm_up = [t for t in threading.enumerate() if t.name == WARM_UP_THREAD]
         assert len(warm_up) == 1 and warm_up[0].daemon
         warm_up[0].join()
         from bertviz_lab.widgets import workbench

@@ -159,8 +159,7 @@ class Trainer:
     batch_size / gradient_accumulation_steps rows), e.g. from `synthetic_to_training_batch`.
     Callbacks get a MetricsRecord after every step, on rank 0, in the training thread; a callback with an
     `on_train_end(trainer)` method is also told when a fit() ends (finished, stopped or failed; see stop_reason).
-    The Trainer seeds torch and
-    `random` with seed + rank (dropout); the model's initial weights are the caller's.
+    The Trainer seeds torch and `random` with seed + rank (dropout); the model's initial weights are the caller's.
     """
 
     def __init__(self, model: BERTForPreTraining, train_data: TrainData, eval_data: TrainData | None = None,
