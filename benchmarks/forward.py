@@ -4,6 +4,7 @@
     python benchmarks/forward.py --quick         # fewer repeats
     python benchmarks/forward.py --gpu           # also bf16, batch 256, seq 128 on CUDA (when present)
     python benchmarks/forward.py --gpu-only      # only the CUDA rows (a short check on a GPU machine)
+    python benchmarks/forward.py --gpu-only --compile   # also both models under torch.compile (CUDA rows)
 
 Both models run fp32 (bf16 on GPU) under torch.inference_mode, transformers with its SDPA attention.
 Runs alternate between the two models so that machine noise hits both alike; the median is reported.
@@ -52,8 +53,11 @@ def time_model(model, inputs: dict, repeats: int, device: torch.device) -> float
     return (time.perf_counter() - start) / repeats
 
 
-def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.dtype, rounds: int, repeats: int):
+def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.dtype, rounds: int, repeats: int,
+            compiled: bool = False):
     ours, reference = build_pair(name, device, dtype)
+    if compiled:  # both models alike, default mode; the warm-up below pays the compilation
+        ours, reference = torch.compile(ours), torch.compile(reference)
     vocab = reference.config.vocab_size
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(1000, vocab, (batch, seq), generator=generator).to(device)
@@ -67,7 +71,8 @@ def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.
         ours_t.append(time_model(ours, inputs, repeats, device))
         ref_t.append(time_model(reference, inputs, repeats, device))
     ours_sps, ref_sps = batch / statistics.median(ours_t), batch / statistics.median(ref_t)
-    print(f"| {name:7s} | {str(dtype).replace('torch.', ''):8s} | {batch:5d} | {seq:4d} | {ours_sps:10.1f} | "
+    label = str(dtype).replace("torch.", "") + ("+compile" if compiled else "")
+    print(f"| {name:9s} | {label:13s} | {batch:5d} | {seq:4d} | {ours_sps:10.1f} | "
           f"{ref_sps:10.1f} | {ours_sps / ref_sps:5.2f}x | {diff.item():.1e} |", flush=True)
     return ours_sps / ref_sps
 
@@ -77,14 +82,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer rounds (noisier)")
     parser.add_argument("--gpu", action="store_true", help="also run bf16 batch 256 seq 128 on CUDA")
     parser.add_argument("--gpu-only", action="store_true", help="only the CUDA rows")
+    parser.add_argument("--compile", action="store_true", help="also the CUDA rows with both models torch.compile'd")
     parser.add_argument("--models", default="minilm,bert-base")
     args = parser.parse_args()
     if (args.gpu or args.gpu_only) and not torch.cuda.is_available():
         parser.error("--gpu/--gpu-only: no CUDA device here (torch.cuda.is_available() is False).")
     cpu = torch.device("cpu")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
-    print("| model   | dtype    | batch | seq  | ours seq/s | HF seq/s   | ratio | max diff |")
-    print("|---------|----------|-------|------|------------|------------|-------|----------|")
+    print("| model     | dtype         | batch | seq  | ours seq/s | HF seq/s   | ratio | max diff |")
+    print("|-----------|---------------|-------|------|------------|------------|-------|----------|")
     rounds = 3 if args.quick else 7
     for name in [] if args.gpu_only else args.models.split(","):
         for batch, seq in ((1, 128), (8, 128), (1, 512), (8, 512)):
@@ -93,8 +99,9 @@ def main() -> None:
             compare(name, batch, seq, cpu, torch.float32, rounds, repeats)
     if args.gpu or args.gpu_only:
         print(f"CUDA: {torch.cuda.get_device_name()}")
-        for name in args.models.split(","):
-            compare(name, 256, 128, torch.device("cuda"), torch.bfloat16, rounds, 10)
+        for compiled in (False, True) if args.compile else (False,):
+            for name in args.models.split(","):
+                compare(name, 256, 128, torch.device("cuda"), torch.bfloat16, rounds, 10, compiled)
 
 
 if __name__ == "__main__":
