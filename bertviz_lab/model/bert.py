@@ -161,7 +161,7 @@ class BERT(BERTPreTrainedModel):
             if input_ids.is_floating_point():
                 raise TypeError(f"input_ids must be an integer tensor, got {input_ids.dtype}.")
             if input_ids.numel():
-                low, high = int(input_ids.min()), int(input_ids.max())
+                low, high = torch.stack(torch.aminmax(input_ids)).tolist()  # one read-back from the device
                 if low < 0 or high >= config.vocab_size:
                     bad = high if high >= config.vocab_size else low
                     raise ValueError(f"input_ids contains token id {bad}, outside the vocabulary [0, {config.vocab_size}).")
@@ -190,18 +190,21 @@ class BERT(BERTPreTrainedModel):
             if token_type_ids.shape[-1] != shape[1] or token_type_ids.dim() != 2 \
                     or token_type_ids.shape[0] not in (1, shape[0]):
                 raise ValueError(f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected {shape}.")
-            if token_type_ids.numel() and (int(token_type_ids.max()) >= config.type_vocab_size or int(token_type_ids.min()) < 0):
+            low, high = torch.stack(torch.aminmax(token_type_ids)).tolist() if token_type_ids.numel() else (0, 0)
+            if low < 0 or high >= config.type_vocab_size:
                 raise ValueError(f"token_type_ids must lie in [0, {config.type_vocab_size}), got values in "
-                                 f"[{int(token_type_ids.min())}, {int(token_type_ids.max())}].")
+                                 f"[{low}, {high}].")
         return shape
 
     def _self_attention_mask(self, attention_mask, batch, seq_len, past_length, key_len, cache_position, dtype, device):
         mask = None
         if attention_mask is not None:
-            mask = additive_mask(expand_mask(attention_mask, batch, seq_len, key_len, "attention_mask"), dtype)
-            if attention_mask.dim() == 2 and not self.config.is_decoder and not torch.compiler.is_compiling() \
-                    and bool((mask == 0).all()):
-                mask = None  # nothing to hide: SDPA's unmasked kernel is faster
+            expanded = expand_mask(attention_mask, batch, seq_len, key_len, "attention_mask")
+            # nothing to hide (one read-back): leave the mask out, SDPA's unmasked kernel is faster
+            hides_nothing = attention_mask.dim() == 2 and not self.config.is_decoder \
+                and not torch.compiler.is_compiling() and bool((attention_mask == 1).all())
+            if not hides_nothing:
+                mask = additive_mask(expanded, dtype)
         if self.config.is_decoder:
             key_positions = torch.arange(key_len, device=device)
             allowed = key_positions[None, :] <= cache_position[:, None]  # (T, S)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertviz_lab.model import fused
 from bertviz_lab.model.cache import Cache, EncoderDecoderCache
 from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.trace.hooks import HookPoint
@@ -132,7 +133,10 @@ class BERTOutput(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
+        y = self.dense(hidden_states)
+        if fused.can_add_layer_norm(y, residual, self.LayerNorm, self.dropout):
+            return fused.add_layer_norm(y, residual, self.LayerNorm)
+        return self.LayerNorm(self.dropout(y) + residual)
 
 
 class BERTAttention(nn.Module):
@@ -157,8 +161,11 @@ class BERTIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = config.activation()
+        self.activation_name = config.hidden_act if isinstance(config.hidden_act, str) else None
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if fused.can_linear_gelu(hidden_states, self.dense, self.activation_name):
+            return fused.linear_gelu(hidden_states, self.dense)
         return self.intermediate_act_fn(self.dense(hidden_states))
 
 
