@@ -26,6 +26,9 @@ except ImportError:  # CPU-only builds of torch come without Triton
 ENABLED = os.environ.get("BERTVIZ_LAB_FUSED_KERNELS", "1") != "0"
 TANH_GELU_NAMES = ("gelu_new", "gelu_pytorch_tanh")
 MAX_FUSED_WIDTH = 8192  # one row per Triton program; wider rows fall back to PyTorch
+# Launching a Triton kernel costs the host ~30 µs more than PyTorch's LayerNorm; below about this many activations
+# (a few thousand tokens) a forward is bound by the host, and plain PyTorch is faster (measured on an H200).
+MIN_FUSED_ELEMENTS = 1 << 21
 
 
 @contextlib.contextmanager
@@ -53,7 +56,8 @@ def _eligible(x: torch.Tensor, *modules: nn.Module) -> bool:
 
 def can_add_layer_norm(x: torch.Tensor, residual: torch.Tensor, norm: nn.LayerNorm, dropout: nn.Dropout) -> bool:
     """Whether `norm(dropout(x) + residual)` may run as one kernel."""
-    return (triton is not None and x.shape[-1] <= MAX_FUSED_WIDTH and x.shape == residual.shape
+    return (triton is not None and x.shape[-1] <= MAX_FUSED_WIDTH and x.numel() >= MIN_FUSED_ELEMENTS
+            and x.shape == residual.shape
             and norm.elementwise_affine and norm.bias is not None and x.dtype == residual.dtype == norm.weight.dtype
             and not (dropout.training and dropout.p > 0) and _eligible(x, norm, dropout))
 
