@@ -21,6 +21,11 @@ class BERTModelOutput(NamedTuple):
     past_key_values: Cache | None = None
 
 
+def value_range(tensor: torch.Tensor) -> tuple:
+    """(min, max) of a non-empty tensor as Python numbers, in one read-back from its device."""
+    return tuple(torch.stack(torch.aminmax(tensor)).tolist())
+
+
 def additive_mask(mask: torch.Tensor, dtype: torch.dtype, name: str = "attention_mask") -> torch.Tensor:
     """Turn a 0/1 or boolean mask (1 = attend) into an additive one; an additive mask (values <= 0) passes through."""
     if mask.dtype == torch.bool:
@@ -161,7 +166,7 @@ class BERT(BERTPreTrainedModel):
             if input_ids.is_floating_point():
                 raise TypeError(f"input_ids must be an integer tensor, got {input_ids.dtype}.")
             if input_ids.numel():
-                low, high = torch.stack(torch.aminmax(input_ids)).tolist()  # one read-back from the device
+                low, high = value_range(input_ids)
                 if low < 0 or high >= config.vocab_size:
                     bad = high if high >= config.vocab_size else low
                     raise ValueError(f"input_ids contains token id {bad}, outside the vocabulary [0, {config.vocab_size}).")
@@ -181,16 +186,17 @@ class BERT(BERTPreTrainedModel):
                     or (position_ids.dim() == 2 and position_ids.shape[0] not in (1, shape[0])):
                 raise ValueError(f"position_ids has shape {tuple(position_ids.shape)}, expected {shape} "
                                  f"or (1, {shape[1]}).")
-            if position_ids.numel() and int(position_ids.min()) < 0:
-                raise ValueError(f"position_ids must be >= 0, got {int(position_ids.min())}.")
-        if position_ids is not None and position_ids.numel() and int(position_ids.max()) >= config.max_position_embeddings:
-            raise ValueError(f"position_ids reach {int(position_ids.max())}, but max_position_embeddings is "
-                             f"{config.max_position_embeddings}.")
+            low, high = value_range(position_ids) if position_ids.numel() else (0, 0)
+            if low < 0:
+                raise ValueError(f"position_ids must be >= 0, got {low}.")
+            if high >= config.max_position_embeddings:
+                raise ValueError(f"position_ids reach {high}, but max_position_embeddings is "
+                                 f"{config.max_position_embeddings}.")
         if token_type_ids is not None:
             if token_type_ids.shape[-1] != shape[1] or token_type_ids.dim() != 2 \
                     or token_type_ids.shape[0] not in (1, shape[0]):
                 raise ValueError(f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected {shape}.")
-            low, high = torch.stack(torch.aminmax(token_type_ids)).tolist() if token_type_ids.numel() else (0, 0)
+            low, high = value_range(token_type_ids) if token_type_ids.numel() else (0, 0)
             if low < 0 or high >= config.type_vocab_size:
                 raise ValueError(f"token_type_ids must lie in [0, {config.type_vocab_size}), got values in "
                                  f"[{low}, {high}].")

@@ -11,10 +11,10 @@ from typing import Any, Callable
 
 import torch
 
+TANH_GELU_NAMES = ("gelu_new", "gelu_pytorch_tanh")  # Hugging Face's names for GELU's tanh approximation
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": torch.nn.functional.gelu,
-    "gelu_new": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    **{name: lambda x: torch.nn.functional.gelu(x, approximate="tanh") for name in TANH_GELU_NAMES},
     "relu": torch.nn.functional.relu,
     "silu": torch.nn.functional.silu,
     "swish": torch.nn.functional.silu,

@@ -17,6 +17,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module
 
+from bertviz_lab.model.config import TANH_GELU_NAMES
+
 try:
     import triton
     import triton.language as tl
@@ -24,7 +26,6 @@ except ImportError:  # CPU-only builds of torch come without Triton
     triton = None
 
 ENABLED = os.environ.get("BERTVIZ_LAB_FUSED_KERNELS", "1") != "0"
-TANH_GELU_NAMES = ("gelu_new", "gelu_pytorch_tanh")
 MAX_FUSED_WIDTH = 8192  # one row per Triton program; wider rows fall back to PyTorch
 # Launching a Triton kernel costs the host ~30 µs more than PyTorch's LayerNorm; below about this many activations
 # (a few thousand tokens) a forward is bound by the host, and plain PyTorch is faster (measured on an H200).

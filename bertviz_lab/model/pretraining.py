@@ -7,6 +7,8 @@ from typing import Iterable, NamedTuple
 import torch
 import torch.nn.functional as F
 
+from bertviz_lab.model.bert import value_range
+
 IGNORE_INDEX = -100
 
 
@@ -119,9 +121,9 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "
         raise ValueError(f"got {labels.shape[0]} labels for a batch of {logits.shape[0]}.")
     if logits.shape[-1] == 1:
         return F.mse_loss(logits.squeeze(-1).float(), labels.float(), reduction=reduction)
-    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= logits.shape[-1]):
-        raise ValueError(f"labels must lie in [0, {logits.shape[-1]}), got values in "
-                         f"[{int(labels.min())}, {int(labels.max())}].")
+    low, high = value_range(labels) if labels.numel() else (0, 0)
+    if low < 0 or high >= logits.shape[-1]:
+        raise ValueError(f"labels must lie in [0, {logits.shape[-1]}), got values in [{low}, {high}].")
     return F.cross_entropy(logits.float(), labels.long(), reduction=reduction)
 
 
