@@ -1,9 +1,11 @@
-"""Fused GPU inference paths: residual add + LayerNorm in one Triton kernel, bias + GELU in the GEMM's epilogue.
+"""Inference fast paths that compute the same function as the plain modules, taken only where they are faster.
 
-In a bf16 forward on a GPU, eager PyTorch spends about a third of the time in elementwise passes (residual add,
-LayerNorm, GELU) that each re-read the (tokens, hidden) activations. These paths remove two of those passes.
-They are taken only where they compute the same function as the plain modules: on CUDA, without autograd, with
-dropout inactive and with no hooks on the modules they stand in for (a trace sees every module as usual).
+On a GPU (bf16), eager PyTorch spends about a third of a forward in elementwise passes (residual add, LayerNorm,
+GELU) that each re-read the (tokens, hidden) activations: residual add + LayerNorm run as one Triton kernel and
+bias + GELU in the GEMM's epilogue. They stand aside for autograd, active dropout and hooks on the modules they
+replace (a trace sees every module as usual).
+On an x86 CPU (fp32), `Linear` runs inference as a oneDNN GEMM on a pre-packed copy of its weight, which beats
+MKL's `addmm` on the matrix sizes of batch-1 to batch-8 BERT inference (see `Linear`).
 Everywhere else, and with BERTVIZ_LAB_FUSED_KERNELS=0 or inside `disabled()`, the layers run plain PyTorch.
 """
 
@@ -11,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 from typing import Iterator
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules import module as _module
 
@@ -30,6 +34,14 @@ MAX_FUSED_WIDTH = 8192  # one row per Triton program; wider rows fall back to Py
 # Launching a Triton kernel costs the host ~30 µs more than PyTorch's LayerNorm; below about this many activations
 # (a few thousand tokens) a forward is bound by the host, and plain PyTorch is faster (measured on an H200).
 MIN_FUSED_ELEMENTS = 1 << 21
+# CPU: oneDNN with a packed weight wins from about this much work (rows x in x out) up to this many rows; smaller
+# products are cheaper through addmm's lighter call, and from ~4k rows on MKL and oneDNN are level (measured on a
+# 2-core AMD EPYC, AVX2; benchmarks/README.md).
+MIN_PACKED_WORK = 1 << 20
+MAX_PACKED_ROWS = 2048
+PACKED_ROWS_HINT = 1024  # the row count oneDNN chooses the packed layout for
+CPU_PACKING = (platform.machine().lower() in ("x86_64", "amd64") and torch.backends.mkldnn.is_available()
+               and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
 
 
 @contextlib.contextmanager
@@ -92,6 +104,55 @@ def linear_gelu(x: torch.Tensor, linear: nn.Linear) -> torch.Tensor:
     """gelu(x @ W.T + b) (tanh form) as one cuBLASLt GEMM."""
     y = torch._addmm_activation(linear.bias, x.reshape(-1, x.shape[-1]), linear.weight.t(), use_gelu=True)
     return y.view(*x.shape[:-1], y.shape[-1])
+
+
+def _cpu_autocast() -> bool:
+    try:
+        return torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4
+        return torch.is_autocast_cpu_enabled()
+
+
+class Linear(nn.Linear):
+    """nn.Linear whose fp32 CPU inference runs as a oneDNN GEMM on a pre-packed copy of the weight.
+
+    On the 2-core AMD EPYC we measure on, MKL's `addmm` reaches ~60% of the cores' peak and oneDNN with a packed
+    weight 1.1-2.7x more on 8 to 2048 rows. The packed copy (as large as the weight) is made on the first such call,
+    rebuilt when the weight changes in place or moves, and dropped when the layer runs with autograd or off the CPU.
+    Weights created inside `torch.inference_mode()` have no version counter to follow and stay on the plain path.
+    Forward hooks see this module like any nn.Linear; the checkpoint names are nn.Linear's.
+    """
+
+    _packed: tuple[int, int, torch.Tensor] | None = None  # (weight data_ptr, weight version, packed weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._packable(x):
+            rows = x.numel() // self.in_features
+            if rows <= MAX_PACKED_ROWS and rows * self.in_features * self.out_features >= MIN_PACKED_WORK:
+                return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight(), self.bias, "none", [], "")
+        elif self._packed is not None:
+            self._packed = None
+        return F.linear(x, self.weight, self.bias)
+
+    def _packable(self, x: torch.Tensor) -> bool:
+        return (ENABLED and CPU_PACKING and x.device.type == "cpu" and x.dtype == torch.float32
+                and self.weight.device.type == "cpu" and self.weight.dtype == torch.float32
+                and not self.weight.is_inference()  # made in inference mode: no version counter to follow
+                and not torch.is_grad_enabled() and torch.backends.mkldnn.enabled and not _cpu_autocast()
+                and not torch.compiler.is_compiling())
+
+    def _packed_weight(self) -> torch.Tensor:
+        key = (self.weight.data_ptr(), self.weight._version)
+        if self._packed is None or self._packed[:2] != key:
+            packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), PACKED_ROWS_HINT)
+            self._packed = (*key, packed)
+        return self._packed[2]
+
+    def __getstate__(self) -> dict:
+        """Copies and pickles leave the packed weight out (oneDNN tensors have no storage to copy)."""
+        state = super().__getstate__()
+        state.pop("_packed", None)
+        return state
 
 
 if triton is not None:

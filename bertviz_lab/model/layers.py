@@ -74,10 +74,10 @@ class BERTSelfAttention(nn.Module):
         self.layer_idx, self.is_cross_attention = layer_idx, is_cross_attention
         self.is_decoder = config.is_decoder
         if is_cross_attention:
-            self.query = nn.Linear(C, C)
-            self.kv = nn.Linear(C, 2 * C)
+            self.query = fused.Linear(C, C)
+            self.kv = fused.Linear(C, 2 * C)
         else:
-            self.qkv = nn.Linear(C, 3 * C)
+            self.qkv = fused.Linear(C, 3 * C)
         self.dropout_p = config.attention_probs_dropout_prob
         self.probs = HookPoint()  # (B, nh, T, S) attention probabilities, only computed when watched
 
@@ -128,7 +128,7 @@ class BERTOutput(nn.Module):
 
     def __init__(self, config: BERTConfig, in_features: int) -> None:
         super().__init__()
-        self.dense = nn.Linear(in_features, config.hidden_size)
+        self.dense = fused.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
@@ -159,7 +159,7 @@ class BERTIntermediate(nn.Module):
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.dense = fused.Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = config.activation()
         self.activation_name = config.hidden_act if isinstance(config.hidden_act, str) else None
 
@@ -227,7 +227,7 @@ class BERTPooler(nn.Module):
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = fused.Linear(config.hidden_size, config.hidden_size)
         self.activation = nn.Tanh()
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:

@@ -1,13 +1,19 @@
-"""The rules that decide when the fused GPU paths may stand in for plain modules (the paths themselves need CUDA:
-tests/test_accelerators.py runs them)."""
+"""The rules that decide when the fast inference paths may stand in for plain modules, and the CPU path itself
+(the GPU paths need CUDA: tests/test_accelerators.py runs them)."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from bertviz_lab.model import fused
+from bertviz_lab.model import BERT, BERTConfig, BERTForMaskedLM, fused
+
+needs_packing = pytest.mark.skipif(not fused.CPU_PACKING, reason="the packed CPU path needs an x86 CPU with oneDNN")
 
 
 def test_a_hook_on_a_replaced_module_or_a_global_hook_rules_the_fused_path_out():
@@ -38,3 +44,86 @@ def test_cpu_tensors_always_take_plain_pytorch():
     with torch.inference_mode():
         assert not fused.can_add_layer_norm(x, x, nn.LayerNorm(8), nn.Dropout(0.0).eval())
         assert not fused.can_linear_gelu(x, linear, "gelu_pytorch_tanh")
+
+
+def _packed_linear() -> tuple[fused.Linear, torch.Tensor]:
+    """A layer and input big enough for the packed path: 128 rows x 384 -> 1152 (MiniLM's QKV at batch 1)."""
+    torch.manual_seed(0)
+    return fused.Linear(384, 1152), torch.randn(2, 64, 384)
+
+
+@needs_packing
+def test_cpu_inference_runs_on_a_packed_weight_and_equals_nn_linear():
+    linear, x = _packed_linear()
+    with torch.inference_mode():
+        y = linear(x)
+        assert linear._packed is not None
+        torch.testing.assert_close(y, F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
+        strided = torch.randn(64, 2, 384).transpose(0, 1)  # not contiguous
+        torch.testing.assert_close(linear(strided), F.linear(strided, linear.weight, linear.bias),
+                                   rtol=1e-5, atol=1e-5)
+
+
+@needs_packing
+def test_the_packed_weight_follows_in_place_changes_and_reloads():
+    linear, x = _packed_linear()
+    with torch.no_grad():
+        linear(x)
+        linear.weight.mul_(-2.0)
+        torch.testing.assert_close(linear(x), F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
+        other = fused.Linear(384, 1152)
+        linear.load_state_dict(other.state_dict())
+        torch.testing.assert_close(linear(x), F.linear(x, other.weight, other.bias), rtol=1e-5, atol=1e-5)
+
+
+@needs_packing
+def test_autograd_runs_plain_and_drops_the_packed_copy():
+    linear, x = _packed_linear()
+    with torch.inference_mode():
+        linear(x)
+    assert linear._packed is not None
+    y = linear(x)
+    y.sum().backward()
+    assert linear._packed is None and linear.weight.grad is not None
+    torch.testing.assert_close(linear.weight.grad, x.reshape(-1, 384).sum(0).expand(1152, 384))
+
+
+def test_small_products_and_disabled_take_plain_pytorch():
+    with torch.inference_mode():
+        small = fused.Linear(8, 8)
+        small(torch.randn(2, 3, 8))
+        assert small._packed is None
+        linear, x = _packed_linear()
+        with fused.disabled():
+            linear(x)
+        assert linear._packed is None
+
+
+@needs_packing
+def test_models_with_packed_weights_copy_and_pickle(tmp_path):
+    model = BERTForMaskedLM(BERTConfig.tiny()).eval()
+    ids = torch.randint(5, model.config.vocab_size, (2, 64))
+    with torch.inference_mode():
+        logits = model(input_ids=ids)
+        assert model.cls.predictions.decoder._packed is not None
+    twin, unpickled = copy.deepcopy(model), pickle.loads(pickle.dumps(model))
+    with torch.inference_mode():
+        torch.testing.assert_close(twin(input_ids=ids), logits)
+        torch.testing.assert_close(unpickled(input_ids=ids), logits)
+        assert twin.cls.predictions.decoder._packed is not None
+        inference_twin = copy.deepcopy(model)  # inference tensors: no version counter, so no packed copy
+        torch.testing.assert_close(inference_twin(input_ids=ids), logits)
+        assert inference_twin.cls.predictions.decoder._packed is None
+
+
+@needs_packing
+def test_a_model_on_packed_weights_matches_plain_pytorch():
+    model = BERT(BERTConfig.tiny()).eval()
+    ids = torch.randint(5, model.config.vocab_size, (2, 64))
+    with torch.inference_mode():
+        packed = model(input_ids=ids)
+        assert model.encoder.layer[0].intermediate.dense._packed is not None
+        with fused.disabled():
+            plain = model(input_ids=ids)
+    torch.testing.assert_close(packed.last_hidden_state, plain.last_hidden_state, rtol=0, atol=1e-5)
+    torch.testing.assert_close(packed.pooler_output, plain.pooler_output, rtol=0, atol=1e-5)
