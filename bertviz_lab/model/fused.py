@@ -35,10 +35,10 @@ MAX_FUSED_WIDTH = 8192  # one row per Triton program; wider rows fall back to Py
 # (a few thousand tokens) a forward is bound by the host, and plain PyTorch is faster (measured on an H200).
 MIN_FUSED_ELEMENTS = 1 << 21
 # CPU: oneDNN with a packed weight wins from about this much work (rows x in x out) up to this many rows; smaller
-# products are cheaper through addmm's lighter call, and from ~4k rows on MKL and oneDNN are level (measured on a
+# products are cheaper through addmm's lighter call, and from ~1k rows on MKL and oneDNN are level (measured on a
 # 2-core AMD EPYC, AVX2; benchmarks/README.md).
 MIN_PACKED_WORK = 1 << 20
-MAX_PACKED_ROWS = 2048
+MAX_PACKED_ROWS = 1024
 PACKED_ROWS_HINT = 1024  # the row count oneDNN chooses the packed layout for
 CPU_PACKING = (platform.machine().lower() in ("x86_64", "amd64") and torch.backends.mkldnn.is_available()
                and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
@@ -116,11 +116,12 @@ def _cpu_autocast() -> bool:
 class Linear(nn.Linear):
     """nn.Linear whose fp32 CPU inference runs as a oneDNN GEMM on a pre-packed copy of the weight.
 
-    On the 2-core AMD EPYC we measure on, MKL's `addmm` reaches ~60% of the cores' peak and oneDNN with a packed
-    weight 1.1-2.7x more on 8 to 2048 rows. The packed copy (as large as the weight) is made on the first such call,
-    rebuilt when the weight changes in place or moves, and dropped when the layer runs with autograd or off the CPU.
-    Weights created inside `torch.inference_mode()` have no version counter to follow and stay on the plain path.
-    Forward hooks see this module like any nn.Linear; the checkpoint names are nn.Linear's.
+    On the 2-core AMD EPYC we measure on, MKL's `addmm` reaches ~60% of the cores' peak. A whole bert-base forward
+    on packed weights is 1.6x as fast for 32 tokens, 1.3x for 128, 1.2x for 256 and level from 512 (MiniLM: 1.13x
+    up to 128 tokens, ~1.06x beyond; benchmarks/README.md). The packed copy, as large as the weight, is made on the
+    first such call, rebuilt when the weight changes in place or moves, and dropped when the layer runs with
+    autograd or its weight leaves the CPU or fp32. Weights created inside `torch.inference_mode()` have no version
+    counter to follow and stay on the plain path. Forward hooks see an nn.Linear; the checkpoint names are its own.
     """
 
     _packed: tuple[int, int, torch.Tensor] | None = None  # (weight data_ptr, weight version, packed weight)
@@ -130,8 +131,9 @@ class Linear(nn.Linear):
             rows = x.numel() // self.in_features
             if rows <= MAX_PACKED_ROWS and rows * self.in_features * self.out_features >= MIN_PACKED_WORK:
                 return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight(), self.bias, "none", [], "")
-        elif self._packed is not None:
-            self._packed = None
+        elif self._packed is not None and (torch.is_grad_enabled() or self.weight.device.type != "cpu"
+                                           or self.weight.dtype != torch.float32):
+            self._packed = None  # training, or the weight moved: the copy would only hold memory
         return F.linear(x, self.weight, self.bias)
 
     def _packable(self, x: torch.Tensor) -> bool:

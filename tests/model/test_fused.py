@@ -82,6 +82,9 @@ def test_autograd_runs_plain_and_drops_the_packed_copy():
     with torch.inference_mode():
         linear(x)
     assert linear._packed is not None
+    with torch.inference_mode(), fused.disabled():  # switching the path off for a comparison keeps the copy
+        linear(x)
+    assert linear._packed is not None
     y = linear(x)
     y.sum().backward()
     assert linear._packed is None and linear.weight.grad is not None
