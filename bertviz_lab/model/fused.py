@@ -131,17 +131,17 @@ class Linear(nn.Linear):
             rows = x.numel() // self.in_features
             if rows <= MAX_PACKED_ROWS and rows * self.in_features * self.out_features >= MIN_PACKED_WORK:
                 return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight(), self.bias, "none", [], "")
-        elif self._packed is not None and (torch.is_grad_enabled() or self.weight.device.type != "cpu"
-                                           or self.weight.dtype != torch.float32):
+        elif self._packed is not None and not torch.compiler.is_compiling() and (
+                torch.is_grad_enabled() or self.weight.device.type != "cpu" or self.weight.dtype != torch.float32):
             self._packed = None  # training, or the weight moved: the copy would only hold memory
         return F.linear(x, self.weight, self.bias)
 
     def _packable(self, x: torch.Tensor) -> bool:
-        return (ENABLED and CPU_PACKING and x.device.type == "cpu" and x.dtype == torch.float32
+        return (ENABLED and CPU_PACKING and not torch.compiler.is_compiling() and not torch.is_grad_enabled()
+                and x.device.type == "cpu" and x.dtype == torch.float32
                 and self.weight.device.type == "cpu" and self.weight.dtype == torch.float32
                 and not self.weight.is_inference()  # made in inference mode: no version counter to follow
-                and not torch.is_grad_enabled() and torch.backends.mkldnn.enabled and not _cpu_autocast()
-                and not torch.compiler.is_compiling())
+                and torch.backends.mkldnn.enabled and not _cpu_autocast())
 
     def _packed_weight(self) -> torch.Tensor:
         key = (self.weight.data_ptr(), self.weight._version)
