@@ -127,28 +127,29 @@ class Linear(nn.Linear):
     _packed: tuple[int, int, torch.Tensor] | None = None  # (weight data_ptr, weight version, packed weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self._packable(x):
+        weight = self.weight  # one module attribute lookup: this runs for every layer of a short forward
+        if self._packable(x, weight):
             rows = x.numel() // self.in_features
             if rows <= MAX_PACKED_ROWS and rows * self.in_features * self.out_features >= MIN_PACKED_WORK:
-                return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight(), self.bias, "none", [], "")
+                return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight(weight), self.bias, "none", [], "")
         elif self._packed is not None and not torch.compiler.is_compiling() and (
-                torch.is_grad_enabled() or self.weight.device.type != "cpu" or self.weight.dtype != torch.float32):
+                torch.is_grad_enabled() or weight.device.type != "cpu" or weight.dtype != torch.float32):
             self._packed = None  # training, or the weight moved: the copy would only hold memory
-        return F.linear(x, self.weight, self.bias)
+        return F.linear(x, weight, self.bias)
 
-    def _packable(self, x: torch.Tensor) -> bool:
+    @staticmethod
+    def _packable(x: torch.Tensor, weight: torch.Tensor) -> bool:
         return (ENABLED and CPU_PACKING and not torch.compiler.is_compiling() and not torch.is_grad_enabled()
-                and x.device.type == "cpu" and x.dtype == torch.float32
-                and self.weight.device.type == "cpu" and self.weight.dtype == torch.float32
-                and not self.weight.is_inference()  # made in inference mode: no version counter to follow
+                and x.dtype == weight.dtype == torch.float32 and x.device.type == weight.device.type == "cpu"
+                and not weight.is_inference()  # made in inference mode: no version counter to follow
                 and torch.backends.mkldnn.enabled and not _cpu_autocast())
 
-    def _packed_weight(self) -> torch.Tensor:
-        key = (self.weight.data_ptr(), self.weight._version)
-        if self._packed is None or self._packed[:2] != key:
-            packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), PACKED_ROWS_HINT)
-            self._packed = (*key, packed)
-        return self._packed[2]
+    def _packed_weight(self, weight: torch.Tensor) -> torch.Tensor:
+        key = (weight.data_ptr(), weight._version)
+        packed = self._packed
+        if packed is None or packed[0] != key[0] or packed[1] != key[1]:
+            packed = self._packed = (*key, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACKED_ROWS_HINT))
+        return packed[2]
 
     def __getstate__(self) -> dict:
         """Copies and pickles leave the packed weight out (oneDNN tensors have no storage to copy)."""
