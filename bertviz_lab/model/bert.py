@@ -21,8 +21,10 @@ class BERTModelOutput(NamedTuple):
     past_key_values: Cache | None = None
 
 
-def value_range(tensor: torch.Tensor) -> tuple:
-    """(min, max) of a non-empty tensor as Python numbers, in one read-back from its device."""
+def value_range(tensor: torch.Tensor) -> tuple[int | float, int | float]:
+    """(min, max) as Python numbers, in one read-back from the tensor's device; (0, 0) when it is empty."""
+    if not tensor.numel():
+        return 0, 0
     return tuple(torch.stack(torch.aminmax(tensor)).tolist())
 
 
@@ -165,11 +167,10 @@ class BERT(BERTPreTrainedModel):
                 raise ValueError(f"input_ids must be 2D (batch, seq_len), got shape {tuple(input_ids.shape)}.")
             if input_ids.is_floating_point():
                 raise TypeError(f"input_ids must be an integer tensor, got {input_ids.dtype}.")
-            if input_ids.numel():
-                low, high = value_range(input_ids)
-                if low < 0 or high >= config.vocab_size:
-                    bad = high if high >= config.vocab_size else low
-                    raise ValueError(f"input_ids contains token id {bad}, outside the vocabulary [0, {config.vocab_size}).")
+            low, high = value_range(input_ids)
+            if low < 0 or high >= config.vocab_size:
+                bad = high if high >= config.vocab_size else low
+                raise ValueError(f"input_ids contains token id {bad}, outside the vocabulary [0, {config.vocab_size}).")
             shape = tuple(input_ids.shape)
         else:
             if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.hidden_size:
@@ -186,7 +187,7 @@ class BERT(BERTPreTrainedModel):
                     or (position_ids.dim() == 2 and position_ids.shape[0] not in (1, shape[0])):
                 raise ValueError(f"position_ids has shape {tuple(position_ids.shape)}, expected {shape} "
                                  f"or (1, {shape[1]}).")
-            low, high = value_range(position_ids) if position_ids.numel() else (0, 0)
+            low, high = value_range(position_ids)
             if low < 0:
                 raise ValueError(f"position_ids must be >= 0, got {low}.")
             if high >= config.max_position_embeddings:
@@ -196,7 +197,7 @@ class BERT(BERTPreTrainedModel):
             if token_type_ids.shape[-1] != shape[1] or token_type_ids.dim() != 2 \
                     or token_type_ids.shape[0] not in (1, shape[0]):
                 raise ValueError(f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected {shape}.")
-            low, high = value_range(token_type_ids) if token_type_ids.numel() else (0, 0)
+            low, high = value_range(token_type_ids)
             if low < 0 or high >= config.type_vocab_size:
                 raise ValueError(f"token_type_ids must lie in [0, {config.type_vocab_size}), got values in "
                                  f"[{low}, {high}].")

@@ -121,7 +121,7 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "
         raise ValueError(f"got {labels.shape[0]} labels for a batch of {logits.shape[0]}.")
     if logits.shape[-1] == 1:
         return F.mse_loss(logits.squeeze(-1).float(), labels.float(), reduction=reduction)
-    low, high = value_range(labels) if labels.numel() else (0, 0)
+    low, high = value_range(labels)
     if low < 0 or high >= logits.shape[-1]:
         raise ValueError(f"labels must lie in [0, {logits.shape[-1]}), got values in [{low}, {high}].")
     return F.cross_entropy(logits.float(), labels.long(), reduction=reduction)
