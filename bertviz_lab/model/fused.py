@@ -5,7 +5,7 @@ GELU) that each re-read the (tokens, hidden) activations: residual add + LayerNo
 bias + GELU in the GEMM's epilogue. They stand aside for autograd, active dropout and hooks on the modules they
 replace (a trace sees every module as usual).
 On an x86 CPU (fp32), `Linear` runs inference as a oneDNN GEMM on a pre-packed copy of its weight, which beats
-MKL's `addmm` on the matrix sizes of batch-1 to batch-8 BERT inference (see `Linear`).
+MKL's `addmm` on the few-row products of short inputs, up to a few hundred tokens (see `Linear`).
 Everywhere else, and with BERTVIZ_LAB_FUSED_KERNELS=0 or inside `disabled()`, the layers run plain PyTorch.
 """
 
@@ -35,8 +35,8 @@ MAX_FUSED_WIDTH = 8192  # one row per Triton program; wider rows fall back to Py
 # (a few thousand tokens) a forward is bound by the host, and plain PyTorch is faster (measured on an H200).
 MIN_FUSED_ELEMENTS = 1 << 21
 # CPU: oneDNN with a packed weight wins from about this much work (rows x in x out) up to this many rows; smaller
-# products are cheaper through addmm's lighter call, and from ~1k rows on MKL and oneDNN are level (measured on a
-# 2-core AMD EPYC, AVX2; benchmarks/README.md).
+# products are cheaper through addmm's lighter call; from ~512 rows a whole forward is level either way, and on
+# larger products oneDNN lost on some shapes (measured on a 2-core AMD EPYC, AVX2; benchmarks/README.md).
 MIN_PACKED_WORK = 1 << 20
 MAX_PACKED_ROWS = 1024
 PACKED_ROWS_HINT = 1024  # the row count oneDNN chooses the packed layout for
@@ -61,10 +61,15 @@ def _unhooked(*modules: nn.Module) -> bool:
     return not any(m._forward_hooks or m._forward_pre_hooks for m in modules)
 
 
+def _inference_outside_compile() -> bool:
+    """What every fast path needs: switched on, no autograd, not inside a torch.compile trace."""
+    return ENABLED and not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+
+
 def _eligible(x: torch.Tensor, *modules: nn.Module) -> bool:
-    """Whether a fused path may replace `modules` for input `x`."""
-    return (ENABLED and x.is_cuda and not torch.is_grad_enabled() and not torch.is_autocast_enabled()
-            and not torch.compiler.is_compiling() and _unhooked(*modules))
+    """Whether a fused GPU path may replace `modules` for input `x`."""
+    return (x.is_cuda and _inference_outside_compile() and not torch.is_autocast_enabled()
+            and _unhooked(*modules))
 
 
 def can_add_layer_norm(x: torch.Tensor, residual: torch.Tensor, norm: nn.LayerNorm, dropout: nn.Dropout) -> bool:
@@ -139,7 +144,7 @@ class Linear(nn.Linear):
 
     @staticmethod
     def _packable(x: torch.Tensor, weight: torch.Tensor) -> bool:
-        return (ENABLED and CPU_PACKING and not torch.compiler.is_compiling() and not torch.is_grad_enabled()
+        return (CPU_PACKING and _inference_outside_compile()
                 and x.dtype == weight.dtype == torch.float32 and x.device.type == weight.device.type == "cpu"
                 and not weight.is_inference()  # made in inference mode: no version counter to follow
                 and torch.backends.mkldnn.enabled and not _cpu_autocast())
