@@ -2,7 +2,7 @@
 
     python benchmarks/forward.py                 # CPU: MiniLM and bert-base, batch 1 and 8, seq 128 and 512,
                                                  #      and batch 1 seq 32 (one sentence, as the workbench sees it)
-    python benchmarks/forward.py --quick         # fewer repeats
+    python benchmarks/forward.py --quick         # 6 s per CPU row instead of 25 (noisier)
     python benchmarks/forward.py --gpu           # also bf16, batch 256, seq 128 on CUDA (when present)
     python benchmarks/forward.py --gpu-only      # only the CUDA rows (a short check on a GPU machine)
     python benchmarks/forward.py --gpu-only --compile   # also both models under torch.compile (CUDA rows)
@@ -84,7 +84,7 @@ def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer rounds (noisier)")
+    parser.add_argument("--quick", action="store_true", help="6 s per CPU row instead of 25, 3 GPU rounds instead of 7 (noisier)")
     parser.add_argument("--gpu", action="store_true", help="also run bf16 batch 256 seq 128 on CUDA")
     parser.add_argument("--gpu-only", action="store_true", help="only the CUDA rows")
     parser.add_argument("--compile", action="store_true", help="also the CUDA rows with both models torch.compile'd")
