@@ -4,8 +4,8 @@ On a GPU (bf16), eager PyTorch spends about a third of a forward in elementwise 
 GELU) that each re-read the (tokens, hidden) activations: residual add + LayerNorm run as one Triton kernel and
 bias + GELU in the GEMM's epilogue. They stand aside for autograd, active dropout and hooks on the modules they
 replace (a trace sees every module as usual).
-On an x86 CPU (fp32), `Linear` runs inference as a oneDNN GEMM on a pre-packed copy of its weight, which beats
-MKL's `addmm` on the few-row products of short inputs, up to a few hundred tokens (see `Linear`).
+On an x86 CPU (fp32), `Linear` runs inference on a pre-packed copy of its weight, through our AVX2 GEMM
+(cpu_gemm.c) or oneDNN's, both faster than MKL's `addmm` on BERT's shapes (see `Linear` and `cpu_backend`).
 Everywhere else, and with BERTVIZ_LAB_FUSED_KERNELS=0 or inside `disabled()`, the layers run plain PyTorch.
 """
 
@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules import module as _module
 
+from bertviz_lab.model import cpu_gemm
 from bertviz_lab.model.config import TANH_GELU_NAMES
 
 try:
@@ -34,14 +35,14 @@ MAX_FUSED_WIDTH = 8192  # one row per Triton program; wider rows fall back to Py
 # Launching a Triton kernel costs the host ~30 µs more than PyTorch's LayerNorm; below about this many activations
 # (a few thousand tokens) a forward is bound by the host, and plain PyTorch is faster (measured on an H200).
 MIN_FUSED_ELEMENTS = 1 << 21
-# CPU: oneDNN with a packed weight wins from about this much work (rows x in x out) up to this many rows; smaller
-# products are cheaper through addmm's lighter call; from ~512 rows a whole forward is level either way, and on
-# larger products oneDNN lost on some shapes (measured on a 2-core AMD EPYC, AVX2; benchmarks/README.md).
+# CPU: a packed GEMM wins from about this much work (rows x in x out); smaller products are cheaper through
+# addmm's lighter call. oneDNN's wins only up to this many rows; on larger products it lost on some shapes
+# (measured on a 2-core AMD EPYC, AVX2; benchmarks/README.md).
 MIN_PACKED_WORK = 1 << 20
-MAX_PACKED_ROWS = 1024
-PACKED_ROWS_HINT = 1024  # the row count oneDNN chooses the packed layout for
-CPU_PACKING = (platform.machine().lower() in ("x86_64", "amd64") and torch.backends.mkldnn.is_available()
-               and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+MAX_ONEDNN_ROWS = 1024
+ONEDNN_ROWS_HINT = 1024  # the row count oneDNN chooses the packed layout for
+ONEDNN_PACKING = (platform.machine().lower() in ("x86_64", "amd64") and torch.backends.mkldnn.is_available()
+                  and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
 
 
 @contextlib.contextmanager
@@ -118,25 +119,54 @@ def _cpu_autocast() -> bool:
         return torch.is_autocast_cpu_enabled()
 
 
-class Linear(nn.Linear):
-    """nn.Linear whose fp32 CPU inference runs as a oneDNN GEMM on a pre-packed copy of the weight.
+def cpu_backend() -> str | None:
+    """The packed GEMM `Linear` uses for fp32 CPU inference: "avx2", "onednn", or None for plain `addmm`.
 
-    On the 2-core AMD EPYC we measure on, MKL's `addmm` reaches ~60% of the cores' peak. A whole bert-base forward
-    on packed weights is 1.6x as fast for 32 tokens, 1.3x for 128, 1.2x for 256 and level from 512 (MiniLM: 1.13x
-    up to 128 tokens, ~1.06x beyond; benchmarks/README.md). The packed copy, as large as the weight, is made on the
-    first such call, rebuilt when the weight changes in place or moves, and dropped when the layer runs with
-    autograd or its weight leaves the CPU or fp32. Weights created inside `torch.inference_mode()` have no version
-    counter to follow and stay on the plain path. Forward hooks see an nn.Linear; the checkpoint names are its own.
+    "avx2" (cpu_gemm.c, built on first use) where it can run, else "onednn" on x86; BERTVIZ_LAB_CPU_GEMM picks one
+    ("avx2", "onednn" or "off") for comparisons.
+    """
+    global _cpu_backend
+    if _cpu_backend is _UNSET:
+        wanted = os.environ.get("BERTVIZ_LAB_CPU_GEMM", "auto")
+        if wanted not in ("auto", "avx2", "onednn", "off"):
+            raise ValueError(f"BERTVIZ_LAB_CPU_GEMM={wanted!r}: use auto, avx2, onednn or off")
+        if wanted in ("auto", "avx2") and cpu_gemm.library() is not None:
+            _cpu_backend = "avx2"
+        elif wanted in ("auto", "onednn") and ONEDNN_PACKING:
+            _cpu_backend = "onednn"
+        else:
+            _cpu_backend = None
+    return _cpu_backend
+
+
+_UNSET = object()
+_cpu_backend: str | None | object = _UNSET
+
+
+class Linear(nn.Linear):
+    """nn.Linear whose fp32 CPU inference runs a faster GEMM on a copy of its weight packed for it (`cpu_backend`).
+
+    On the 2-core AMD EPYC we measure on, MKL's `addmm` reaches 60-85% of the cores' peak on BERT's shapes, oneDNN
+    a little more on few-row products, cpu_gemm.c about 95% (benchmarks/README.md). The packed copy, as large as
+    the weight, is made on the first such call, rebuilt when the weight changes in place or moves, and dropped when
+    the layer runs with autograd or its weight leaves the CPU or fp32. Weights created inside
+    `torch.inference_mode()` have no version counter to follow and stay on the plain path. Forward hooks see an
+    nn.Linear; the checkpoint names are its own.
     """
 
-    _packed: tuple[int, int, torch.Tensor] | None = None  # (weight data_ptr, weight version, packed weight)
+    _packed: tuple[str, int, int, torch.Tensor] | None = None  # (backend, weight data_ptr, version, packed weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.weight  # one module attribute lookup: this runs for every layer of a short forward
         if self._packable(x, weight):
             rows = x.numel() // self.in_features
-            if rows <= MAX_PACKED_ROWS and rows * self.in_features * self.out_features >= MIN_PACKED_WORK:
-                return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight(weight), self.bias, "none", [], "")
+            if rows * self.in_features * self.out_features >= MIN_PACKED_WORK:
+                backend = cpu_backend()
+                if backend == "avx2":
+                    return cpu_gemm.linear(x, self._packed_weight(weight, backend), self.bias, self.out_features)
+                if backend == "onednn" and rows <= MAX_ONEDNN_ROWS and torch.backends.mkldnn.enabled:
+                    return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight(weight, backend), self.bias,
+                                                              "none", [], "")
         elif self._packed is not None and not torch.compiler.is_compiling() and (
                 torch.is_grad_enabled() or weight.device.type != "cpu" or weight.dtype != torch.float32):
             self._packed = None  # training, or the weight moved: the copy would only hold memory
@@ -144,17 +174,20 @@ class Linear(nn.Linear):
 
     @staticmethod
     def _packable(x: torch.Tensor, weight: torch.Tensor) -> bool:
-        return (CPU_PACKING and _inference_outside_compile()
+        return (_inference_outside_compile()
                 and x.dtype == weight.dtype == torch.float32 and x.device.type == weight.device.type == "cpu"
                 and not weight.is_inference()  # made in inference mode: no version counter to follow
-                and torch.backends.mkldnn.enabled and not _cpu_autocast())
+                and not _cpu_autocast())
 
-    def _packed_weight(self, weight: torch.Tensor) -> torch.Tensor:
-        key = (weight.data_ptr(), weight._version)
+    def _packed_weight(self, weight: torch.Tensor, backend: str) -> torch.Tensor:
         packed = self._packed
-        if packed is None or packed[0] != key[0] or packed[1] != key[1]:
-            packed = self._packed = (*key, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACKED_ROWS_HINT))
-        return packed[2]
+        if (packed is None or packed[0] != backend or packed[1] != weight.data_ptr()
+                or packed[2] != weight._version):
+            data = weight.detach()
+            copy = (cpu_gemm.pack(data) if backend == "avx2"
+                    else torch.ops.mkldnn._reorder_linear_weight(data, ONEDNN_ROWS_HINT))
+            packed = self._packed = (backend, data.data_ptr(), weight._version, copy)
+        return packed[3]
 
     def __getstate__(self) -> dict:
         """Copies and pickles leave the packed weight out (oneDNN tensors have no storage to copy)."""

@@ -11,9 +11,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertviz_lab.model import BERT, BERTConfig, BERTForMaskedLM, fused
+from bertviz_lab.model import BERT, BERTConfig, BERTForMaskedLM, cpu_gemm, fused
 
-needs_packing = pytest.mark.skipif(not fused.CPU_PACKING, reason="the packed CPU path needs an x86 CPU with oneDNN")
+
+@pytest.fixture(params=["avx2", "onednn"])
+def backend(request, monkeypatch) -> str:
+    """Each packed CPU GEMM in turn, where this machine can run it."""
+    if request.param == "avx2" and cpu_gemm.library() is None:
+        pytest.skip(f"the AVX2 GEMM cannot run here: {cpu_gemm.unsupported_reason()}")
+    if request.param == "onednn" and not fused.ONEDNN_PACKING:
+        pytest.skip("oneDNN's packed GEMM needs an x86 CPU with oneDNN")
+    monkeypatch.setattr(fused, "_cpu_backend", request.param)
+    return request.param
 
 
 def test_a_hook_on_a_replaced_module_or_a_global_hook_rules_the_fused_path_out():
@@ -52,20 +61,18 @@ def _packed_linear() -> tuple[fused.Linear, torch.Tensor]:
     return fused.Linear(384, 1152), torch.randn(2, 64, 384)
 
 
-@needs_packing
-def test_cpu_inference_runs_on_a_packed_weight_and_equals_nn_linear():
+def test_cpu_inference_runs_on_a_packed_weight_and_equals_nn_linear(backend):
     linear, x = _packed_linear()
     with torch.inference_mode():
         y = linear(x)
-        assert linear._packed is not None
+        assert linear._packed is not None and linear._packed[0] == backend
         torch.testing.assert_close(y, F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
         strided = torch.randn(64, 2, 384).transpose(0, 1)  # not contiguous
         torch.testing.assert_close(linear(strided), F.linear(strided, linear.weight, linear.bias),
                                    rtol=1e-5, atol=1e-5)
 
 
-@needs_packing
-def test_the_packed_weight_follows_in_place_changes_and_reloads():
+def test_the_packed_weight_follows_in_place_changes_and_reloads(backend):
     linear, x = _packed_linear()
     with torch.no_grad():
         linear(x)
@@ -76,8 +83,7 @@ def test_the_packed_weight_follows_in_place_changes_and_reloads():
         torch.testing.assert_close(linear(x), F.linear(x, other.weight, other.bias), rtol=1e-5, atol=1e-5)
 
 
-@needs_packing
-def test_autograd_runs_plain_and_drops_the_packed_copy():
+def test_autograd_runs_plain_and_drops_the_packed_copy(backend):
     linear, x = _packed_linear()
     with torch.inference_mode():
         linear(x)
@@ -91,7 +97,7 @@ def test_autograd_runs_plain_and_drops_the_packed_copy():
     torch.testing.assert_close(linear.weight.grad, x.reshape(-1, 384).sum(0).expand(1152, 384))
 
 
-def test_small_products_and_disabled_take_plain_pytorch():
+def test_small_products_and_disabled_take_plain_pytorch(backend):
     with torch.inference_mode():
         small = fused.Linear(8, 8)
         small(torch.randn(2, 3, 8))
@@ -102,8 +108,7 @@ def test_small_products_and_disabled_take_plain_pytorch():
         assert linear._packed is None
 
 
-@needs_packing
-def test_models_with_packed_weights_copy_and_pickle(tmp_path):
+def test_models_with_packed_weights_copy_and_pickle(backend):
     model = BERTForMaskedLM(BERTConfig.tiny()).eval()
     ids = torch.randint(5, model.config.vocab_size, (2, 64))
     with torch.inference_mode():
@@ -119,14 +124,38 @@ def test_models_with_packed_weights_copy_and_pickle(tmp_path):
         assert inference_twin.cls.predictions.decoder._packed is None
 
 
-@needs_packing
-def test_a_model_on_packed_weights_matches_plain_pytorch():
+def test_a_model_on_packed_weights_matches_plain_pytorch(backend):
     model = BERT(BERTConfig.tiny()).eval()
     ids = torch.randint(5, model.config.vocab_size, (2, 64))
     with torch.inference_mode():
         packed = model(input_ids=ids)
-        assert model.encoder.layer[0].intermediate.dense._packed is not None
+        assert model.encoder.layer[0].intermediate.dense._packed[0] == backend
         with fused.disabled():
             plain = model(input_ids=ids)
     torch.testing.assert_close(packed.last_hidden_state, plain.last_hidden_state, rtol=0, atol=1e-5)
     torch.testing.assert_close(packed.pooler_output, plain.pooler_output, rtol=0, atol=1e-5)
+
+
+def test_a_packed_copy_from_another_backend_is_replaced(monkeypatch):
+    if cpu_gemm.library() is None or not fused.ONEDNN_PACKING:
+        pytest.skip("needs both packed CPU GEMMs")
+    linear, x = _packed_linear()
+    expected = F.linear(x, linear.weight, linear.bias)
+    with torch.inference_mode():
+        for backend in ("onednn", "avx2"):
+            monkeypatch.setattr(fused, "_cpu_backend", backend)
+            torch.testing.assert_close(linear(x), expected, rtol=1e-5, atol=1e-5)
+            assert linear._packed[0] == backend
+
+
+def test_the_cpu_gemm_can_be_chosen_by_environment(monkeypatch):
+    monkeypatch.setattr(fused, "_cpu_backend", fused._UNSET)
+    monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "off")
+    assert fused.cpu_backend() is None
+    monkeypatch.setattr(fused, "_cpu_backend", fused._UNSET)
+    monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "onednn")
+    assert fused.cpu_backend() == ("onednn" if fused.ONEDNN_PACKING else None)
+    monkeypatch.setattr(fused, "_cpu_backend", fused._UNSET)
+    monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "mkl")
+    with pytest.raises(ValueError, match="BERTVIZ_LAB_CPU_GEMM='mkl': use auto, avx2, onednn or off"):
+        fused.cpu_backend()

@@ -1,0 +1,141 @@
+"""The AVX2 GEMM of cpu_gemm.c: built once with the system C compiler, cached, and called through ctypes.
+
+MKL's `addmm`, which PyTorch (and so transformers) calls for every linear layer, reaches about 60-85% of an AVX2
+CPU's peak on BERT's shapes (measured on AMD EPYC); this kernel, on a weight packed once, reaches about 95%.
+It is used only where it can share PyTorch's OpenMP threads (Linux, x86-64, AVX2 + FMA, PyTorch on libgomp) and
+only once it has built; anywhere else `library()` answers None and the layers keep PyTorch's own paths.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("cpu_gemm.c")
+ABI_VERSION = 1
+FLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared", "-std=gnu11"]
+BUILD_TIMEOUT_S = 120
+
+
+def cache_dir() -> Path:
+    """Where the built library is kept: $BERTVIZ_LAB_CACHE, else the user's cache folder."""
+    if os.environ.get("BERTVIZ_LAB_CACHE"):
+        return Path(os.environ["BERTVIZ_LAB_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "bertviz_lab"
+
+
+def _shares_pytorch_openmp() -> bool:
+    """Whether PyTorch runs on libgomp, so that the library's OpenMP threads are PyTorch's own (not a rival pool)."""
+    try:
+        return "/libgomp" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+
+
+def unsupported_reason() -> str | None:
+    """Why the kernel cannot run in this process, or None when it can."""
+    if not sys.platform.startswith("linux") or platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"needs Linux on x86-64, not {sys.platform} on {platform.machine()}"
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability not in ("AVX2", "AVX512"):
+        return f"needs a CPU with AVX2 and FMA, PyTorch reports {capability}"
+    if not _shares_pytorch_openmp():
+        return "needs PyTorch built on GNU OpenMP (libgomp)"
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        return f"no C compiler ({os.environ.get('CC', 'cc')}) to build it"
+    return None
+
+
+def _build(target: Path) -> None:
+    """Compile to a temporary name beside `target`, then rename: concurrent builds never see half a file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        cmd = [os.environ.get("CC", "cc"), *FLAGS, str(SOURCE), "-o", tmp]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"building the AVX2 GEMM failed ({' '.join(cmd)}):\n{done.stderr.strip()}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    i64, ptr, c_int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+    for name, restype, argtypes in (
+        ("bvl_abi_version", i64, []),
+        ("bvl_packed_floats", i64, [i64, i64]),
+        ("bvl_pack_weight", None, [ptr, i64, i64, i64, ptr, c_int]),
+        ("bvl_linear", c_int, [ptr, i64, i64, i64, ptr, i64, ptr, ptr, i64, c_int]),
+    ):
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    if lib.bvl_abi_version() != ABI_VERSION:
+        raise RuntimeError(f"{lib._name} is another build of the AVX2 GEMM (ABI {lib.bvl_abi_version()}, "
+                           f"expected {ABI_VERSION})")
+    return lib
+
+
+def load(directory: Path | None = None) -> ctypes.CDLL:
+    """The kernel built into `directory` (default `cache_dir()`), building it there first if needed."""
+    reason = unsupported_reason()
+    if reason is not None:
+        raise RuntimeError(f"the AVX2 GEMM {reason}")
+    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
+    path = (directory or cache_dir()) / f"cpu_gemm-{digest}.so"
+    if not path.exists():
+        _build(path)
+    return _bind(ctypes.CDLL(str(path)))
+
+
+@functools.cache
+def library() -> ctypes.CDLL | None:
+    """The kernel for this process, or None (the reason logged) where it cannot run or did not build."""
+    try:
+        return load()
+    except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+        log.info("bertviz_lab's AVX2 GEMM is off, linear layers use PyTorch's: %s", error)
+        return None
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """The (out, in) fp32 weight in the kernel's panel layout, as a flat tensor."""
+    lib = library()
+    out_features, in_features = weight.shape
+    if weight.stride(1) != 1:
+        weight = weight.contiguous()
+    packed = torch.empty(lib.bvl_packed_floats(out_features, in_features), dtype=torch.float32)
+    lib.bvl_pack_weight(weight.data_ptr(), weight.stride(0), out_features, in_features, packed.data_ptr(),
+                        torch.get_num_threads())
+    return packed
+
+
+def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int) -> torch.Tensor:
+    """x @ W.T + bias for fp32 CPU tensors, W given as `pack(W)`."""
+    in_features = x.shape[-1]
+    rows = x.reshape(-1, in_features)
+    if rows.stride(-1) != 1 or (rows.shape[0] > 1 and rows.stride(0) < in_features):
+        rows = rows.contiguous()
+    out = torch.empty(*x.shape[:-1], out_features, dtype=torch.float32)
+    failed = library().bvl_linear(rows.data_ptr(), rows.stride(0), rows.shape[0], in_features, packed.data_ptr(),
+                                  out_features, None if bias is None else bias.data_ptr(), out.data_ptr(),
+                                  out_features, torch.get_num_threads())
+    if failed:
+        raise MemoryError("cpu_gemm: could not allocate its per-thread scratch")
+    return out

@@ -1,0 +1,100 @@
+"""The AVX2 GEMM (cpu_gemm.c) against float64 references on every kind of edge, and how it builds or declines."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertviz_lab.model import cpu_gemm
+
+needs_kernel = pytest.mark.skipif(cpu_gemm.library() is None,
+                                  reason=f"the AVX2 GEMM cannot run here: {cpu_gemm.unsupported_reason()}")
+
+
+def _check(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+    """Every output within the textbook rounding bound of a K-term fp32 sum; on long sums, errors on average no
+    larger than PyTorch's own (MKL's) plus a fifth."""
+    ours = cpu_gemm.linear(x, cpu_gemm.pack(weight), bias, weight.shape[0])
+    exact = F.linear(x.double(), weight.double(), None if bias is None else bias.double())
+    assert ours.shape == exact.shape and ours.dtype == torch.float32
+    magnitude = F.linear(x.double().abs(), weight.double().abs(), None if bias is None else bias.double().abs())
+    steps = x.shape[-1] + 1
+    assert ((ours - exact).abs() <= steps * 2.0 ** -24 * magnitude + 1e-30).all()
+    if x.shape[-1] >= 128:
+        theirs = F.linear(x, weight, bias)
+        assert (ours - exact).abs().mean() <= 1.2 * (theirs - exact).abs().mean()
+
+
+@needs_kernel
+@pytest.mark.parametrize("rows", [1, 5, 6, 7, 143, 144, 145, 301])
+@pytest.mark.parametrize("out_features", [1, 15, 16, 17, 40])
+def test_every_tile_edge_matches_float64(rows, out_features):
+    generator = torch.Generator().manual_seed(rows * 100 + out_features)
+    x = torch.randn(rows, 33, generator=generator)
+    weight = torch.randn(out_features, 33, generator=generator)
+    _check(x, weight, torch.randn(out_features, generator=generator))
+
+
+@needs_kernel
+@pytest.mark.parametrize("in_features", [1, 7, 128, 129, 384, 385, 769, 3072])
+def test_k_blocks_and_chunks_match_float64_with_and_without_bias(in_features):
+    generator = torch.Generator().manual_seed(in_features)
+    x = torch.randn(3, 20, in_features, generator=generator)
+    weight = torch.randn(50, in_features, generator=generator) / in_features ** 0.5
+    _check(x, weight, torch.randn(50, generator=generator))
+    _check(x, weight, None)
+
+
+@needs_kernel
+def test_strided_inputs_and_weights_and_one_thread():
+    generator = torch.Generator().manual_seed(0)
+    wide = torch.randn(4, 30, 100, generator=generator)
+    _check(wide[:, :, :64], torch.randn(48, 64, generator=generator), None)  # rows 100 floats apart
+    _check(torch.randn(30, 4, 64, generator=generator).transpose(0, 1),  # not viewable as rows: copied
+           torch.randn(64, 48, generator=generator).t(), torch.randn(48, generator=generator))  # transposed weight
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _check(torch.randn(200, 96, generator=generator), torch.randn(80, 96, generator=generator), None)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@needs_kernel
+def test_a_failing_compiler_is_reported_and_leaves_no_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", "false")
+    with pytest.raises(RuntimeError, match="building the AVX2 GEMM failed"):
+        cpu_gemm.load(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_compiler_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", "no-such-compiler")
+    assert cpu_gemm.unsupported_reason() is not None
+    with pytest.raises(RuntimeError, match="the AVX2 GEMM"):
+        cpu_gemm.load(tmp_path)
+
+
+@needs_kernel
+def test_builds_once_into_the_cache_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTVIZ_LAB_CACHE", str(tmp_path))
+    assert cpu_gemm.cache_dir() == tmp_path
+    lib = cpu_gemm.load()
+    built = list(tmp_path.glob("cpu_gemm-*.so"))
+    assert len(built) == 1 and lib.bvl_abi_version() == cpu_gemm.ABI_VERSION
+    monkeypatch.setenv("CC", "false")  # a second load must not compile again
+    assert cpu_gemm.load().bvl_abi_version() == cpu_gemm.ABI_VERSION
+
+
+def test_library_answers_none_and_logs_why_when_it_cannot_build(monkeypatch, caplog):
+    monkeypatch.setenv("CC", "no-such-compiler")
+    cpu_gemm.library.cache_clear()
+    try:
+        with caplog.at_level(logging.INFO, logger="bertviz_lab.model.cpu_gemm"):
+            assert cpu_gemm.library() is None
+        assert "no C compiler (no-such-compiler)" in caplog.text
+    finally:
+        cpu_gemm.library.cache_clear()
