@@ -84,6 +84,10 @@ static void tile(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t
         if (accumulate)
             for (int64_t i = 0; i < mr; i++) memcpy(edge + i * NR, C + i * ldc, nr * sizeof(float));
     }
+    for (int64_t i = 0; i < MR; i++) {
+        _mm_prefetch((const char *)(c + i * ldt), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldt + 15), _MM_HINT_T0);
+    }
     if (!accumulate) {
         float b[NR] __attribute__((aligned(32))) = {0};
         if (bias) memcpy(b, bias, nr * sizeof(float));
