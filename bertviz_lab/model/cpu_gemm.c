@@ -1,15 +1,18 @@
-/* fp32 `y = x @ W.T + b` for x86 CPUs with AVX2 and FMA, on a weight packed once into panels.
+/* BERT's fp32 inference kernels for x86 CPUs with AVX2 and FMA: `y = x @ W.T + b` (optionally GELU'd) on a weight
+ * packed once into panels, and attention (softmax(q k^T / sqrt(d) + mask) v) with its heads merged on output.
  *
- * The classic blocked GEMM: a 6 x 16 tile of y lives in twelve AVX registers while the kernel walks a block of K;
- * the weight is packed ahead of time into 16-column panels, K-block by K-block (each panel read from L1), and
- * each thread packs 6-row slices of its x block (read from L2). Threads share the work by weight panels (by rows
- * when there are too few panels) inside the OpenMP runtime that PyTorch itself uses.
+ * The GEMM is the classic blocked one: a 6 x 16 tile of y lives in twelve AVX registers while the kernel walks a
+ * block of K; the weight is packed ahead of time into 16-column panels, K-block by K-block (each panel read from
+ * L1), and each thread packs 6-row slices of its x block (read from L2). Threads share the work by weight panels
+ * (by rows when there are too few panels) inside the OpenMP runtime that PyTorch itself uses. Attention runs the
+ * same tile over blocks of 48 queries: scores into L2, softmax in place, then probabilities @ values.
  * Built and loaded by cpu_gemm.py; every size is in floats, every stride in elements.
  */
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <omp.h>
 
 #define MR 6       /* rows of a register tile */
@@ -18,7 +21,7 @@
 #define MC 144     /* rows of x packed at a time: 144 x 384 floats is 216 KiB, within L2 */
 #define CHUNK 128  /* steps summed in registers before they are added to the tile */
 
-int64_t bvl_abi_version(void) { return 1; }
+int64_t bvl_abi_version(void) { return 3; }
 
 /* Depth of each K block: K split into equal blocks no deeper than KC_MAX. */
 int64_t bvl_k_block(int64_t K) {
@@ -65,68 +68,145 @@ static void pack_rows(const float *A, int64_t lda, int64_t mc, int64_t kc, float
     }
 }
 
+/* ---- vector maths ---------------------------------------------------------------------------------------- */
+
+/* e^x for the softmax (x <= 0): Cephes' expf polynomial on x - n ln2, times 2^n; 0 below -87.3, NaN stays NaN. */
+static inline __m256 exp_ps(__m256 x) {
+    const __m256 lowest = _mm256_set1_ps(-87.3365447f);
+    const __m256 vanishes = _mm256_cmp_ps(x, lowest, _CMP_LT_OQ);
+    x = _mm256_max_ps(lowest, x); /* (lowest, x): a NaN x passes through */
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(vanishes, _mm256_mul_ps(p, _mm256_castsi256_ps(scale)));
+}
+
+/* GELU(x) = x Phi(x), Phi the standard normal CDF, within ~2e-7 of Phi. With t = |x| / sqrt(2): for t < 1 from
+ * erf's odd series, erf(t) = t P(t^2); beyond, from the tail Phi(-|x|) = exp(-t^2) R(1 / t) / 2, which has no
+ * cancellation on the negative side. P and R are least-squares fits (float64) on t in [0, 1] and [1, 6]. */
+static inline __m256 gelu_ps(__m256 x) {
+    const __m256 t = _mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(0.70710678118654752f));
+    const __m256 t2 = _mm256_mul_ps(t, t);
+    __m256 p = _mm256_set1_ps(7.898115535e-05f);
+    p = _mm256_fmadd_ps(p, t2, _mm256_set1_ps(-8.024329064e-04f));
+    p = _mm256_fmadd_ps(p, t2, _mm256_set1_ps(5.190051161e-03f));
+    p = _mm256_fmadd_ps(p, t2, _mm256_set1_ps(-2.685480752e-02f));
+    p = _mm256_fmadd_ps(p, t2, _mm256_set1_ps(1.128361241e-01f));
+    p = _mm256_fmadd_ps(p, t2, _mm256_set1_ps(-3.761262884e-01f));
+    p = _mm256_fmadd_ps(p, t2, _mm256_set1_ps(1.128379167e+00f));
+    const __m256 half_erf = _mm256_mul_ps(_mm256_mul_ps(t, p), _mm256_set1_ps(0.5f));
+    const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    const __m256 signed_half_erf = _mm256_blendv_ps(half_erf, _mm256_sub_ps(_mm256_setzero_ps(), half_erf), negative);
+    const __m256 near = _mm256_add_ps(_mm256_set1_ps(0.5f), signed_half_erf);
+    const __m256 tc = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(1.0f)), _mm256_set1_ps(9.0f));
+    const __m256 u = _mm256_div_ps(_mm256_set1_ps(1.0f), tc);
+    __m256 r = _mm256_set1_ps(5.726344946e-02f);
+    r = _mm256_fmadd_ps(r, u, _mm256_set1_ps(-3.239824827e-01f));
+    r = _mm256_fmadd_ps(r, u, _mm256_set1_ps(7.777463536e-01f));
+    r = _mm256_fmadd_ps(r, u, _mm256_set1_ps(-9.902279447e-01f));
+    r = _mm256_fmadd_ps(r, u, _mm256_set1_ps(6.160224047e-01f));
+    r = _mm256_fmadd_ps(r, u, _mm256_set1_ps(2.706219088e-02f));
+    r = _mm256_fmadd_ps(r, u, _mm256_set1_ps(-3.052374284e-01f));
+    r = _mm256_fmadd_ps(r, u, _mm256_set1_ps(5.289799864e-03f));
+    r = _mm256_fmadd_ps(r, u, _mm256_set1_ps(5.636231637e-01f));
+    r = _mm256_fmadd_ps(r, u, _mm256_set1_ps(2.410562498e-05f));
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(tc, tc)));
+    const __m256 tail = _mm256_mul_ps(_mm256_mul_ps(e, r), _mm256_set1_ps(0.5f));
+    const __m256 far = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), tail), tail, negative);
+    return _mm256_mul_ps(x, _mm256_blendv_ps(far, near, _mm256_cmp_ps(t, _mm256_set1_ps(1.0f), _CMP_LT_OQ)));
+}
+
+/* ---- GEMM ---------------------------------------------------------------------------------------------------- */
+
 static inline void add_row(float *row, __m256 lo, __m256 hi) {
     _mm256_storeu_ps(row, _mm256_add_ps(_mm256_loadu_ps(row), lo));
     _mm256_storeu_ps(row + 8, _mm256_add_ps(_mm256_loadu_ps(row + 8), hi));
 }
 
-/* Add x @ W.T over kc steps to one mr x nr tile of C, first setting the tile to the bias (or zero) unless
- * `accumulate`. The registers start from zero every CHUNK steps and are added to the tile in memory: shorter
- * running sums keep the rounding error below MKL's, for ~1% of the time. */
-static void tile(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc, int64_t mr, int64_t nr,
-                 const float *bias, int accumulate) {
+static inline void store_row(float *row, __m256 lo, __m256 hi) {
+    _mm256_storeu_ps(row, lo);
+    _mm256_storeu_ps(row + 8, hi);
+}
+
+/* One mr x nr tile of C: C = A @ B over kc steps, or C += A @ B when `accumulate`; then C += bias if given (the
+ * bias comes last, as in MKL, so that it does not coarsen the running sums), then C = GELU(C) if `gelu`.
+ * Element (i, k) of A is at Ap[k * ak + i * ai]: packed rows (ak = MR, ai = 1) or plain rows (ak = 1, ai = lda);
+ * B gives NR floats a step, `ldb` apart. The registers start afresh every CHUNK steps and are added to the tile
+ * in memory: shorter running sums keep the rounding error below MKL's, for ~1% of the time. */
+static inline __attribute__((always_inline)) void tile(
+        int64_t kc, const float *Ap, int64_t ak, int64_t ai, const float *Bp, int64_t ldb, float *C, int64_t ldc,
+        int64_t mr, int64_t nr, const float *bias, int gelu, int accumulate) {
     float edge[MR * NR] __attribute__((aligned(32)));
     const int full = mr == MR && nr == NR;
     float *c = full ? C : edge; /* a partial tile goes through a full-size scratch tile */
     const int64_t ldt = full ? ldc : NR;
-    if (!full) {
-        memset(edge, 0, sizeof edge);
-        if (accumulate)
-            for (int64_t i = 0; i < mr; i++) memcpy(edge + i * NR, C + i * ldc, nr * sizeof(float));
-    }
+    if (!full && accumulate)
+        for (int64_t i = 0; i < mr; i++) memcpy(edge + i * NR, C + i * ldc, nr * sizeof(float));
     for (int64_t i = 0; i < MR; i++) {
         _mm_prefetch((const char *)(c + i * ldt), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + i * ldt + 15), _MM_HINT_T0);
-    }
-    if (!accumulate) {
-        float b[NR] __attribute__((aligned(32))) = {0};
-        if (bias) memcpy(b, bias, nr * sizeof(float));
-        for (int64_t i = 0; i < MR; i++) {
-            _mm256_storeu_ps(c + i * ldt, _mm256_load_ps(b));
-            _mm256_storeu_ps(c + i * ldt + 8, _mm256_load_ps(b + 8));
-        }
     }
     for (int64_t k0 = 0; k0 < kc; k0 += CHUNK) {
         const int64_t steps = kc - k0 < CHUNK ? kc - k0 : CHUNK;
         __m256 c0a, c0b, c1a, c1b, c2a, c2b, c3a, c3b, c4a, c4b, c5a, c5b;
         c0a = c0b = c1a = c1b = c2a = c2b = c3a = c3b = c4a = c4b = c5a = c5b = _mm256_setzero_ps();
-        for (int64_t k = 0; k < steps; k++, Ap += MR, Bp += NR) {
+        for (int64_t k = 0; k < steps; k++, Ap += ak, Bp += ldb) {
             const __m256 ba = _mm256_loadu_ps(Bp), bb = _mm256_loadu_ps(Bp + 8);
             __m256 a;
-            a = _mm256_broadcast_ss(Ap);     c0a = _mm256_fmadd_ps(a, ba, c0a); c0b = _mm256_fmadd_ps(a, bb, c0b);
-            a = _mm256_broadcast_ss(Ap + 1); c1a = _mm256_fmadd_ps(a, ba, c1a); c1b = _mm256_fmadd_ps(a, bb, c1b);
-            a = _mm256_broadcast_ss(Ap + 2); c2a = _mm256_fmadd_ps(a, ba, c2a); c2b = _mm256_fmadd_ps(a, bb, c2b);
-            a = _mm256_broadcast_ss(Ap + 3); c3a = _mm256_fmadd_ps(a, ba, c3a); c3b = _mm256_fmadd_ps(a, bb, c3b);
-            a = _mm256_broadcast_ss(Ap + 4); c4a = _mm256_fmadd_ps(a, ba, c4a); c4b = _mm256_fmadd_ps(a, bb, c4b);
-            a = _mm256_broadcast_ss(Ap + 5); c5a = _mm256_fmadd_ps(a, ba, c5a); c5b = _mm256_fmadd_ps(a, bb, c5b);
+            a = _mm256_broadcast_ss(Ap);          c0a = _mm256_fmadd_ps(a, ba, c0a); c0b = _mm256_fmadd_ps(a, bb, c0b);
+            a = _mm256_broadcast_ss(Ap + ai);     c1a = _mm256_fmadd_ps(a, ba, c1a); c1b = _mm256_fmadd_ps(a, bb, c1b);
+            a = _mm256_broadcast_ss(Ap + 2 * ai); c2a = _mm256_fmadd_ps(a, ba, c2a); c2b = _mm256_fmadd_ps(a, bb, c2b);
+            a = _mm256_broadcast_ss(Ap + 3 * ai); c3a = _mm256_fmadd_ps(a, ba, c3a); c3b = _mm256_fmadd_ps(a, bb, c3b);
+            a = _mm256_broadcast_ss(Ap + 4 * ai); c4a = _mm256_fmadd_ps(a, ba, c4a); c4b = _mm256_fmadd_ps(a, bb, c4b);
+            a = _mm256_broadcast_ss(Ap + 5 * ai); c5a = _mm256_fmadd_ps(a, ba, c5a); c5b = _mm256_fmadd_ps(a, bb, c5b);
         }
-        add_row(c, c0a, c0b);
-        add_row(c + ldt, c1a, c1b);
-        add_row(c + 2 * ldt, c2a, c2b);
-        add_row(c + 3 * ldt, c3a, c3b);
-        add_row(c + 4 * ldt, c4a, c4b);
-        add_row(c + 5 * ldt, c5a, c5b);
+        if (k0 == 0 && !accumulate) {
+            store_row(c, c0a, c0b);
+            store_row(c + ldt, c1a, c1b);
+            store_row(c + 2 * ldt, c2a, c2b);
+            store_row(c + 3 * ldt, c3a, c3b);
+            store_row(c + 4 * ldt, c4a, c4b);
+            store_row(c + 5 * ldt, c5a, c5b);
+        } else {
+            add_row(c, c0a, c0b);
+            add_row(c + ldt, c1a, c1b);
+            add_row(c + 2 * ldt, c2a, c2b);
+            add_row(c + 3 * ldt, c3a, c3b);
+            add_row(c + 4 * ldt, c4a, c4b);
+            add_row(c + 5 * ldt, c5a, c5b);
+        }
     }
+    if (bias) {
+        float b[NR] __attribute__((aligned(32))) = {0};
+        memcpy(b, bias, nr * sizeof(float));
+        const __m256 lo = _mm256_load_ps(b), hi = _mm256_load_ps(b + 8);
+        for (int64_t i = 0; i < MR; i++) add_row(c + i * ldt, lo, hi);
+    }
+    if (gelu)
+        for (int64_t i = 0; i < MR; i++) {
+            _mm256_storeu_ps(c + i * ldt, gelu_ps(_mm256_loadu_ps(c + i * ldt)));
+            _mm256_storeu_ps(c + i * ldt + 8, gelu_ps(_mm256_loadu_ps(c + i * ldt + 8)));
+        }
     if (!full)
         for (int64_t i = 0; i < mr; i++) memcpy(C + i * ldc, edge + i * NR, nr * sizeof(float));
 }
 
 /* Rows [m0, m1) x panels [j0, j1) of C, the whole K; Ap is this thread's MC x KC scratch. */
 static void block(const float *A, int64_t lda, int64_t m0, int64_t m1, int64_t K, const float *P, int64_t N,
-                  int64_t j0, int64_t j1, const float *bias, float *C, int64_t ldc, float *Ap) {
+                  int64_t j0, int64_t j1, const float *bias, int gelu, float *C, int64_t ldc, float *Ap) {
     const int64_t panels = (N + NR - 1) / NR, kb = bvl_k_block(K);
     for (int64_t p0 = 0; p0 < K; p0 += kb) {
         const int64_t kc = K - p0 < kb ? K - p0 : kb;
+        const int last = p0 + kc == K;
         const float *Pk = P + p0 * panels * NR;
         for (int64_t i0 = m0; i0 < m1; i0 += MC) {
             const int64_t mc = m1 - i0 < MC ? m1 - i0 : MC;
@@ -134,16 +214,17 @@ static void block(const float *A, int64_t lda, int64_t m0, int64_t m1, int64_t K
             for (int64_t j = j0; j < j1; j++) {
                 const int64_t nr = N - j * NR < NR ? N - j * NR : NR;
                 for (int64_t i = 0; i < mc; i += MR)
-                    tile(kc, Ap + i * kc, Pk + j * kc * NR, C + (i0 + i) * ldc + j * NR, ldc,
-                         mc - i < MR ? mc - i : MR, nr, bias ? bias + j * NR : NULL, p0 > 0);
+                    tile(kc, Ap + i * kc, MR, 1, Pk + j * kc * NR, NR, C + (i0 + i) * ldc + j * NR, ldc,
+                         mc - i < MR ? mc - i : MR, nr, bias && last ? bias + j * NR : NULL, gelu && last, p0 > 0);
             }
         }
     }
 }
 
-/* C[M, N] (row stride ldc) = A[M, K] (row stride lda) @ W.T (+ bias), W packed by bvl_pack_weight. */
+/* C[M, N] (row stride ldc) = A[M, K] (row stride lda) @ W.T (+ bias), then GELU if `gelu`; W packed by
+ * bvl_pack_weight. */
 int bvl_linear(const float *A, int64_t lda, int64_t M, int64_t K, const float *P, int64_t N, const float *bias,
-               float *C, int64_t ldc, int nthreads) {
+               int gelu, float *C, int64_t ldc, int nthreads) {
     const int64_t panels = (N + NR - 1) / NR;
     int failed = 0;
     #pragma omp parallel num_threads(nthreads) reduction(| : failed)
@@ -153,12 +234,149 @@ int bvl_linear(const float *A, int64_t lda, int64_t M, int64_t K, const float *P
         if (!Ap) {
             failed = 1;
         } else if (panels >= 2 * nt) { /* each thread its share of the panels, all rows */
-            block(A, lda, 0, M, K, P, N, panels * t / nt, panels * (t + 1) / nt, bias, C, ldc, Ap);
+            block(A, lda, 0, M, K, P, N, panels * t / nt, panels * (t + 1) / nt, bias, gelu, C, ldc, Ap);
         } else { /* few panels: each thread its share of the rows, all panels */
             const int64_t m0 = M * t / nt, m1 = M * (t + 1) / nt;
-            if (m1 > m0) block(A, lda, m0, m1, K, P, N, 0, panels, bias, C, ldc, Ap);
+            if (m1 > m0) block(A, lda, m0, m1, K, P, N, 0, panels, bias, gelu, C, ldc, Ap);
         }
         free(Ap);
+    }
+    return failed;
+}
+
+/* ---- attention ------------------------------------------------------------------------------------------- */
+
+#define MQ 48 /* query rows per block: their scores (MQ x keys) stay in L2 */
+
+static inline float hmax(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* row = exp(scale * row + mask - max) over n entries, in place (mask may be NULL); answers 1 / the sum, by which
+ * the caller scales what it computes from the row (D numbers a row instead of n). */
+static float softmax_row(float *row, float scale, const float *mask, int64_t n) {
+    int64_t j;
+    const __m256 vscale = _mm256_set1_ps(scale);
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    float tail_max = -INFINITY;
+    for (j = 0; j + 8 <= n; j += 8) {
+        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(row + j), vscale);
+        if (mask) x = _mm256_add_ps(x, _mm256_loadu_ps(mask + j));
+        _mm256_storeu_ps(row + j, x);
+        vmax = _mm256_max_ps(vmax, x);
+    }
+    for (; j < n; j++) {
+        row[j] = row[j] * scale + (mask ? mask[j] : 0.f);
+        tail_max = row[j] > tail_max ? row[j] : tail_max;
+    }
+    const float hi = fmaxf(hmax(vmax), tail_max);
+    const __m256 vhi = _mm256_set1_ps(hi);
+    __m256 vsum = _mm256_setzero_ps();
+    float tail_sum = 0.f;
+    for (j = 0; j + 8 <= n; j += 8) {
+        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(row + j), vhi));
+        _mm256_storeu_ps(row + j, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    for (; j < n; j++) {
+        row[j] = expf(row[j] - hi);
+        tail_sum += row[j];
+    }
+    return 1.0f / (hsum(vsum) + tail_sum);
+}
+
+/* out[b, t, h, :] = softmax(scale * q[b, h, t] . k[b, h, :] + mask[b, h, t, :]) @ v[b, h, :, :], for every batch
+ * row b, head h and query t: BERT's attention without dropout. q, k, v and mask are given by strides (in
+ * elements; their last dimension is contiguous, a broadcast dimension has stride 0, mask may be NULL); out is
+ * contiguous (B, T, H, D). D must be a multiple of NR. Threads share the (b, h, query block) tasks. */
+int bvl_attention(const float *q, const int64_t *q_strides, const float *k, const int64_t *k_strides,
+                  const float *v, const int64_t *v_strides, const float *mask, const int64_t *mask_strides,
+                  int64_t B, int64_t H, int64_t T, int64_t S, int64_t D, float scale, float *out, int nthreads) {
+    const int64_t key_panels = (S + NR - 1) / NR, width = key_panels * NR, blocks = (T + MQ - 1) / MQ;
+    const int64_t kb = bvl_k_block(S);
+    int failed = 0;
+    #pragma omp parallel num_threads(nthreads) reduction(| : failed)
+    {
+        float *scores = aligned_alloc(64, sizeof(float) * MQ * width);
+        float *packed_k = aligned_alloc(64, sizeof(float) * width * D);
+        float *packed_v = aligned_alloc(64, sizeof(float) * S * D);
+        float *packed_q = aligned_alloc(64, sizeof(float) * MR * D);
+        int64_t packed_for = -1; /* the (b, h) whose keys packed_k holds */
+        const int ready = scores && packed_k && packed_v && packed_q;
+        failed = !ready;
+        #pragma omp for schedule(static) /* every thread takes part, even one without scratch */
+        for (int64_t task = 0; task < B * H * blocks; task++) {
+            if (ready) {
+                const int64_t bh = task / blocks, b = bh / H, h = bh % H, t0 = task % blocks * MQ;
+                const int64_t rows = T - t0 < MQ ? T - t0 : MQ;
+                const float *kh = k + b * k_strides[0] + h * k_strides[1];
+                const float *vh = v + b * v_strides[0] + h * v_strides[1];
+                if (packed_for != bh) { /* keys as 16-key panels D deep; values as 16-dimension panels S deep */
+                    for (int64_t j = 0; j < key_panels; j++) {
+                        const int64_t keys = S - j * NR < NR ? S - j * NR : NR;
+                        float *dst = packed_k + j * D * NR;
+                        for (int64_t d = 0; d < D; d++, dst += NR) {
+                            const float *src = kh + j * NR * k_strides[2] + d;
+                            for (int64_t r = 0; r < keys; r++) dst[r] = src[r * k_strides[2]];
+                            for (int64_t r = keys; r < NR; r++) dst[r] = 0.f;
+                        }
+                    }
+                    for (int64_t key = 0; key < S; key++)
+                        for (int64_t j = 0; j < D / NR; j++)
+                            memcpy(packed_v + (j * S + key) * NR, vh + key * v_strides[2] + j * NR,
+                                   NR * sizeof(float));
+                    packed_for = bh;
+                }
+                /* scores = q k^T, read from q's rows in place; a last partial tile of rows is copied first (a
+                 * tile reads MR rows) */
+                const float *qh = q + b * q_strides[0] + h * q_strides[1] + t0 * q_strides[2];
+                const int64_t full_rows = rows / MR * MR;
+                if (full_rows < rows)
+                    pack_rows(qh + full_rows * q_strides[2], q_strides[2], rows - full_rows, D, packed_q);
+                for (int64_t j = 0; j < key_panels; j++) {
+                    const int64_t nr = S - j * NR < NR ? S - j * NR : NR;
+                    for (int64_t i = 0; i < full_rows; i += MR)
+                        tile(D, qh + i * q_strides[2], 1, q_strides[2], packed_k + j * D * NR, NR,
+                             scores + i * width + j * NR, width, MR, nr, NULL, 0, 0);
+                    if (full_rows < rows)
+                        tile(D, packed_q, MR, 1, packed_k + j * D * NR, NR, scores + full_rows * width + j * NR, width,
+                             rows - full_rows, nr, NULL, 0, 0);
+                }
+                float inverse_sums[MQ];
+                for (int64_t i = 0; i < rows; i++)
+                    inverse_sums[i] = softmax_row(
+                        scores + i * width, scale,
+                        mask ? mask + b * mask_strides[0] + h * mask_strides[1] + (t0 + i) * mask_strides[2] : NULL, S);
+                /* out = probs @ v, K-blocked over the keys */
+                float *o = out + ((b * T + t0) * H + h) * D;
+                for (int64_t p0 = 0; p0 < S; p0 += kb) {
+                    const int64_t kc = S - p0 < kb ? S - p0 : kb;
+                    for (int64_t j = 0; j < D / NR; j++)
+                        for (int64_t i = 0; i < rows; i += MR)
+                            tile(kc, scores + i * width + p0, 1, width, packed_v + j * S * NR + p0 * NR, NR,
+                                 o + i * H * D + j * NR, H * D, rows - i < MR ? rows - i : MR, NR, NULL, 0, p0 > 0);
+                }
+                for (int64_t i = 0; i < rows; i++) {
+                    const __m256 inverse = _mm256_set1_ps(inverse_sums[i]);
+                    for (int64_t d = 0; d < D; d += 8)
+                        _mm256_storeu_ps(o + i * H * D + d, _mm256_mul_ps(_mm256_loadu_ps(o + i * H * D + d), inverse));
+                }
+            }
+        }
+        free(scores);
+        free(packed_k);
+        free(packed_v);
+        free(packed_q);
     }
     return failed;
 }

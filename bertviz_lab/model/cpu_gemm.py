@@ -25,8 +25,8 @@ import torch
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("cpu_gemm.c")
-ABI_VERSION = 1
-FLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared", "-std=gnu11"]
+ABI_VERSION = 3
+FLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-lm"]
 BUILD_TIMEOUT_S = 120
 
 
@@ -82,7 +82,9 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
         ("bvl_abi_version", i64, []),
         ("bvl_packed_floats", i64, [i64, i64]),
         ("bvl_pack_weight", None, [ptr, i64, i64, i64, ptr, c_int]),
-        ("bvl_linear", c_int, [ptr, i64, i64, i64, ptr, i64, ptr, ptr, i64, c_int]),
+        ("bvl_linear", c_int, [ptr, i64, i64, i64, ptr, i64, ptr, c_int, ptr, i64, c_int]),
+        ("bvl_attention", c_int, [ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, ctypes.c_float,
+                                  ptr, c_int]),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
@@ -126,16 +128,42 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
     return packed
 
 
-def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int) -> torch.Tensor:
-    """x @ W.T + bias for fp32 CPU tensors, W given as `pack(W)`."""
+def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int,
+           gelu: bool = False) -> torch.Tensor:
+    """x @ W.T + bias for fp32 CPU tensors, W given as `pack(W)`; with `gelu`, GELU (erf form) of that."""
     in_features = x.shape[-1]
     rows = x.reshape(-1, in_features)
     if rows.stride(-1) != 1 or (rows.shape[0] > 1 and rows.stride(0) < in_features):
         rows = rows.contiguous()
     out = torch.empty(*x.shape[:-1], out_features, dtype=torch.float32)
     failed = library().bvl_linear(rows.data_ptr(), rows.stride(0), rows.shape[0], in_features, packed.data_ptr(),
-                                  out_features, None if bias is None else bias.data_ptr(), out.data_ptr(),
+                                  out_features, None if bias is None else bias.data_ptr(), int(gelu), out.data_ptr(),
                                   out_features, torch.get_num_threads())
     if failed:
         raise MemoryError("cpu_gemm: could not allocate its per-thread scratch")
+    return out
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+              scale: float) -> torch.Tensor:
+    """softmax(scale * q @ k.T + mask) @ v for fp32 CPU (B, H, T|S, D) views, D a multiple of 16, mask additive and
+    broadcastable to (B, H, T, S); answered as (B, T, H * D), heads merged."""
+    B, H, T, D = q.shape
+    S = k.shape[2]
+    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
+    if mask is not None:
+        mask = mask.expand(B, H, T, S)
+        if mask.stride(-1) != 1 and S > 1:
+            mask = mask.contiguous()
+
+    def strides(x: torch.Tensor) -> ctypes.Array:
+        return (ctypes.c_int64 * 3)(*(0 if size == 1 else stride for size, stride in zip(x.shape[:3], x.stride()[:3])))
+
+    out = torch.empty(B, T, H * D, dtype=torch.float32)
+    failed = library().bvl_attention(q.data_ptr(), strides(q), k.data_ptr(), strides(k), v.data_ptr(), strides(v),
+                                     None if mask is None else mask.data_ptr(),
+                                     None if mask is None else strides(mask), B, H, T, S, D, scale, out.data_ptr(),
+                                     torch.get_num_threads())
+    if failed:
+        raise MemoryError("cpu_gemm: could not allocate attention's per-thread scratch")
     return out

@@ -95,10 +95,16 @@ def add_layer_norm(x: torch.Tensor, residual: torch.Tensor, norm: nn.LayerNorm) 
 def can_linear_gelu(x: torch.Tensor, linear: nn.Linear, activation_name: str | None) -> bool:
     """Whether `gelu(linear(x))` may run as one GEMM with a bias + GELU epilogue.
 
-    cuBLAS's epilogue computes the tanh form of GELU: exact for the tanh-GELU activations, and for the erf GELU
-    within rounding in bf16/fp16 (|erf - tanh form| < 1e-3, under half a bf16 step of the values it changes).
+    On a GPU, cuBLAS's epilogue computes the tanh form of GELU: exact for the tanh-GELU activations, and for the erf
+    GELU within rounding in bf16/fp16 (|erf - tanh form| < 1e-3, under half a bf16 step of the values it changes).
+    On the CPU, cpu_gemm.c's epilogue computes the erf form (as exact as PyTorch's) on the AVX2 backend.
     """
-    if linear.bias is None or not hasattr(torch, "_addmm_activation") or x.dtype != linear.weight.dtype:
+    if linear.bias is None or x.dtype != linear.weight.dtype:
+        return False
+    if x.device.type == "cpu":
+        return (activation_name == "gelu" and isinstance(linear, Linear) and linear._takes_avx2(x, linear.weight)
+                and _unhooked(linear))
+    if not hasattr(torch, "_addmm_activation"):
         return False
     if activation_name not in TANH_GELU_NAMES and not (activation_name == "gelu" and
                                                         x.dtype in (torch.bfloat16, torch.float16)):
@@ -107,7 +113,10 @@ def can_linear_gelu(x: torch.Tensor, linear: nn.Linear, activation_name: str | N
 
 
 def linear_gelu(x: torch.Tensor, linear: nn.Linear) -> torch.Tensor:
-    """gelu(x @ W.T + b) (tanh form) as one cuBLASLt GEMM."""
+    """gelu(x @ W.T + b) as one GEMM: cuBLASLt's (tanh form) on a GPU, cpu_gemm.c's (erf form) on the CPU."""
+    if x.device.type == "cpu":
+        return cpu_gemm.linear(x, linear._packed_weight(linear.weight, "avx2"), linear.bias, linear.out_features,
+                               gelu=True)
     y = torch._addmm_activation(linear.bias, x.reshape(-1, x.shape[-1]), linear.weight.t(), use_gelu=True)
     return y.view(*x.shape[:-1], y.shape[-1])
 
@@ -117,6 +126,15 @@ def _cpu_autocast() -> bool:
         return torch.is_autocast_enabled("cpu")
     except TypeError:  # torch < 2.4
         return torch.is_autocast_cpu_enabled()
+
+
+def can_attend_on_cpu(q: torch.Tensor, mask: torch.Tensor | None, dropout_p: float) -> bool:
+    """Whether attention may run as cpu_gemm.c's kernel (fp32 CPU inference on the AVX2 backend, no dropout,
+    head size a multiple of 16, mask additive fp32 or none); it is 1.2-1.3x as fast as SDPA's CPU flash kernel
+    from 128 tokens (benchmarks/README.md)."""
+    return (dropout_p == 0.0 and q.dtype == torch.float32 and q.device.type == "cpu" and q.shape[-1] % 16 == 0
+            and (mask is None or (mask.dtype == torch.float32 and mask.dim() == 4))
+            and _inference_outside_compile() and not _cpu_autocast() and cpu_backend() == "avx2")
 
 
 def cpu_backend() -> str | None:
@@ -171,6 +189,11 @@ class Linear(nn.Linear):
                 torch.is_grad_enabled() or weight.device.type != "cpu" or weight.dtype != torch.float32):
             self._packed = None  # training, or the weight moved: the copy would only hold memory
         return F.linear(x, weight, self.bias)
+
+    def _takes_avx2(self, x: torch.Tensor, weight: torch.Tensor) -> bool:
+        """Whether `forward(x)` runs on cpu_gemm.c."""
+        return (self._packable(x, weight) and cpu_backend() == "avx2"
+                and x.numel() * self.out_features >= MIN_PACKED_WORK)
 
     @staticmethod
     def _packable(x: torch.Tensor, weight: torch.Tensor) -> bool:

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertviz_lab.model import fused
+from bertviz_lab.model import cpu_gemm, fused
 from bertviz_lab.model.cache import Cache, EncoderDecoderCache
 from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.trace.hooks import HookPoint
@@ -118,6 +118,8 @@ class BERTSelfAttention(nn.Module):
                 probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
             probs = self.probs(probs)
             y = F.dropout(probs, dropout_p, self.training) @ v  # (B, nh, T, hs)
+        elif fused.can_attend_on_cpu(q, attention_mask, dropout_p):
+            return cpu_gemm.attention(q, k, v, attention_mask, 1.0 / math.sqrt(self.head_size))  # (B, T, C)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=dropout_p)
         return y.transpose(1, 2).reshape(B, T, C)
