@@ -98,3 +98,62 @@ def test_library_answers_none_and_logs_why_when_it_cannot_build(monkeypatch, cap
         assert "no C compiler (no-such-compiler)" in caplog.text
     finally:
         cpu_gemm.library.cache_clear()
+
+
+def _qkv(batch: int, heads: int, queries: int, keys: int, head_size: int, seed: int):
+    """q, k, v as the layers hand them over: (B, H, T|S, D) views into fused projections."""
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, queries, heads, head_size, generator=generator).transpose(1, 2)
+    kv = torch.randn(batch, keys, 2, heads, head_size, generator=generator)
+    return q, kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
+
+
+def _masks(batch: int, heads: int, queries: int, keys: int) -> dict:
+    lowest = torch.finfo(torch.float32).min
+    padding = torch.zeros(batch, 1, 1, keys)
+    padding[-1, ..., keys // 2 + 1:] = lowest
+    causal = torch.full((queries, keys), lowest).triu(1 + keys - queries)[None, None]
+    return {"none": None, "padding": padding, "causal": causal,
+            "per-head": torch.randn(batch, heads, queries, keys, generator=torch.Generator().manual_seed(3))}
+
+
+@needs_kernel
+@pytest.mark.parametrize("mask_kind", ["none", "padding", "causal", "per-head"])
+@pytest.mark.parametrize("shape", [(1, 12, 128, 128, 32), (2, 4, 37, 37, 64), (3, 2, 7, 300, 16), (1, 1, 1, 1, 16),
+                                   (2, 3, 50, 61, 48)])
+def test_attention_matches_float64_as_closely_as_sdpa(shape, mask_kind):
+    batch, heads, queries, keys, head_size = shape
+    q, k, v = _qkv(batch, heads, queries, keys, head_size, seed=sum(shape))
+    mask = _masks(batch, heads, queries, keys)[mask_kind]
+    ours = cpu_gemm.attention(q, k, v, mask, head_size ** -0.5)
+    exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                           attn_mask=None if mask is None else mask.double())
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert ours.shape == (batch, queries, heads * head_size)
+    exact, sdpa = (x.transpose(1, 2).reshape(ours.shape) for x in (exact, sdpa))
+    assert (ours - exact).abs().max() <= 2 * (sdpa - exact).abs().max() + 1e-7
+
+
+@needs_kernel
+def test_gelu_epilogue_matches_float64_gelu_everywhere():
+    x = torch.linspace(-12, 12, 240_001).reshape(-1, 1)
+    ones = torch.ones(1, 1)  # a 1 -> 1 linear layer, so the output is GELU(x) itself
+    ours = cpu_gemm.linear(x, cpu_gemm.pack(ones), None, 1, gelu=True)
+    exact, theirs = F.gelu(x.double()), F.gelu(x)
+    assert (ours - exact).abs().max() <= 1.5 * (theirs - exact).abs().max()
+    visible = exact.abs() > 1e-3
+    assert ((ours - exact).abs() / exact.abs())[visible].max() <= 2e-6  # no cancellation on the negative side
+    special = cpu_gemm.linear(torch.tensor([[float("nan")], [float("inf")], [-float("inf")], [0.0]]),
+                              cpu_gemm.pack(ones), None, 1, gelu=True)
+    assert special[0].isnan() and special[1] == float("inf") and special[3] == 0
+
+
+@needs_kernel
+def test_linear_with_gelu_matches_float64():
+    generator = torch.Generator().manual_seed(5)
+    x, weight = torch.randn(3, 100, 384, generator=generator), torch.randn(1536, 384, generator=generator) / 20
+    bias = torch.randn(1536, generator=generator)
+    ours = cpu_gemm.linear(x, cpu_gemm.pack(weight), bias, 1536, gelu=True)
+    exact = F.gelu(F.linear(x.double(), weight.double(), bias.double()))
+    theirs = F.gelu(F.linear(x, weight, bias))
+    assert (ours - exact).abs().max() <= 2 * (theirs - exact).abs().max()

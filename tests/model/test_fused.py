@@ -47,7 +47,7 @@ def test_disabled_restores_the_setting_after_an_error():
     assert fused.ENABLED is before
 
 
-def test_cpu_tensors_always_take_plain_pytorch():
+def test_the_gpu_paths_never_take_cpu_tensors():
     x = torch.randn(2, 3, 8)
     linear = nn.Linear(8, 8)
     with torch.inference_mode():
@@ -124,12 +124,26 @@ def test_models_with_packed_weights_copy_and_pickle(backend):
         assert inference_twin.cls.predictions.decoder._packed is None
 
 
-def test_a_model_on_packed_weights_matches_plain_pytorch(backend):
+def test_a_model_on_packed_weights_matches_plain_pytorch(backend, monkeypatch):
     model = BERT(BERTConfig.tiny()).eval()
     ids = torch.randint(5, model.config.vocab_size, (2, 64))
+    calls = []
+    for name in ("attention", "linear"):
+        real = getattr(cpu_gemm, name)
+        monkeypatch.setattr(cpu_gemm, name, lambda *args, real=real, name=name, **kwargs:
+                            calls.append((name, kwargs.get("gelu", False))) or real(*args, **kwargs))
     with torch.inference_mode():
-        packed = model(input_ids=ids)
+        packed = model(input_ids=ids, attention_mask=(ids > 20).long())
         assert model.encoder.layer[0].intermediate.dense._packed[0] == backend
+        layers = model.config.num_hidden_layers
+        if backend == "avx2":  # attention and the GELU'd first feed-forward GEMM run on cpu_gemm.c too
+            assert calls.count(("attention", False)) == calls.count(("linear", True)) == layers
+        else:
+            assert calls == []
+        calls.clear()
+        with fused.disabled():
+            plain = model(input_ids=ids, attention_mask=(ids > 20).long())
+        assert calls == []
         with fused.disabled():
             plain = model(input_ids=ids)
     torch.testing.assert_close(packed.last_hidden_state, plain.last_hidden_state, rtol=0, atol=1e-5)
@@ -159,3 +173,25 @@ def test_the_cpu_gemm_can_be_chosen_by_environment(monkeypatch):
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "mkl")
     with pytest.raises(ValueError, match="BERTVIZ_LAB_CPU_GEMM='mkl': use auto, avx2, onednn or off"):
         fused.cpu_backend()
+
+
+def test_cpu_attention_and_gelu_stand_aside_where_they_do_not_apply(monkeypatch):
+    monkeypatch.setattr(fused, "_cpu_backend", "avx2")
+    q, mask = torch.randn(1, 2, 5, 32), torch.zeros(1, 1, 1, 5)
+    linear, x = _packed_linear()
+    with torch.inference_mode():
+        assert fused.can_attend_on_cpu(q, mask, 0.0) and fused.can_attend_on_cpu(q, None, 0.0)
+        assert not fused.can_attend_on_cpu(q, mask, 0.1)  # dropout
+        assert not fused.can_attend_on_cpu(torch.randn(1, 2, 5, 8), mask, 0.0)  # head size not a multiple of 16
+        assert not fused.can_attend_on_cpu(q, mask.bool(), 0.0)
+        assert not fused.can_attend_on_cpu(q.double(), None, 0.0)
+        assert fused.can_linear_gelu(x, linear, "gelu")
+        assert not fused.can_linear_gelu(x, linear, "gelu_new")  # the tanh form: PyTorch's own
+        assert not fused.can_linear_gelu(x, nn.Linear(384, 1152), "gelu")
+        handle = linear.register_forward_hook(lambda module, args, output: None)  # a trace must see pre-GELU output
+        assert not fused.can_linear_gelu(x, linear, "gelu")
+        handle.remove()
+    assert not fused.can_attend_on_cpu(q, mask, 0.0)  # autograd
+    monkeypatch.setattr(fused, "_cpu_backend", "onednn")
+    with torch.inference_mode():
+        assert not fused.can_attend_on_cpu(q, mask, 0.0) and not fused.can_linear_gelu(x, linear, "gelu")
