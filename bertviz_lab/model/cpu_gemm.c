@@ -21,7 +21,7 @@
 #define MC 144     /* rows of x packed at a time: 144 x 384 floats is 216 KiB, within L2 */
 #define CHUNK 128  /* steps summed in registers before they are added to the tile */
 
-int64_t bvl_abi_version(void) { return 3; }
+int64_t bvl_abi_version(void) { return 4; }
 
 /* Depth of each K block: K split into equal blocks no deeper than KC_MAX. */
 int64_t bvl_k_block(int64_t K) {
@@ -123,6 +123,19 @@ static inline __m256 gelu_ps(__m256 x) {
     const __m256 tail = _mm256_mul_ps(_mm256_mul_ps(e, r), _mm256_set1_ps(0.5f));
     const __m256 far = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), tail), tail, negative);
     return _mm256_mul_ps(x, _mm256_blendv_ps(far, near, _mm256_cmp_ps(t, _mm256_set1_ps(1.0f), _CMP_LT_OQ)));
+}
+
+/* y = GELU(x) over n floats: the GEMM epilogue's arithmetic, for when the GEMM's output must be seen (hooked)
+ * before its GELU. */
+void bvl_gelu(const float *x, float *y, int64_t n, int nthreads) {
+    #pragma omp parallel for num_threads(nthreads) schedule(static) if (n >= (1 << 16))
+    for (int64_t i = 0; i < n / 8 * 8; i += 8) _mm256_storeu_ps(y + i, gelu_ps(_mm256_loadu_ps(x + i)));
+    if (n % 8) {
+        float tail[8] = {0};
+        memcpy(tail, x + n / 8 * 8, n % 8 * sizeof(float));
+        _mm256_storeu_ps(tail, gelu_ps(_mm256_loadu_ps(tail)));
+        memcpy(y + n / 8 * 8, tail, n % 8 * sizeof(float));
+    }
 }
 
 /* ---- GEMM ---------------------------------------------------------------------------------------------------- */

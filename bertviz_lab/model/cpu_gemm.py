@@ -25,7 +25,7 @@ import torch
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("cpu_gemm.c")
-ABI_VERSION = 3
+ABI_VERSION = 4
 FLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-lm"]
 BUILD_TIMEOUT_S = 120
 
@@ -83,6 +83,7 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
         ("bvl_packed_floats", i64, [i64, i64]),
         ("bvl_pack_weight", None, [ptr, i64, i64, i64, ptr, c_int]),
         ("bvl_linear", c_int, [ptr, i64, i64, i64, ptr, i64, ptr, c_int, ptr, i64, c_int]),
+        ("bvl_gelu", None, [ptr, ptr, i64, c_int]),
         ("bvl_attention", c_int, [ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, ctypes.c_float,
                                   ptr, c_int]),
     ):
@@ -141,6 +142,14 @@ def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out
                                   out_features, torch.get_num_threads())
     if failed:
         raise MemoryError("cpu_gemm: could not allocate its per-thread scratch")
+    return out
+
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    """GELU (erf form) of an fp32 CPU tensor, with the same arithmetic as `linear(gelu=True)`."""
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    library().bvl_gelu(x.data_ptr(), out.data_ptr(), x.numel(), torch.get_num_threads())
     return out
 
 

@@ -102,8 +102,7 @@ def can_linear_gelu(x: torch.Tensor, linear: nn.Linear, activation_name: str | N
     if linear.bias is None or x.dtype != linear.weight.dtype:
         return False
     if x.device.type == "cpu":
-        return (activation_name == "gelu" and isinstance(linear, Linear) and linear._takes_avx2(x, linear.weight)
-                and _unhooked(linear))
+        return activation_name == "gelu" and isinstance(linear, Linear) and linear._takes_avx2(x, linear.weight)
     if not hasattr(torch, "_addmm_activation"):
         return False
     if activation_name not in TANH_GELU_NAMES and not (activation_name == "gelu" and
@@ -113,8 +112,14 @@ def can_linear_gelu(x: torch.Tensor, linear: nn.Linear, activation_name: str | N
 
 
 def linear_gelu(x: torch.Tensor, linear: nn.Linear) -> torch.Tensor:
-    """gelu(x @ W.T + b) as one GEMM: cuBLASLt's (tanh form) on a GPU, cpu_gemm.c's (erf form) on the CPU."""
+    """gelu(x @ W.T + b) as one GEMM: cuBLASLt's (tanh form) on a GPU, cpu_gemm.c's (erf form) on the CPU.
+
+    On the CPU a hooked layer runs first (its hooks see, and may change, the output before GELU), then the same
+    GELU arithmetic in a second pass: a trace that only watches leaves every output bit for bit as it was.
+    """
     if x.device.type == "cpu":
+        if not _unhooked(linear):
+            return cpu_gemm.gelu(linear(x))
         return cpu_gemm.linear(x, linear._packed_weight(linear.weight, "avx2"), linear.bias, linear.out_features,
                                gelu=True)
     y = torch._addmm_activation(linear.bias, x.reshape(-1, x.shape[-1]), linear.weight.t(), use_gelu=True)

@@ -188,9 +188,14 @@ def test_cpu_attention_and_gelu_stand_aside_where_they_do_not_apply(monkeypatch)
         assert fused.can_linear_gelu(x, linear, "gelu")
         assert not fused.can_linear_gelu(x, linear, "gelu_new")  # the tanh form: PyTorch's own
         assert not fused.can_linear_gelu(x, nn.Linear(384, 1152), "gelu")
-        handle = linear.register_forward_hook(lambda module, args, output: None)  # a trace must see pre-GELU output
-        assert not fused.can_linear_gelu(x, linear, "gelu")
+        fused_output = fused.linear_gelu(x, linear)
+        seen = []  # a hook sees the output before GELU, and the result is bit for bit the fused one
+        handle = linear.register_forward_hook(lambda module, args, output: seen.append(output.clone()))
+        assert fused.can_linear_gelu(x, linear, "gelu")
+        hooked_output = fused.linear_gelu(x, linear)
         handle.remove()
+        torch.testing.assert_close(seen[0], F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
+        assert torch.equal(hooked_output, fused_output) and not torch.equal(seen[0], hooked_output)
     assert not fused.can_attend_on_cpu(q, mask, 0.0)  # autograd
     monkeypatch.setattr(fused, "_cpu_backend", "onednn")
     with torch.inference_mode():
