@@ -1,9 +1,11 @@
-"""The AVX2 GEMM of cpu_gemm.c: built once with the system C compiler, cached, and called through ctypes.
+"""The kernels of cpu_gemm.c (GEMM on packed weights with an optional GELU epilogue, attention): built once with
+the system C compiler (about a second), cached, and called through ctypes.
 
-MKL's `addmm`, which PyTorch (and so transformers) calls for every linear layer, reaches about 60-85% of an AVX2
-CPU's peak on BERT's shapes (measured on AMD EPYC); this kernel, on a weight packed once, reaches about 95%.
-It is used only where it can share PyTorch's OpenMP threads (Linux, x86-64, AVX2 + FMA, PyTorch on libgomp) and
-only once it has built; anywhere else `library()` answers None and the layers keep PyTorch's own paths.
+MKL's `addmm`, which PyTorch (and so transformers) calls for every linear layer, is least efficient on the
+few-row products of short inputs; PyTorch's CPU attention and GELU leave time on the table too (measured on AMD
+EPYC, benchmarks/README.md). The kernels run only where they can share PyTorch's OpenMP threads (Linux, x86-64,
+AVX2 + FMA, PyTorch on libgomp) and only once they have built; anywhere else `library()` answers None and the
+layers keep PyTorch's own paths.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def unsupported_reason() -> str | None:
     if not _shares_pytorch_openmp():
         return "needs PyTorch built on GNU OpenMP (libgomp)"
     if shutil.which(os.environ.get("CC", "cc")) is None:
-        return f"no C compiler ({os.environ.get('CC', 'cc')}) to build it"
+        return f"no C compiler ({os.environ.get('CC', 'cc')}) to build them"
     return None
 
 
@@ -69,7 +71,7 @@ def _build(target: Path) -> None:
         cmd = [os.environ.get("CC", "cc"), *FLAGS, str(SOURCE), "-o", tmp]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         if done.returncode != 0:
-            raise RuntimeError(f"building the AVX2 GEMM failed ({' '.join(cmd)}):\n{done.stderr.strip()}")
+            raise RuntimeError(f"building the AVX2 kernels failed ({' '.join(cmd)}):\n{done.stderr.strip()}")
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
@@ -90,7 +92,7 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
     if lib.bvl_abi_version() != ABI_VERSION:
-        raise RuntimeError(f"{lib._name} is another build of the AVX2 GEMM (ABI {lib.bvl_abi_version()}, "
+        raise RuntimeError(f"{lib._name} is another build of the AVX2 kernels (ABI {lib.bvl_abi_version()}, "
                            f"expected {ABI_VERSION})")
     return lib
 
@@ -99,7 +101,7 @@ def load(directory: Path | None = None) -> ctypes.CDLL:
     """The kernel built into `directory` (default `cache_dir()`), building it there first if needed."""
     reason = unsupported_reason()
     if reason is not None:
-        raise RuntimeError(f"the AVX2 GEMM {reason}")
+        raise RuntimeError(f"the AVX2 kernels cannot run here: {reason}")
     digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
     path = (directory or cache_dir()) / f"cpu_gemm-{digest}.so"
     if not path.exists():
@@ -113,7 +115,7 @@ def library() -> ctypes.CDLL | None:
     try:
         return load()
     except (OSError, RuntimeError, subprocess.SubprocessError) as error:
-        log.info("bertviz_lab's AVX2 GEMM is off, linear layers use PyTorch's: %s", error)
+        log.info("bertviz_lab's AVX2 kernels are off, the layers use PyTorch's: %s", error)
         return None
 
 

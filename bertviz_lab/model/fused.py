@@ -4,9 +4,9 @@ On a GPU (bf16), eager PyTorch spends about a third of a forward in elementwise 
 GELU) that each re-read the (tokens, hidden) activations: residual add + LayerNorm run as one Triton kernel and
 bias + GELU in the GEMM's epilogue. They stand aside for autograd, active dropout and hooks on the modules they
 replace (a trace sees every module as usual).
-On an x86 CPU (fp32), `Linear` runs inference on a pre-packed copy of its weight, through our AVX2 GEMM
-(cpu_gemm.c) or oneDNN's, both faster than MKL's `addmm` on BERT's shapes (see `Linear` and `cpu_backend`).
-Everywhere else, and with BERTVIZ_LAB_FUSED_KERNELS=0 or inside `disabled()`, the layers run plain PyTorch.
+On an x86 CPU (fp32 inference), `Linear` runs on a pre-packed copy of its weight, through our AVX2 GEMM
+(cpu_gemm.c) or oneDNN's, both faster than MKL's `addmm` on BERT's shapes (see `Linear` and `cpu_backend`); with
+the AVX2 kernels, attention and the first feed-forward layer's bias + GELU run there too. Everywhere else, and with BERTVIZ_LAB_FUSED_KERNELS=0 or inside `disabled()`, the layers run plain PyTorch.
 """
 
 from __future__ import annotations
@@ -169,8 +169,8 @@ _cpu_backend: str | None | object = _UNSET
 class Linear(nn.Linear):
     """nn.Linear whose fp32 CPU inference runs a faster GEMM on a copy of its weight packed for it (`cpu_backend`).
 
-    On the 2-core AMD EPYC we measure on, MKL's `addmm` reaches 60-85% of the cores' peak on BERT's shapes, oneDNN
-    a little more on few-row products, cpu_gemm.c about 95% (benchmarks/README.md). The packed copy, as large as
+    On the 2-core AMD EPYC we measure on, cpu_gemm.c is 1.3-1.6x as fast as MKL's `addmm` on the few-row products of
+    short inputs and ~1.05x on long ones, oneDNN in between (`benchmarks/cpu_gemm.py`). The packed copy, as large as
     the weight, is made on the first such call, rebuilt when the weight changes in place or moves, and dropped when
     the layer runs with autograd or its weight leaves the CPU or fp32. Weights created inside
     `torch.inference_mode()` have no version counter to follow and stay on the plain path. Forward hooks see an

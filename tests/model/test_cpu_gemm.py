@@ -1,4 +1,4 @@
-"""The AVX2 GEMM (cpu_gemm.c) against float64 references on every kind of edge, and how it builds or declines."""
+"""The AVX2 kernels (cpu_gemm.c) against float64 references on every kind of edge, and how they build or decline."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from bertviz_lab.model import cpu_gemm
 
 needs_kernel = pytest.mark.skipif(cpu_gemm.library() is None,
-                                  reason=f"the AVX2 GEMM cannot run here: {cpu_gemm.unsupported_reason()}")
+                                  reason=f"the AVX2 kernels cannot run here: {cpu_gemm.unsupported_reason()}")
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
@@ -66,7 +66,7 @@ def test_strided_inputs_and_weights_and_one_thread():
 @needs_kernel
 def test_a_failing_compiler_is_reported_and_leaves_no_file(tmp_path, monkeypatch):
     monkeypatch.setenv("CC", "false")
-    with pytest.raises(RuntimeError, match="building the AVX2 GEMM failed"):
+    with pytest.raises(RuntimeError, match="building the AVX2 kernels failed"):
         cpu_gemm.load(tmp_path)
     assert list(tmp_path.iterdir()) == []
 
@@ -74,7 +74,7 @@ def test_a_failing_compiler_is_reported_and_leaves_no_file(tmp_path, monkeypatch
 def test_a_missing_compiler_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("CC", "no-such-compiler")
     assert cpu_gemm.unsupported_reason() is not None
-    with pytest.raises(RuntimeError, match="the AVX2 GEMM"):
+    with pytest.raises(RuntimeError, match="the AVX2 kernels cannot run here: no C compiler"):
         cpu_gemm.load(tmp_path)
 
 

@@ -18,7 +18,7 @@ from bertviz_lab.model import BERT, BERTConfig, BERTForMaskedLM, cpu_gemm, fused
 def backend(request, monkeypatch) -> str:
     """Each packed CPU GEMM in turn, where this machine can run it."""
     if request.param == "avx2" and cpu_gemm.library() is None:
-        pytest.skip(f"the AVX2 GEMM cannot run here: {cpu_gemm.unsupported_reason()}")
+        pytest.skip(f"the AVX2 kernels cannot run here: {cpu_gemm.unsupported_reason()}")
     if request.param == "onednn" and not fused.ONEDNN_PACKING:
         pytest.skip("oneDNN's packed GEMM needs an x86 CPU with oneDNN")
     monkeypatch.setattr(fused, "_cpu_backend", request.param)
