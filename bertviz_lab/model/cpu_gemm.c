@@ -21,7 +21,7 @@
 #define MC 144     /* rows of x packed at a time: 144 x 384 floats is 216 KiB, within L2 */
 #define CHUNK 128  /* steps summed in registers before they are added to the tile */
 
-int64_t bvl_abi_version(void) { return 4; }
+int64_t bvl_abi_version(void) { return 5; }
 
 /* Depth of each K block: K split into equal blocks no deeper than KC_MAX. */
 int64_t bvl_k_block(int64_t K) {
@@ -311,10 +311,13 @@ static float softmax_row(float *row, float scale, const float *mask, int64_t n) 
 /* out[b, t, h, :] = softmax(scale * q[b, h, t] . k[b, h, :] + mask[b, h, t, :]) @ v[b, h, :, :], for every batch
  * row b, head h and query t: BERT's attention without dropout. q, k, v and mask are given by strides (in
  * elements; their last dimension is contiguous, a broadcast dimension has stride 0, mask may be NULL); out is
- * contiguous (B, T, H, D). D must be a multiple of NR. Threads share the (b, h, query block) tasks. */
+ * contiguous (B, T, H, D). D must be a multiple of NR. Threads share the (b, h, query block) tasks.
+ * With `probs` (contiguous (B, H, T, S)) instead of `out`, the probabilities themselves are written there and v is
+ * not read: for a caller that lets hooks see (and change) them before multiplying by v itself. */
 int bvl_attention(const float *q, const int64_t *q_strides, const float *k, const int64_t *k_strides,
                   const float *v, const int64_t *v_strides, const float *mask, const int64_t *mask_strides,
-                  int64_t B, int64_t H, int64_t T, int64_t S, int64_t D, float scale, float *out, int nthreads) {
+                  int64_t B, int64_t H, int64_t T, int64_t S, int64_t D, float scale, float *out, float *probs,
+                  int nthreads) {
     const int64_t key_panels = (S + NR - 1) / NR, width = key_panels * NR, blocks = (T + MQ - 1) / MQ;
     const int64_t kb = bvl_k_block(S);
     int failed = 0;
@@ -333,7 +336,7 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
                 const int64_t bh = task / blocks, b = bh / H, h = bh % H, t0 = task % blocks * MQ;
                 const int64_t rows = T - t0 < MQ ? T - t0 : MQ;
                 const float *kh = k + b * k_strides[0] + h * k_strides[1];
-                const float *vh = v + b * v_strides[0] + h * v_strides[1];
+                const float *vh = probs ? NULL : v + b * v_strides[0] + h * v_strides[1];
                 if (packed_for != bh) { /* keys as 16-key panels D deep; values as 16-dimension panels S deep */
                     for (int64_t j = 0; j < key_panels; j++) {
                         const int64_t keys = S - j * NR < NR ? S - j * NR : NR;
@@ -344,7 +347,7 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
                             for (int64_t r = keys; r < NR; r++) dst[r] = 0.f;
                         }
                     }
-                    for (int64_t key = 0; key < S; key++)
+                    for (int64_t key = 0; key < S && !probs; key++)
                         for (int64_t j = 0; j < D / NR; j++)
                             memcpy(packed_v + (j * S + key) * NR, vh + key * v_strides[2] + j * NR,
                                    NR * sizeof(float));
@@ -370,6 +373,18 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
                     inverse_sums[i] = softmax_row(
                         scores + i * width, scale,
                         mask ? mask + b * mask_strides[0] + h * mask_strides[1] + (t0 + i) * mask_strides[2] : NULL, S);
+                if (probs) {
+                    for (int64_t i = 0; i < rows; i++) {
+                        const float *row = scores + i * width;
+                        float *dst = probs + ((b * H + h) * T + t0 + i) * S;
+                        const __m256 inverse = _mm256_set1_ps(inverse_sums[i]);
+                        int64_t j = 0;
+                        for (; j + 8 <= S; j += 8)
+                            _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inverse));
+                        for (; j < S; j++) dst[j] = row[j] * inverse_sums[i];
+                    }
+                    continue;
+                }
                 /* out = probs @ v, K-blocked over the keys */
                 float *o = out + ((b * T + t0) * H + h) * D;
                 for (int64_t p0 = 0; p0 < S; p0 += kb) {

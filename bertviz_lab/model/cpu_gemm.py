@@ -27,7 +27,7 @@ import torch
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("cpu_gemm.c")
-ABI_VERSION = 4
+ABI_VERSION = 5
 FLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-lm"]
 BUILD_TIMEOUT_S = 120
 
@@ -87,7 +87,7 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
         ("bvl_linear", c_int, [ptr, i64, i64, i64, ptr, i64, ptr, c_int, ptr, i64, c_int]),
         ("bvl_gelu", None, [ptr, ptr, i64, c_int]),
         ("bvl_attention", c_int, [ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, ctypes.c_float,
-                                  ptr, c_int]),
+                                  ptr, ptr, c_int]),
     ):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
@@ -155,26 +155,45 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _strides(x: torch.Tensor) -> ctypes.Array:
+    """Batch, head and row strides of a (B, H, rows, cols) view, 0 along broadcast dimensions."""
+    return (ctypes.c_int64 * 3)(*(0 if size == 1 else stride for size, stride in zip(x.shape[:3], x.stride()[:3])))
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask: torch.Tensor | None, scale: float,
+            out: torch.Tensor | None, probs: torch.Tensor | None) -> None:
+    B, H, T, D = q.shape
+    S = k.shape[2]
+    q, k = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k))
+    if v is not None and v.stride(-1) != 1:
+        v = v.contiguous()
+    if mask is not None:
+        mask = mask.expand(B, H, T, S)
+        if mask.stride(-1) != 1 and S > 1:
+            mask = mask.contiguous()
+    failed = library().bvl_attention(
+        q.data_ptr(), _strides(q), k.data_ptr(), _strides(k), None if v is None else v.data_ptr(),
+        None if v is None else _strides(v), None if mask is None else mask.data_ptr(),
+        None if mask is None else _strides(mask), B, H, T, S, D, scale, None if out is None else out.data_ptr(),
+        None if probs is None else probs.data_ptr(), torch.get_num_threads())
+    if failed:
+        raise MemoryError("cpu_gemm: could not allocate attention's per-thread scratch")
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
               scale: float) -> torch.Tensor:
     """softmax(scale * q @ k.T + mask) @ v for fp32 CPU (B, H, T|S, D) views, D a multiple of 16, mask additive and
     broadcastable to (B, H, T, S); answered as (B, T, H * D), heads merged."""
     B, H, T, D = q.shape
-    S = k.shape[2]
-    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
-    if mask is not None:
-        mask = mask.expand(B, H, T, S)
-        if mask.stride(-1) != 1 and S > 1:
-            mask = mask.contiguous()
-
-    def strides(x: torch.Tensor) -> ctypes.Array:
-        return (ctypes.c_int64 * 3)(*(0 if size == 1 else stride for size, stride in zip(x.shape[:3], x.stride()[:3])))
-
     out = torch.empty(B, T, H * D, dtype=torch.float32)
-    failed = library().bvl_attention(q.data_ptr(), strides(q), k.data_ptr(), strides(k), v.data_ptr(), strides(v),
-                                     None if mask is None else mask.data_ptr(),
-                                     None if mask is None else strides(mask), B, H, T, S, D, scale, out.data_ptr(),
-                                     torch.get_num_threads())
-    if failed:
-        raise MemoryError("cpu_gemm: could not allocate attention's per-thread scratch")
+    _attend(q, k, v, mask, scale, out, None)
     return out
+
+
+def attention_probabilities(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None,
+                            scale: float) -> torch.Tensor:
+    """softmax(scale * q @ k.T + mask) as (B, H, T, S), for the same inputs as `attention`."""
+    B, H, T, _ = q.shape
+    probs = torch.empty(B, H, T, k.shape[2], dtype=torch.float32)
+    _attend(q, k, None, mask, scale, None, probs)
+    return probs

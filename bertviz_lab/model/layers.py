@@ -108,14 +108,17 @@ class BERTSelfAttention(nn.Module):
         q, k, v = self._project(hidden_states, encoder_hidden_states, cache, cache_position)
         dropout_p = self.dropout_p if self.training else 0.0
         if self.probs.is_watched:
-            # in place where autograd allows: one (B, nh, T, S) buffer instead of up to four, which long sequences feel
-            scores = (q @ k.transpose(-2, -1)).mul_(1.0 / math.sqrt(self.head_size))  # (B, nh, T, S)
-            if attention_mask is not None:
-                scores.add_(attention_mask)
-            if scores.dtype == torch.float32 and not scores.requires_grad:
-                probs = torch.softmax(scores, dim=-1, out=scores)
+            if fused.can_attend_on_cpu(q, attention_mask, dropout_p):
+                probs = cpu_gemm.attention_probabilities(q, k, attention_mask, 1.0 / math.sqrt(self.head_size))
             else:
-                probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+                # in place where autograd allows: one (B, nh, T, S) buffer instead of up to four
+                scores = (q @ k.transpose(-2, -1)).mul_(1.0 / math.sqrt(self.head_size))  # (B, nh, T, S)
+                if attention_mask is not None:
+                    scores.add_(attention_mask)
+                if scores.dtype == torch.float32 and not scores.requires_grad:
+                    probs = torch.softmax(scores, dim=-1, out=scores)
+                else:
+                    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
             probs = self.probs(probs)
             y = F.dropout(probs, dropout_p, self.training) @ v  # (B, nh, T, hs)
         elif fused.can_attend_on_cpu(q, attention_mask, dropout_p):

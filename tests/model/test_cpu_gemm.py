@@ -157,3 +157,17 @@ def test_linear_with_gelu_matches_float64():
     exact = F.gelu(F.linear(x.double(), weight.double(), bias.double()))
     theirs = F.gelu(F.linear(x, weight, bias))
     assert (ours - exact).abs().max() <= 2 * (theirs - exact).abs().max()
+
+
+@needs_kernel
+@pytest.mark.parametrize("mask_kind", ["none", "padding", "causal", "per-head"])
+def test_attention_probabilities_match_float64_softmax(mask_kind):
+    batch, heads, queries, keys, head_size = 2, 3, 50, 61, 32
+    q, k, _ = _qkv(batch, heads, queries, keys, head_size, seed=7)
+    mask = _masks(batch, heads, queries, keys)[mask_kind]
+    ours = cpu_gemm.attention_probabilities(q, k, mask, head_size ** -0.5)
+    scores = q.double() @ k.double().transpose(-2, -1) * head_size ** -0.5
+    exact = torch.softmax(scores if mask is None else scores + mask.double(), dim=-1)
+    assert ours.shape == (batch, heads, queries, keys)
+    assert (ours - exact).abs().max() <= 1e-6
+    torch.testing.assert_close(ours.sum(-1), torch.ones(batch, heads, queries), rtol=0, atol=1e-6)

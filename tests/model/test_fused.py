@@ -200,3 +200,25 @@ def test_cpu_attention_and_gelu_stand_aside_where_they_do_not_apply(monkeypatch)
     monkeypatch.setattr(fused, "_cpu_backend", "onednn")
     with torch.inference_mode():
         assert not fused.can_attend_on_cpu(q, mask, 0.0) and not fused.can_linear_gelu(x, linear, "gelu")
+
+
+def test_watched_attention_on_the_cpu_kernel_feeds_hooks_and_obeys_them(monkeypatch):
+    if cpu_gemm.library() is None:
+        pytest.skip("needs the AVX2 kernels")
+    monkeypatch.setattr(fused, "_cpu_backend", "avx2")
+    model = BERT(BERTConfig.tiny()).eval()
+    ids = torch.randint(5, model.config.vocab_size, (2, 40))
+    point = model.encoder.layer[0].attention.self.probs
+    seen = []
+    with torch.inference_mode():
+        plain = model(input_ids=ids).last_hidden_state
+        handle = point.register_forward_hook(lambda module, args, output: seen.append(output.clone()))
+        watched = model(input_ids=ids).last_hidden_state
+        handle.remove()
+        handle = point.register_forward_hook(lambda module, args, output: torch.zeros_like(output))
+        silenced = model(input_ids=ids).last_hidden_state
+        handle.remove()
+    assert seen[0].shape == (2, 2, 40, 40)
+    torch.testing.assert_close(seen[0].sum(-1), torch.ones(2, 2, 40), rtol=0, atol=1e-6)
+    torch.testing.assert_close(watched, plain, rtol=0, atol=1e-5)
+    assert (silenced - plain).abs().max() > 1e-2  # a hook's replacement is what the layer goes on with
