@@ -6,7 +6,8 @@ bias + GELU in the GEMM's epilogue. They stand aside for autograd, active dropou
 replace (a trace sees every module as usual).
 On an x86 CPU (fp32 inference), `Linear` runs on a pre-packed copy of its weight, through our AVX2 GEMM
 (cpu_gemm.c) or oneDNN's, both faster than MKL's `addmm` on BERT's shapes (see `Linear` and `cpu_backend`); with
-the AVX2 kernels, attention and the first feed-forward layer's bias + GELU run there too. Everywhere else, and with BERTVIZ_LAB_FUSED_KERNELS=0 or inside `disabled()`, the layers run plain PyTorch.
+the AVX2 kernels, attention and the first feed-forward layer's bias + GELU run there too.
+Everywhere else, and with BERTVIZ_LAB_FUSED_KERNELS=0 or inside `disabled()`, the layers run plain PyTorch.
 """
 
 from __future__ import annotations
