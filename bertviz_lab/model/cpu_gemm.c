@@ -329,6 +329,7 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
         float *packed_q = aligned_alloc(64, sizeof(float) * MR * D);
         int64_t packed_for = -1; /* the (b, h) whose keys packed_k holds */
         const int ready = scores && packed_k && packed_v && packed_q;
+        if (ready) memset(scores, 0, sizeof(float) * MQ * width); /* a last partial tile reads rows past the block */
         failed = !ready;
         #pragma omp for schedule(static) /* every thread takes part, even one without scratch */
         for (int64_t task = 0; task < B * H * blocks; task++) {

@@ -164,6 +164,13 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask: torc
             out: torch.Tensor | None, probs: torch.Tensor | None) -> None:
     B, H, T, D = q.shape
     S = k.shape[2]
+    given = [q, k] + [x for x in (v, mask) if x is not None]
+    if any(x.dtype != torch.float32 or x.device.type != "cpu" for x in given) or D % 16:
+        raise ValueError("cpu_gemm attention needs float32 CPU tensors and a head size that is a multiple of 16, got "
+                         f"{', '.join(f'{x.dtype} {x.device.type}' for x in given)} and head size {D}")
+    if k.shape != (B, H, S, D) or (v is not None and v.shape != k.shape):
+        raise ValueError(f"cpu_gemm attention: q {tuple(q.shape)}, k {tuple(k.shape)} and v "
+                         f"{None if v is None else tuple(v.shape)} do not fit (B, H, T|S, D)")
     q, k = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k))
     if v is not None and v.stride(-1) != 1:
         v = v.contiguous()

@@ -171,3 +171,14 @@ def test_attention_probabilities_match_float64_softmax(mask_kind):
     assert ours.shape == (batch, heads, queries, keys)
     assert (ours - exact).abs().max() <= 1e-6
     torch.testing.assert_close(ours.sum(-1), torch.ones(batch, heads, queries), rtol=0, atol=1e-6)
+
+
+@needs_kernel
+def test_attention_refuses_what_it_cannot_compute():
+    q, k, v = _qkv(1, 2, 5, 5, 16, seed=0)
+    with pytest.raises(ValueError, match="head size that is a multiple of 16, got .* and head size 8"):
+        cpu_gemm.attention(q[..., :8], k[..., :8], v[..., :8], None, 1.0)
+    with pytest.raises(ValueError, match="float32 CPU tensors"):
+        cpu_gemm.attention(q.double(), k.double(), v.double(), None, 1.0)
+    with pytest.raises(ValueError, match="do not fit"):
+        cpu_gemm.attention(q, k[:, :1], v, None, 1.0)
