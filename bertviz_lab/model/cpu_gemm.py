@@ -16,6 +16,7 @@ import hashlib
 import logging
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,11 @@ def cache_dir() -> Path:
     return Path(base) / "bertviz_lab"
 
 
+def _compiler() -> list[str]:
+    """$CC (which may carry flags, as in `gcc -m64`) or `cc`."""
+    return shlex.split(os.environ.get("CC", "cc")) or ["cc"]
+
+
 def _shares_pytorch_openmp() -> bool:
     """Whether PyTorch runs on libgomp, so that the library's OpenMP threads are PyTorch's own (not a rival pool)."""
     try:
@@ -57,8 +63,8 @@ def unsupported_reason() -> str | None:
         return f"needs a CPU with AVX2 and FMA, PyTorch reports {capability}"
     if not _shares_pytorch_openmp():
         return "needs PyTorch built on GNU OpenMP (libgomp)"
-    if shutil.which(os.environ.get("CC", "cc")) is None:
-        return f"no C compiler ({os.environ.get('CC', 'cc')}) to build them"
+    if shutil.which(_compiler()[0]) is None:
+        return f"no C compiler ({_compiler()[0]}) to build them"
     return None
 
 
@@ -68,7 +74,7 @@ def _build(target: Path) -> None:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        cmd = [os.environ.get("CC", "cc"), *FLAGS, str(SOURCE), "-o", tmp]
+        cmd = [*_compiler(), *FLAGS, str(SOURCE), "-o", tmp]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         if done.returncode != 0:
             raise RuntimeError(f"building the AVX2 kernels failed ({' '.join(cmd)}):\n{done.stderr.strip()}")
