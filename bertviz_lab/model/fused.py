@@ -170,12 +170,12 @@ _cpu_backend: str | None | object = _UNSET
 class Linear(nn.Linear):
     """nn.Linear whose fp32 CPU inference runs a faster GEMM on a copy of its weight packed for it (`cpu_backend`).
 
-    On the 2-core AMD EPYC we measure on, cpu_gemm.c is 1.3-1.6x as fast as MKL's `addmm` on the few-row products of
-    short inputs and ~1.05x on long ones, oneDNN in between (`benchmarks/cpu_gemm.py`). The packed copy, as large as
-    the weight, is made on the first such call, rebuilt when the weight changes in place or moves, and dropped when
-    the layer runs with autograd or its weight leaves the CPU or fp32. Weights created inside
-    `torch.inference_mode()` have no version counter to follow and stay on the plain path. Forward hooks see an
-    nn.Linear; the checkpoint names are its own.
+    On the 2-core AMD EPYC we measure on, cpu_gemm.c is 1.1-2.0x as fast as MKL's `addmm` on the few-row products of
+    short inputs (32-128 rows) and 1.0-1.1x from 512 rows, oneDNN mostly in between (`benchmarks/cpu_gemm.py`).
+    The packed copy, as large as the weight, is made on the first such call, rebuilt when the weight changes in
+    place or moves, and dropped when the layer runs with autograd or its weight leaves the CPU or fp32. Weights
+    created inside `torch.inference_mode()` have no version counter to follow and stay on the plain path. Forward
+    hooks see an nn.Linear; the checkpoint names are its own.
     """
 
     _packed: tuple[str, int, int, torch.Tensor] | None = None  # (backend, weight data_ptr, version, packed weight)
@@ -183,12 +183,12 @@ class Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.weight  # one module attribute lookup: this runs for every layer of a short forward
         if self._packable(x, weight):
-            rows = x.numel() // self.in_features
-            if rows * self.in_features * self.out_features >= MIN_PACKED_WORK:
+            if x.numel() * self.out_features >= MIN_PACKED_WORK:  # rows x in x out multiply-adds
                 backend = cpu_backend()
                 if backend == "avx2":
                     return cpu_gemm.linear(x, self._packed_weight(weight, backend), self.bias, self.out_features)
-                if backend == "onednn" and rows <= MAX_ONEDNN_ROWS and torch.backends.mkldnn.enabled:
+                if (backend == "onednn" and x.numel() <= MAX_ONEDNN_ROWS * self.in_features
+                        and torch.backends.mkldnn.enabled):
                     return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight(weight, backend), self.bias,
                                                               "none", [], "")
         elif self._packed is not None and not torch.compiler.is_compiling() and (
