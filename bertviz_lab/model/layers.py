@@ -65,7 +65,7 @@ class BERTEmbeddings(nn.Module):
 
 
 class BERTSelfAttention(nn.Module):
-    """Multi-head attention: fused projections, SDPA by default, explicit softmax when `probs` is watched."""
+    """Multi-head attention: fused projections, SDPA or the AVX2 CPU kernel; explicit softmax if `probs` is watched."""
 
     def __init__(self, config: BERTConfig, layer_idx: int, is_cross_attention: bool = False) -> None:
         super().__init__()

@@ -5,7 +5,8 @@ Hook point names (relative to the BERT backbone; a task model prefixes them with
     encoder.layer.{i}.hidden                     (B, T, C)    residual stream after layer i
     encoder.layer.{i}.attention.self.probs       (B, nh, T, S) self-attention probabilities
     encoder.layer.{i}.crossattention.self.probs  (B, nh, T, S) cross-attention probabilities (decoders)
-A hook on a `probs` point makes that layer alone compute its probabilities explicitly; unwatched layers run SDPA.
+A hook on a `probs` point makes that layer alone compute its probabilities explicitly (on the CPU kernels: write
+them out); unwatched layers run SDPA (on an AVX2 CPU: bertviz_lab.model.cpu_gemm's fused attention).
 """
 
 from __future__ import annotations
