@@ -31,20 +31,26 @@ int64_t bvl_k_block(int64_t K) {
 
 int64_t bvl_packed_floats(int64_t N, int64_t K) { return (N + NR - 1) / NR * NR * K; }
 
-/* Layout: for each K block p0, for each panel j, kc rows of NR floats (columns past N are zero). */
+/* Panel j of W (N rows of K floats, `ldw` apart) in K blocks of kb: for each K block p0, kc rows of NR floats at
+ * P + p0 * panels * NR + j * kc * NR (columns past N are zero). */
+static void pack_panel(const float *W, int64_t ldw, int64_t N, int64_t K, int64_t kb, int64_t j, float *P) {
+    const int64_t panels = (N + NR - 1) / NR, columns = N - j * NR < NR ? N - j * NR : NR;
+    for (int64_t p0 = 0; p0 < K; p0 += kb) {
+        const int64_t kc = K - p0 < kb ? K - p0 : kb;
+        float *dst = P + p0 * panels * NR + j * kc * NR;
+        for (int64_t k = 0; k < kc; k++, dst += NR) {
+            const float *src = W + j * NR * ldw + p0 + k;
+            for (int64_t r = 0; r < columns; r++) dst[r] = src[r * ldw];
+            for (int64_t r = columns; r < NR; r++) dst[r] = 0.f;
+        }
+    }
+}
+
+/* The weight's layout for bvl_linear: every panel, K blocks of bvl_k_block(K). */
 void bvl_pack_weight(const float *W, int64_t ldw, int64_t N, int64_t K, float *P, int nthreads) {
     const int64_t panels = (N + NR - 1) / NR, kb = bvl_k_block(K);
     #pragma omp parallel for num_threads(nthreads) schedule(static)
-    for (int64_t j = 0; j < panels; j++) {
-        for (int64_t p0 = 0; p0 < K; p0 += kb) {
-            const int64_t kc = K - p0 < kb ? K - p0 : kb;
-            float *dst = P + p0 * panels * NR + j * kc * NR;
-            for (int64_t r = 0; r < NR; r++) {
-                const int64_t n = j * NR + r;
-                for (int64_t k = 0; k < kc; k++) dst[k * NR + r] = n < N ? W[n * ldw + p0 + k] : 0.f;
-            }
-        }
-    }
+    for (int64_t j = 0; j < panels; j++) pack_panel(W, ldw, N, K, kb, j, P);
 }
 
 /* Interleave rows of x in groups of MR, k-major (rows past mc are zero). */
@@ -182,6 +188,8 @@ static inline __attribute__((always_inline)) void tile(
             a = _mm256_broadcast_ss(Ap + 4 * ai); c4a = _mm256_fmadd_ps(a, ba, c4a); c4b = _mm256_fmadd_ps(a, bb, c4b);
             a = _mm256_broadcast_ss(Ap + 5 * ai); c5a = _mm256_fmadd_ps(a, ba, c5a); c5b = _mm256_fmadd_ps(a, bb, c5b);
         }
+        /* two written-out branches, not one helper taking a flag: gcc then keeps the flag test inside the tile
+         * and the GEMM loses ~8% (measured) */
         if (k0 == 0 && !accumulate) {
             store_row(c, c0a, c0b);
             store_row(c + ldt, c1a, c1b);
@@ -339,15 +347,7 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
                 const float *kh = k + b * k_strides[0] + h * k_strides[1];
                 const float *vh = probs ? NULL : v + b * v_strides[0] + h * v_strides[1];
                 if (packed_for != bh) { /* keys as 16-key panels D deep; values as 16-dimension panels S deep */
-                    for (int64_t j = 0; j < key_panels; j++) {
-                        const int64_t keys = S - j * NR < NR ? S - j * NR : NR;
-                        float *dst = packed_k + j * D * NR;
-                        for (int64_t d = 0; d < D; d++, dst += NR) {
-                            const float *src = kh + j * NR * k_strides[2] + d;
-                            for (int64_t r = 0; r < keys; r++) dst[r] = src[r * k_strides[2]];
-                            for (int64_t r = keys; r < NR; r++) dst[r] = 0.f;
-                        }
-                    }
+                    for (int64_t j = 0; j < key_panels; j++) pack_panel(kh, k_strides[2], S, D, D, j, packed_k);
                     for (int64_t key = 0; key < S && !probs; key++)
                         for (int64_t j = 0; j < D / NR; j++)
                             memcpy(packed_v + (j * S + key) * NR, vh + key * v_strides[2] + j * NR,
