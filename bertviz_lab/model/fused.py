@@ -103,7 +103,8 @@ def can_linear_gelu(x: torch.Tensor, linear: nn.Linear, activation_name: str | N
     if linear.bias is None or x.dtype != linear.weight.dtype:
         return False
     if x.device.type == "cpu":
-        return activation_name == "gelu" and isinstance(linear, Linear) and linear._takes_avx2(x, linear.weight)
+        return (activation_name == "gelu" and isinstance(linear, Linear)
+                and linear._packed_backend(x, linear.weight) == "avx2")
     if not hasattr(torch, "_addmm_activation"):
         return False
     if activation_name not in TANH_GELU_NAMES and not (activation_name == "gelu" and
@@ -182,31 +183,30 @@ class Linear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.weight  # one module attribute lookup: this runs for every layer of a short forward
-        if self._packable(x, weight):
-            if x.numel() * self.out_features >= MIN_PACKED_WORK:  # rows x in x out multiply-adds
-                backend = cpu_backend()
-                if backend == "avx2":
-                    return cpu_gemm.linear(x, self._packed_weight(weight, backend), self.bias, self.out_features)
-                if (backend == "onednn" and x.numel() <= MAX_ONEDNN_ROWS * self.in_features
-                        and torch.backends.mkldnn.enabled):
-                    return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight(weight, backend), self.bias,
-                                                              "none", [], "")
-        elif self._packed is not None and not torch.compiler.is_compiling() and (
+        backend = self._packed_backend(x, weight)
+        if backend == "avx2":
+            return cpu_gemm.linear(x, self._packed_weight(weight, backend), self.bias, self.out_features)
+        if backend == "onednn":
+            return torch.ops.mkldnn._linear_pointwise(x, self._packed_weight(weight, backend), self.bias,
+                                                      "none", [], "")
+        if self._packed is not None and not torch.compiler.is_compiling() and (
                 torch.is_grad_enabled() or weight.device.type != "cpu" or weight.dtype != torch.float32):
             self._packed = None  # training, or the weight moved: the copy would only hold memory
         return F.linear(x, weight, self.bias)
 
-    def _takes_avx2(self, x: torch.Tensor, weight: torch.Tensor) -> bool:
-        """Whether `forward(x)` runs on cpu_gemm.c."""
-        return (self._packable(x, weight) and cpu_backend() == "avx2"
-                and x.numel() * self.out_features >= MIN_PACKED_WORK)
-
-    @staticmethod
-    def _packable(x: torch.Tensor, weight: torch.Tensor) -> bool:
-        return (_inference_outside_compile()
+    def _packed_backend(self, x: torch.Tensor, weight: torch.Tensor) -> str | None:
+        """The packed GEMM `forward(x)` runs on ("avx2" or "onednn"), or None for `F.linear`."""
+        if not (_inference_outside_compile()
                 and x.dtype == weight.dtype == torch.float32 and x.device.type == weight.device.type == "cpu"
                 and not weight.is_inference()  # made in inference mode: no version counter to follow
-                and not _cpu_autocast())
+                and not _cpu_autocast()
+                and x.numel() * self.out_features >= MIN_PACKED_WORK):  # rows x in x out multiply-adds
+            return None
+        backend = cpu_backend()
+        if backend == "onednn" and (x.numel() > MAX_ONEDNN_ROWS * self.in_features
+                                    or not torch.backends.mkldnn.enabled):
+            return None
+        return backend
 
     def _packed_weight(self, weight: torch.Tensor, backend: str) -> torch.Tensor:
         packed = self._packed
