@@ -71,6 +71,7 @@ class BERTSelfAttention(nn.Module):
         super().__init__()
         C = config.hidden_size
         self.num_heads, self.head_size = config.num_attention_heads, config.head_size
+        self.scale = 1.0 / math.sqrt(self.head_size)  # of q . k, in every attention path
         self.layer_idx, self.is_cross_attention = layer_idx, is_cross_attention
         self.is_decoder = config.is_decoder
         if is_cross_attention:
@@ -109,10 +110,10 @@ class BERTSelfAttention(nn.Module):
         dropout_p = self.dropout_p if self.training else 0.0
         if self.probs.is_watched:
             if fused.can_attend_on_cpu(q, attention_mask, dropout_p):
-                probs = cpu_gemm.attention_probabilities(q, k, attention_mask, 1.0 / math.sqrt(self.head_size))
+                probs = cpu_gemm.attention_probabilities(q, k, attention_mask, self.scale)
             else:
                 # in place where autograd allows: one (B, nh, T, S) buffer instead of up to four
-                scores = (q @ k.transpose(-2, -1)).mul_(1.0 / math.sqrt(self.head_size))  # (B, nh, T, S)
+                scores = (q @ k.transpose(-2, -1)).mul_(self.scale)  # (B, nh, T, S)
                 if attention_mask is not None:
                     scores.add_(attention_mask)
                 if scores.dtype == torch.float32 and not scores.requires_grad:
@@ -122,7 +123,7 @@ class BERTSelfAttention(nn.Module):
             probs = self.probs(probs)
             y = F.dropout(probs, dropout_p, self.training) @ v  # (B, nh, T, hs)
         elif fused.can_attend_on_cpu(q, attention_mask, dropout_p):
-            return cpu_gemm.attention(q, k, v, attention_mask, 1.0 / math.sqrt(self.head_size))  # (B, T, C)
+            return cpu_gemm.attention(q, k, v, attention_mask, self.scale)  # (B, T, C)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=dropout_p)
         return y.transpose(1, 2).reshape(B, T, C)
