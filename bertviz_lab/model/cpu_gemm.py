@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("cpu_gemm.c")
 ABI_VERSION = 5
-FLAGS = ["-O3", "-mavx2", "-mfma", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-lm"]
+# -falign-loops=64: where the GEMM's inner loop happens to start moves its speed by ~8% (measured on Zen 3)
+FLAGS = ["-O3", "-mavx2", "-mfma", "-falign-loops=64", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-lm"]
 BUILD_TIMEOUT_S = 120
 
 
