@@ -3,8 +3,8 @@
  *
  * The GEMM is the classic blocked one: a 6 x 16 tile of y lives in twelve AVX registers while the kernel walks a
  * block of K; the weight is packed ahead of time into 16-column panels, K-block by K-block (each panel read from
- * L1), and each thread packs 6-row slices of its x block (read from L2). Threads share the work by weight panels
- * (by rows when there are too few panels) inside the OpenMP runtime that PyTorch itself uses. Attention runs the
+ * L1), and each thread packs 6-row slices of its x block (read from L2). Threads take tasks (a block of rows x a
+ * group of panels) as they come free, inside the OpenMP runtime that PyTorch itself uses. Attention runs the
  * same tile over blocks of 48 queries: scores into L2, softmax in place, then probabilities @ values.
  * Built and loaded by cpu_gemm.py; every size is in floats, every stride in elements.
  */
@@ -19,12 +19,15 @@
 #define NR 16      /* columns of a register tile: two AVX registers */
 #define KC_MAX 384 /* deepest K block: a 16-column panel of it is 24 KiB, within L1 */
 #define MC 144     /* rows of x packed at a time: 144 x 384 floats is 216 KiB, within L2 */
+#define TASKS_PER_THREAD 16 /* the GEMM's work is cut into about this many tasks a thread, */
+#define MIN_TASK_FLOPS (1 << 21) /* none smaller than this */
 #define CHUNK 128  /* steps summed in registers before they are added to the tile */
 
 int64_t bvl_abi_version(void) { return 5; }
 
 /* Depth of each K block: K split into equal blocks no deeper than KC_MAX. */
 int64_t bvl_k_block(int64_t K) {
+    if (K < 1) return 1;
     int64_t blocks = (K + KC_MAX - 1) / KC_MAX;
     return (K + blocks - 1) / blocks;
 }
@@ -221,50 +224,59 @@ static inline __attribute__((always_inline)) void tile(
         for (int64_t i = 0; i < mr; i++) memcpy(C + i * ldc, edge + i * NR, nr * sizeof(float));
 }
 
-/* Rows [m0, m1) x panels [j0, j1) of C, the whole K; Ap is this thread's MC x KC scratch. */
-static void block(const float *A, int64_t lda, int64_t m0, int64_t m1, int64_t K, const float *P, int64_t N,
-                  int64_t j0, int64_t j1, const float *bias, int gelu, float *C, int64_t ldc, float *Ap) {
-    const int64_t panels = (N + NR - 1) / NR, kb = bvl_k_block(K);
+/* Rows [i0, i0 + mc) x panels [j0, j1) of C, the whole K; Ap holds those rows packed, K block after K block. */
+static void task(const float *Ap, int64_t i0, int64_t mc, int64_t K, const float *P, int64_t N, int64_t j0,
+                 int64_t j1, const float *bias, int gelu, float *C, int64_t ldc) {
+    const int64_t panels = (N + NR - 1) / NR, kb = bvl_k_block(K), tiles = (mc + MR - 1) / MR;
     for (int64_t p0 = 0; p0 < K; p0 += kb) {
         const int64_t kc = K - p0 < kb ? K - p0 : kb;
         const int last = p0 + kc == K;
-        const float *Pk = P + p0 * panels * NR;
-        for (int64_t i0 = m0; i0 < m1; i0 += MC) {
-            const int64_t mc = m1 - i0 < MC ? m1 - i0 : MC;
-            pack_rows(A + i0 * lda + p0, lda, mc, kc, Ap);
-            for (int64_t j = j0; j < j1; j++) {
-                const int64_t nr = N - j * NR < NR ? N - j * NR : NR, tiles = (mc + MR - 1) / MR;
-                for (int64_t i = 0, t = 0; i < mc; i += MR, t++) {
-                    /* the next panel comes into L1 a slice per tile, ahead of its use: the hardware prefetchers
-                     * stop at every 4 KiB page, and the first tile on each panel waited for L3 (5-8%, measured) */
-                    if (j + 1 < j1)
-                        for (int64_t line = kc * t / tiles; line < kc * (t + 1) / tiles; line++)
-                            _mm_prefetch((const char *)(Pk + ((j + 1) * kc + line) * NR), _MM_HINT_T0);
-                    tile(kc, Ap + i * kc, MR, 1, Pk + j * kc * NR, NR, C + (i0 + i) * ldc + j * NR, ldc,
-                         mc - i < MR ? mc - i : MR, nr, bias && last ? bias + j * NR : NULL, gelu && last, p0 > 0);
-                }
+        const float *Pk = P + p0 * panels * NR, *Ak = Ap + tiles * MR * p0;
+        for (int64_t j = j0; j < j1; j++) {
+            const int64_t nr = N - j * NR < NR ? N - j * NR : NR;
+            for (int64_t i = 0, t = 0; i < mc; i += MR, t++) {
+                /* the next panel comes into L1 a slice per tile, ahead of its use: the hardware prefetchers
+                 * stop at every 4 KiB page, and the first tile on each panel waited for L3 (5-8%, measured) */
+                if (j + 1 < j1)
+                    for (int64_t line = kc * t / tiles; line < kc * (t + 1) / tiles; line++)
+                        _mm_prefetch((const char *)(Pk + ((j + 1) * kc + line) * NR), _MM_HINT_T0);
+                tile(kc, Ak + i * kc, MR, 1, Pk + j * kc * NR, NR, C + (i0 + i) * ldc + j * NR, ldc,
+                     mc - i < MR ? mc - i : MR, nr, bias && last ? bias + j * NR : NULL, gelu && last, p0 > 0);
             }
         }
     }
 }
 
 /* C[M, N] (row stride ldc) = A[M, K] (row stride lda) @ W.T (+ bias), then GELU if `gelu`; W packed by
- * bvl_pack_weight. */
+ * bvl_pack_weight. The work is cut into tasks of MC rows x a group of panels that the threads take as they come
+ * free (a core slowed by a neighbour does fewer: equal static shares left the other ~5% idle, measured); a
+ * thread packs a block of rows once for all the tasks it runs on them. */
 int bvl_linear(const float *A, int64_t lda, int64_t M, int64_t K, const float *P, int64_t N, const float *bias,
                int gelu, float *C, int64_t ldc, int nthreads) {
-    const int64_t panels = (N + NR - 1) / NR;
+    const int64_t panels = (N + NR - 1) / NR, row_blocks = (M + MC - 1) / MC, kb = bvl_k_block(K);
+    const int64_t panel_flops = 2 * (M < MC ? M : MC) * NR * K + 1; /* one panel of a task */
+    int64_t group = panels * row_blocks / (TASKS_PER_THREAD * nthreads);
+    const int64_t least = (MIN_TASK_FLOPS + panel_flops - 1) / panel_flops;
+    group = group < least ? least : group;
+    group = group < 1 ? 1 : group > panels ? panels : group;
+    const int64_t groups = (panels + group - 1) / group;
     int failed = 0;
     #pragma omp parallel num_threads(nthreads) reduction(| : failed)
     {
-        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        float *Ap = aligned_alloc(64, sizeof(float) * (MC + MR) * KC_MAX);
-        if (!Ap) {
-            failed = 1;
-        } else if (panels >= 2 * nt) { /* each thread its share of the panels, all rows */
-            block(A, lda, 0, M, K, P, N, panels * t / nt, panels * (t + 1) / nt, bias, gelu, C, ldc, Ap);
-        } else { /* few panels: each thread its share of the rows, all panels */
-            const int64_t m0 = M * t / nt, m1 = M * (t + 1) / nt;
-            if (m1 > m0) block(A, lda, m0, m1, K, P, N, 0, panels, bias, gelu, C, ldc, Ap);
+        float *Ap = aligned_alloc(64, sizeof(float) * (MC + MR) * K);
+        int64_t packed = -1; /* the row block Ap holds */
+        failed = !Ap;
+        #pragma omp for schedule(dynamic)
+        for (int64_t n = 0; n < row_blocks * groups; n++) {
+            if (!Ap) continue;
+            const int64_t i0 = n / groups * MC, mc = M - i0 < MC ? M - i0 : MC, j0 = n % groups * group;
+            if (packed != i0) {
+                for (int64_t p0 = 0; p0 < K; p0 += kb)
+                    pack_rows(A + i0 * lda + p0, lda, mc, K - p0 < kb ? K - p0 : kb,
+                              Ap + (mc + MR - 1) / MR * MR * p0);
+                packed = i0;
+            }
+            task(Ap, i0, mc, K, P, N, j0, j0 + group < panels ? j0 + group : panels, bias, gelu, C, ldc);
         }
         free(Ap);
     }

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,9 @@ def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out
            gelu: bool = False) -> torch.Tensor:
     """x @ W.T + bias for fp32 CPU tensors, W given as `pack(W)`; with `gelu`, GELU (erf form) of that."""
     in_features = x.shape[-1]
+    if x.numel() == 0:  # no rows, or nothing to sum: the kernel would write nothing
+        out = torch.zeros(*x.shape[:-1], out_features, dtype=torch.float32) + (0 if bias is None else bias)
+        return F.gelu(out) if gelu else out
     rows = x.reshape(-1, in_features)
     if rows.stride(-1) != 1 or (rows.shape[0] > 1 and rows.stride(0) < in_features):
         rows = rows.contiguous()

@@ -49,6 +49,32 @@ def test_k_blocks_and_chunks_match_float64_with_and_without_bias(in_features):
 
 
 @needs_kernel
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_large_products_cut_into_tasks_match_float64(threads):
+    """Three row blocks (the last partial) x 13 panels (the last partial) x 3 K blocks: one-panel tasks, taken in
+    any order by any thread, each thread packing a row block once for every task it runs on it."""
+    generator = torch.Generator().manual_seed(threads)
+    x = torch.randn(301, 800, generator=generator)
+    weight = torch.randn(200, 800, generator=generator) / 800 ** 0.5
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        _check(x, weight, torch.randn(200, generator=generator))
+    finally:
+        torch.set_num_threads(before)
+
+
+@needs_kernel
+def test_empty_products_give_the_bias_or_nothing():
+    bias = torch.randn(40)
+    no_inputs = cpu_gemm.linear(torch.randn(2, 5, 0), cpu_gemm.pack(torch.randn(40, 0)), bias, 40)
+    assert torch.equal(no_inputs, bias.expand(2, 5, 40))
+    assert torch.equal(cpu_gemm.linear(torch.randn(5, 0), cpu_gemm.pack(torch.randn(40, 0)), bias, 40, gelu=True),
+                       F.gelu(bias).expand(5, 40))
+    assert cpu_gemm.linear(torch.randn(0, 8), cpu_gemm.pack(torch.randn(40, 8)), None, 40).shape == (0, 40)
+
+
+@needs_kernel
 def test_strided_inputs_and_weights_and_one_thread():
     generator = torch.Generator().manual_seed(0)
     wide = torch.randn(4, 30, 100, generator=generator)
