@@ -3,9 +3,10 @@
  *
  * The GEMM is the classic blocked one: a 6 x 16 tile of y lives in twelve AVX registers while the kernel walks a
  * block of K; the weight is packed ahead of time into 16-column panels, K-block by K-block (each panel read from
- * L1), and each thread packs 6-row slices of its x block (read from L2). Threads take tasks (a block of rows x a
- * group of panels) as they come free, inside the OpenMP runtime that PyTorch itself uses. Attention runs the
- * same tile over blocks of 48 queries: scores into L2, softmax in place, then probabilities @ values.
+ * L1), and each thread packs 6-row slices of its x block (read from L2). Threads share tasks (a block of rows x a
+ * group of panels) inside the OpenMP runtime that PyTorch itself uses, taking from each other's when done early.
+ * Attention runs the same tile over blocks of 48 queries: scores into L2, softmax in place, then probabilities @
+ * values.
  * Built and loaded by cpu_gemm.py; every size is in floats, every stride in elements.
  */
 #include <immintrin.h>
@@ -147,6 +148,43 @@ void bvl_gelu(const float *x, float *y, int64_t n, int nthreads) {
     }
 }
 
+/* ---- sharing tasks between threads ------------------------------------------------------------------------ */
+
+/* Tasks 0 .. count-1 are dealt in contiguous shares, one per thread: consecutive tasks reuse what their thread
+ * packed (a block of rows, a head's keys and values). A thread that finishes its share takes what is left of the
+ * others' (one core of two was routinely slowed by a neighbour, leaving the other idle up to 11% of a call).
+ * Each share's next task is a counter of its own cache line. */
+typedef struct {
+    int64_t next, end;
+    char pad[48];
+} share;
+
+/* Deal the shares of `count` tasks among this team; call from every thread, before any `take`. */
+static void deal(share *shares, int64_t count) {
+    const int64_t nt = omp_get_num_threads();
+    #pragma omp for schedule(static)
+    for (int64_t t = 0; t < nt; t++) {
+        shares[t].next = count * t / nt;
+        shares[t].end = count * (t + 1) / nt;
+    }
+}
+
+/* The next task for this thread: from its own share, else from another's; -1 once every task is taken. */
+static int64_t take(share *shares) {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    for (int64_t k = 0; k < nt; k++) {
+        share *from = shares + (t + k) % nt;
+        int64_t n;
+        #pragma omp atomic read
+        n = from->next;
+        if (n >= from->end) continue;
+        #pragma omp atomic capture
+        n = from->next++;
+        if (n < from->end) return n;
+    }
+    return -1;
+}
+
 /* ---- GEMM ---------------------------------------------------------------------------------------------------- */
 
 static inline void add_row(float *row, __m256 lo, __m256 hi) {
@@ -248,9 +286,8 @@ static void task(const float *Ap, int64_t i0, int64_t mc, int64_t K, const float
 }
 
 /* C[M, N] (row stride ldc) = A[M, K] (row stride lda) @ W.T (+ bias), then GELU if `gelu`; W packed by
- * bvl_pack_weight. The work is cut into tasks of MC rows x a group of panels that the threads take as they come
- * free (a core slowed by a neighbour does fewer: equal static shares left the other ~5% idle, measured); a
- * thread packs a block of rows once for all the tasks it runs on them. */
+ * bvl_pack_weight. The work is cut into tasks of MC rows x a group of panels, shared by `deal` and `take`; a
+ * thread packs a block of rows once, every K block, for all the tasks it runs on it. */
 int bvl_linear(const float *A, int64_t lda, int64_t M, int64_t K, const float *P, int64_t N, const float *bias,
                int gelu, float *C, int64_t ldc, int nthreads) {
     const int64_t panels = (N + NR - 1) / NR, row_blocks = (M + MC - 1) / MC, kb = bvl_k_block(K);
@@ -260,15 +297,15 @@ int bvl_linear(const float *A, int64_t lda, int64_t M, int64_t K, const float *P
     group = group < least ? least : group;
     group = group < 1 ? 1 : group > panels ? panels : group;
     const int64_t groups = (panels + group - 1) / group;
+    share shares[nthreads > 0 ? nthreads : 1];
     int failed = 0;
     #pragma omp parallel num_threads(nthreads) reduction(| : failed)
     {
         float *Ap = aligned_alloc(64, sizeof(float) * (MC + MR) * K);
         int64_t packed = -1; /* the row block Ap holds */
         failed = !Ap;
-        #pragma omp for schedule(dynamic)
-        for (int64_t n = 0; n < row_blocks * groups; n++) {
-            if (!Ap) continue;
+        deal(shares, row_blocks * groups);
+        for (int64_t n; Ap && (n = take(shares)) >= 0;) {
             const int64_t i0 = n / groups * MC, mc = M - i0 < MC ? M - i0 : MC, j0 = n % groups * group;
             if (packed != i0) {
                 for (int64_t p0 = 0; p0 < K; p0 += kb)
@@ -346,6 +383,7 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
                   int nthreads) {
     const int64_t key_panels = (S + NR - 1) / NR, width = key_panels * NR, blocks = (T + MQ - 1) / MQ;
     const int64_t kb = bvl_k_block(S);
+    share shares[nthreads > 0 ? nthreads : 1];
     int failed = 0;
     #pragma omp parallel num_threads(nthreads) reduction(| : failed)
     {
@@ -357,67 +395,65 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
         const int ready = scores && packed_k && packed_v && packed_q;
         if (ready) memset(scores, 0, sizeof(float) * MQ * width); /* a last partial tile reads rows past the block */
         failed = !ready;
-        #pragma omp for schedule(static) /* every thread takes part, even one without scratch */
-        for (int64_t task = 0; task < B * H * blocks; task++) {
-            if (ready) {
-                const int64_t bh = task / blocks, b = bh / H, h = bh % H, t0 = task % blocks * MQ;
-                const int64_t rows = T - t0 < MQ ? T - t0 : MQ;
-                const float *kh = k + b * k_strides[0] + h * k_strides[1];
-                const float *vh = probs ? NULL : v + b * v_strides[0] + h * v_strides[1];
-                if (packed_for != bh) { /* keys as 16-key panels D deep; values as 16-dimension panels S deep */
-                    for (int64_t j = 0; j < key_panels; j++) pack_panel(kh, k_strides[2], S, D, D, j, packed_k);
-                    for (int64_t key = 0; key < S && !probs; key++)
-                        for (int64_t j = 0; j < D / NR; j++)
-                            memcpy(packed_v + (j * S + key) * NR, vh + key * v_strides[2] + j * NR,
-                                   NR * sizeof(float));
-                    packed_for = bh;
-                }
-                /* scores = q k^T, read from q's rows in place; a last partial tile of rows is copied first (a
-                 * tile reads MR rows) */
-                const float *qh = q + b * q_strides[0] + h * q_strides[1] + t0 * q_strides[2];
-                const int64_t full_rows = rows / MR * MR;
-                if (full_rows < rows)
-                    pack_rows(qh + full_rows * q_strides[2], q_strides[2], rows - full_rows, D, packed_q);
-                for (int64_t j = 0; j < key_panels; j++) {
-                    const int64_t nr = S - j * NR < NR ? S - j * NR : NR;
-                    for (int64_t i = 0; i < full_rows; i += MR)
-                        tile(D, qh + i * q_strides[2], 1, q_strides[2], packed_k + j * D * NR, NR,
-                             scores + i * width + j * NR, width, MR, nr, NULL, 0, 0);
-                    if (full_rows < rows)
-                        tile(D, packed_q, MR, 1, packed_k + j * D * NR, NR, scores + full_rows * width + j * NR, width,
-                             rows - full_rows, nr, NULL, 0, 0);
-                }
-                float inverse_sums[MQ];
-                for (int64_t i = 0; i < rows; i++)
-                    inverse_sums[i] = softmax_row(
-                        scores + i * width, scale,
-                        mask ? mask + b * mask_strides[0] + h * mask_strides[1] + (t0 + i) * mask_strides[2] : NULL, S);
-                if (probs) {
-                    for (int64_t i = 0; i < rows; i++) {
-                        const float *row = scores + i * width;
-                        float *dst = probs + ((b * H + h) * T + t0 + i) * S;
-                        const __m256 inverse = _mm256_set1_ps(inverse_sums[i]);
-                        int64_t j = 0;
-                        for (; j + 8 <= S; j += 8)
-                            _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inverse));
-                        for (; j < S; j++) dst[j] = row[j] * inverse_sums[i];
-                    }
-                    continue;
-                }
-                /* out = probs @ v, K-blocked over the keys */
-                float *o = out + ((b * T + t0) * H + h) * D;
-                for (int64_t p0 = 0; p0 < S; p0 += kb) {
-                    const int64_t kc = S - p0 < kb ? S - p0 : kb;
+        deal(shares, B * H * blocks);
+        for (int64_t task; ready && (task = take(shares)) >= 0;) {
+            const int64_t bh = task / blocks, b = bh / H, h = bh % H, t0 = task % blocks * MQ;
+            const int64_t rows = T - t0 < MQ ? T - t0 : MQ;
+            const float *kh = k + b * k_strides[0] + h * k_strides[1];
+            const float *vh = probs ? NULL : v + b * v_strides[0] + h * v_strides[1];
+            if (packed_for != bh) { /* keys as 16-key panels D deep; values as 16-dimension panels S deep */
+                for (int64_t j = 0; j < key_panels; j++) pack_panel(kh, k_strides[2], S, D, D, j, packed_k);
+                for (int64_t key = 0; key < S && !probs; key++)
                     for (int64_t j = 0; j < D / NR; j++)
-                        for (int64_t i = 0; i < rows; i += MR)
-                            tile(kc, scores + i * width + p0, 1, width, packed_v + j * S * NR + p0 * NR, NR,
-                                 o + i * H * D + j * NR, H * D, rows - i < MR ? rows - i : MR, NR, NULL, 0, p0 > 0);
-                }
+                        memcpy(packed_v + (j * S + key) * NR, vh + key * v_strides[2] + j * NR,
+                               NR * sizeof(float));
+                packed_for = bh;
+            }
+            /* scores = q k^T, read from q's rows in place; a last partial tile of rows is copied first (a
+             * tile reads MR rows) */
+            const float *qh = q + b * q_strides[0] + h * q_strides[1] + t0 * q_strides[2];
+            const int64_t full_rows = rows / MR * MR;
+            if (full_rows < rows)
+                pack_rows(qh + full_rows * q_strides[2], q_strides[2], rows - full_rows, D, packed_q);
+            for (int64_t j = 0; j < key_panels; j++) {
+                const int64_t nr = S - j * NR < NR ? S - j * NR : NR;
+                for (int64_t i = 0; i < full_rows; i += MR)
+                    tile(D, qh + i * q_strides[2], 1, q_strides[2], packed_k + j * D * NR, NR,
+                         scores + i * width + j * NR, width, MR, nr, NULL, 0, 0);
+                if (full_rows < rows)
+                    tile(D, packed_q, MR, 1, packed_k + j * D * NR, NR, scores + full_rows * width + j * NR, width,
+                         rows - full_rows, nr, NULL, 0, 0);
+            }
+            float inverse_sums[MQ];
+            for (int64_t i = 0; i < rows; i++)
+                inverse_sums[i] = softmax_row(
+                    scores + i * width, scale,
+                    mask ? mask + b * mask_strides[0] + h * mask_strides[1] + (t0 + i) * mask_strides[2] : NULL, S);
+            if (probs) {
                 for (int64_t i = 0; i < rows; i++) {
+                    const float *row = scores + i * width;
+                    float *dst = probs + ((b * H + h) * T + t0 + i) * S;
                     const __m256 inverse = _mm256_set1_ps(inverse_sums[i]);
-                    for (int64_t d = 0; d < D; d += 8)
-                        _mm256_storeu_ps(o + i * H * D + d, _mm256_mul_ps(_mm256_loadu_ps(o + i * H * D + d), inverse));
+                    int64_t j = 0;
+                    for (; j + 8 <= S; j += 8)
+                        _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inverse));
+                    for (; j < S; j++) dst[j] = row[j] * inverse_sums[i];
                 }
+                continue;
+            }
+            /* out = probs @ v, K-blocked over the keys */
+            float *o = out + ((b * T + t0) * H + h) * D;
+            for (int64_t p0 = 0; p0 < S; p0 += kb) {
+                const int64_t kc = S - p0 < kb ? S - p0 : kb;
+                for (int64_t j = 0; j < D / NR; j++)
+                    for (int64_t i = 0; i < rows; i += MR)
+                        tile(kc, scores + i * width + p0, 1, width, packed_v + j * S * NR + p0 * NR, NR,
+                             o + i * H * D + j * NR, H * D, rows - i < MR ? rows - i : MR, NR, NULL, 0, p0 > 0);
+            }
+            for (int64_t i = 0; i < rows; i++) {
+                const __m256 inverse = _mm256_set1_ps(inverse_sums[i]);
+                for (int64_t d = 0; d < D; d += 8)
+                    _mm256_storeu_ps(o + i * H * D + d, _mm256_mul_ps(_mm256_loadu_ps(o + i * H * D + d), inverse));
             }
         }
         free(scores);

@@ -161,6 +161,24 @@ def test_attention_matches_float64_as_closely_as_sdpa(shape, mask_kind):
 
 
 @needs_kernel
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_attention_tasks_shared_by_any_number_of_threads_match_float64(threads):
+    """2 x 4 heads x 4 query blocks: 32 tasks dealt in shares, the last ones taken by whichever thread is free."""
+    q, k, v = _qkv(2, 4, 150, 150, 32, seed=threads)
+    mask = _masks(2, 4, 150, 150)["padding"]
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        ours = cpu_gemm.attention(q, k, v, mask, 32 ** -0.5)
+    finally:
+        torch.set_num_threads(before)
+    exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask.double())
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    exact, sdpa = (x.transpose(1, 2).reshape(ours.shape) for x in (exact, sdpa))
+    assert (ours - exact).abs().max() <= 2 * (sdpa - exact).abs().max() + 1e-7
+
+
+@needs_kernel
 def test_gelu_epilogue_matches_float64_gelu_everywhere():
     x = torch.linspace(-12, 12, 240_001).reshape(-1, 1)
     ones = torch.ones(1, 1)  # a 1 -> 1 linear layer, so the output is GELU(x) itself
