@@ -157,30 +157,29 @@ void bvl_gelu(const float *x, float *y, int64_t n, int nthreads) {
 typedef struct {
     int64_t next, end;
     char pad[48];
-} share;
+} __attribute__((aligned(64))) share;
 
-/* Deal the shares of `count` tasks among this team; call from every thread, before any `take`. */
-static void deal(share *shares, int64_t count) {
-    const int64_t nt = omp_get_num_threads();
-    #pragma omp for schedule(static)
-    for (int64_t t = 0; t < nt; t++) {
-        shares[t].next = count * t / nt;
-        shares[t].end = count * (t + 1) / nt;
+/* Deal `count` tasks into `n` shares, one for each thread asked for; a team that comes smaller takes the shares
+ * of the threads it lacks as it takes any other's. */
+static void deal(share *shares, int64_t n, int64_t count) {
+    for (int64_t t = 0; t < n; t++) {
+        shares[t].next = count * t / n;
+        shares[t].end = count * (t + 1) / n;
     }
 }
 
 /* The next task for this thread: from its own share, else from another's; -1 once every task is taken. */
-static int64_t take(share *shares) {
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    for (int64_t k = 0; k < nt; k++) {
-        share *from = shares + (t + k) % nt;
-        int64_t n;
+static int64_t take(share *shares, int64_t n) {
+    const int64_t t = omp_get_thread_num();
+    for (int64_t k = 0; k < n; k++) {
+        share *from = shares + (t + k) % n;
+        int64_t next;
         #pragma omp atomic read
-        n = from->next;
-        if (n >= from->end) continue;
+        next = from->next;
+        if (next >= from->end) continue;
         #pragma omp atomic capture
-        n = from->next++;
-        if (n < from->end) return n;
+        next = from->next++;
+        if (next < from->end) return next;
     }
     return -1;
 }
@@ -297,15 +296,16 @@ int bvl_linear(const float *A, int64_t lda, int64_t M, int64_t K, const float *P
     group = group < least ? least : group;
     group = group < 1 ? 1 : group > panels ? panels : group;
     const int64_t groups = (panels + group - 1) / group;
-    share shares[nthreads > 0 ? nthreads : 1];
+    const int64_t n_shares = nthreads > 0 ? nthreads : 1;
+    share shares[n_shares];
+    deal(shares, n_shares, row_blocks * groups);
     int failed = 0;
     #pragma omp parallel num_threads(nthreads) reduction(| : failed)
     {
         float *Ap = aligned_alloc(64, sizeof(float) * (MC + MR) * K);
         int64_t packed = -1; /* the row block Ap holds */
         failed = !Ap;
-        deal(shares, row_blocks * groups);
-        for (int64_t n; Ap && (n = take(shares)) >= 0;) {
+        for (int64_t n; Ap && (n = take(shares, n_shares)) >= 0;) {
             const int64_t i0 = n / groups * MC, mc = M - i0 < MC ? M - i0 : MC, j0 = n % groups * group;
             if (packed != i0) {
                 for (int64_t p0 = 0; p0 < K; p0 += kb)
@@ -383,7 +383,9 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
                   int nthreads) {
     const int64_t key_panels = (S + NR - 1) / NR, width = key_panels * NR, blocks = (T + MQ - 1) / MQ;
     const int64_t kb = bvl_k_block(S);
-    share shares[nthreads > 0 ? nthreads : 1];
+    const int64_t n_shares = nthreads > 0 ? nthreads : 1;
+    share shares[n_shares];
+    deal(shares, n_shares, B * H * blocks);
     int failed = 0;
     #pragma omp parallel num_threads(nthreads) reduction(| : failed)
     {
@@ -395,8 +397,7 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
         const int ready = scores && packed_k && packed_v && packed_q;
         if (ready) memset(scores, 0, sizeof(float) * MQ * width); /* a last partial tile reads rows past the block */
         failed = !ready;
-        deal(shares, B * H * blocks);
-        for (int64_t task; ready && (task = take(shares)) >= 0;) {
+        for (int64_t task; ready && (task = take(shares, n_shares)) >= 0;) {
             const int64_t bh = task / blocks, b = bh / H, h = bh % H, t0 = task % blocks * MQ;
             const int64_t rows = T - t0 < MQ ? T - t0 : MQ;
             const float *kh = k + b * k_strides[0] + h * k_strides[1];
