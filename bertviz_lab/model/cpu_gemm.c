@@ -80,24 +80,44 @@ static void pack_rows(const float *A, int64_t lda, int64_t mc, int64_t kc, float
 
 /* ---- vector maths ---------------------------------------------------------------------------------------- */
 
-/* e^x for the softmax (x <= 0): Cephes' expf polynomial on x - n ln2, times 2^n; 0 below -87.3, NaN stays NaN. */
+/* 2^f for f in [-1/2, 1/2], to 8e-8 relative: a polynomial fitted (float64) for relative error. */
+static inline __m256 pow2_fraction(__m256 f) {
+    __m256 p = _mm256_set1_ps(1.5353588109e-04f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3398885438e-03f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6184365382e-03f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5503324329e-02f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022647920e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314720288e-01f));
+    return _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+}
+
+/* p 2^n for whole n in [-126, 127], built in the exponent bits. */
+static inline __m256 times_pow2(__m256 p, __m256 n) {
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+/* 2^y for y <= 0, the softmax's exponential (its scale and log2 e folded into y): 0 below -126, NaN stays NaN. */
+static inline __m256 exp2_ps(__m256 y) {
+    const __m256 lowest = _mm256_set1_ps(-126.0f);
+    const __m256 vanishes = _mm256_cmp_ps(y, lowest, _CMP_LT_OQ);
+    y = _mm256_max_ps(lowest, y); /* (lowest, y): a NaN y passes through */
+    const __m256 n = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm256_andnot_ps(vanishes, times_pow2(pow2_fraction(_mm256_sub_ps(y, n)), n));
+}
+
+/* e^x for x <= 0, GELU's tail: x = n ln 2 + r in two steps (Cody and Waite), then 2^n 2^(r log2 e); 0 below
+ * -87.3, NaN stays NaN. */
 static inline __m256 exp_ps(__m256 x) {
     const __m256 lowest = _mm256_set1_ps(-87.3365447f);
     const __m256 vanishes = _mm256_cmp_ps(x, lowest, _CMP_LT_OQ);
-    x = _mm256_max_ps(lowest, x); /* (lowest, x): a NaN x passes through */
+    x = _mm256_max_ps(lowest, x);
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(vanishes, _mm256_mul_ps(p, _mm256_castsi256_ps(scale)));
+    const __m256 f = _mm256_mul_ps(r, _mm256_set1_ps(1.44269504088896341f));
+    return _mm256_andnot_ps(vanishes, times_pow2(pow2_fraction(f), n));
 }
 
 /* GELU(x) = x Phi(x), Phi the standard normal CDF, within ~2e-7 of Phi. With t = |x| / sqrt(2): for t < 1 from
@@ -339,33 +359,40 @@ static inline float hsum(__m256 v) {
 }
 
 /* row = exp(scale * row + mask - max) over n entries, in place (mask may be NULL); answers 1 / the sum, by which
- * the caller scales what it computes from the row (D numbers a row instead of n). */
+ * the caller scales what it computes from the row (D numbers a row instead of n). The exponent is taken in base 2
+ * with the scale folded in; without a mask the first pass only finds the largest score (a positive scale keeps
+ * it largest), with one it also writes scale * row + mask back. */
 static float softmax_row(float *row, float scale, const float *mask, int64_t n) {
+    const float log2e = 1.44269504088896341f;
+    const int scaled_in_place = mask || !(scale > 0.f);
     int64_t j;
     const __m256 vscale = _mm256_set1_ps(scale);
     __m256 vmax = _mm256_set1_ps(-INFINITY);
     float tail_max = -INFINITY;
     for (j = 0; j + 8 <= n; j += 8) {
-        __m256 x = _mm256_mul_ps(_mm256_loadu_ps(row + j), vscale);
-        if (mask) x = _mm256_add_ps(x, _mm256_loadu_ps(mask + j));
-        _mm256_storeu_ps(row + j, x);
+        __m256 x = _mm256_loadu_ps(row + j);
+        if (scaled_in_place) {
+            x = mask ? _mm256_fmadd_ps(x, vscale, _mm256_loadu_ps(mask + j)) : _mm256_mul_ps(x, vscale);
+            _mm256_storeu_ps(row + j, x);
+        }
         vmax = _mm256_max_ps(vmax, x);
     }
     for (; j < n; j++) {
-        row[j] = row[j] * scale + (mask ? mask[j] : 0.f);
+        if (scaled_in_place) row[j] = row[j] * scale + (mask ? mask[j] : 0.f);
         tail_max = row[j] > tail_max ? row[j] : tail_max;
     }
-    const float hi = fmaxf(hmax(vmax), tail_max);
-    const __m256 vhi = _mm256_set1_ps(hi);
+    /* exponent c (row - max), in base 2: exactly 0 at the largest score */
+    const float c = scaled_in_place ? log2e : scale * log2e, hi = fmaxf(hmax(vmax), tail_max);
+    const __m256 vc = _mm256_set1_ps(c), vhi = _mm256_set1_ps(hi);
     __m256 vsum = _mm256_setzero_ps();
     float tail_sum = 0.f;
     for (j = 0; j + 8 <= n; j += 8) {
-        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(row + j), vhi));
+        const __m256 e = exp2_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(row + j), vhi), vc));
         _mm256_storeu_ps(row + j, e);
         vsum = _mm256_add_ps(vsum, e);
     }
     for (; j < n; j++) {
-        row[j] = expf(row[j] - hi);
+        row[j] = exp2f((row[j] - hi) * c);
         tail_sum += row[j];
     }
     return 1.0f / (hsum(vsum) + tail_sum);
