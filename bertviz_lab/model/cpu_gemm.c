@@ -402,8 +402,8 @@ static float softmax_row(float *row, float scale, const float *mask, int64_t n) 
  * row b, head h and query t: BERT's attention without dropout. q, k, v and mask are given by strides (in
  * elements; their last dimension is contiguous, a broadcast dimension has stride 0, mask may be NULL); out is
  * contiguous (B, T, H, D). D must be a multiple of NR. Threads share the (b, h, query block) tasks.
- * With `probs` (contiguous (B, H, T, S)) instead of `out`, the probabilities themselves are written there and v is
- * not read: for a caller that lets hooks see (and change) them before multiplying by v itself. */
+ * With `probs` (contiguous (B, H, T, S)), the probabilities themselves are written there too, for hooks to see;
+ * `out` may then be NULL (v is not read), for a caller that lets hooks change them before multiplying by v itself. */
 int bvl_attention(const float *q, const int64_t *q_strides, const float *k, const int64_t *k_strides,
                   const float *v, const int64_t *v_strides, const float *mask, const int64_t *mask_strides,
                   int64_t B, int64_t H, int64_t T, int64_t S, int64_t D, float scale, float *out, float *probs,
@@ -428,10 +428,10 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
             const int64_t bh = task / blocks, b = bh / H, h = bh % H, t0 = task % blocks * MQ;
             const int64_t rows = T - t0 < MQ ? T - t0 : MQ;
             const float *kh = k + b * k_strides[0] + h * k_strides[1];
-            const float *vh = probs ? NULL : v + b * v_strides[0] + h * v_strides[1];
+            const float *vh = out ? v + b * v_strides[0] + h * v_strides[1] : NULL;
             if (packed_for != bh) { /* keys as 16-key panels D deep; values as 16-dimension panels S deep */
                 for (int64_t j = 0; j < key_panels; j++) pack_panel(kh, k_strides[2], S, D, D, j, packed_k);
-                for (int64_t key = 0; key < S && !probs; key++)
+                for (int64_t key = 0; key < S && out; key++)
                     for (int64_t j = 0; j < D / NR; j++)
                         memcpy(packed_v + (j * S + key) * NR, vh + key * v_strides[2] + j * NR,
                                NR * sizeof(float));
@@ -467,8 +467,8 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
                         _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), inverse));
                     for (; j < S; j++) dst[j] = row[j] * inverse_sums[i];
                 }
-                continue;
             }
+            if (!out) continue;
             /* out = probs @ v, K-blocked over the keys */
             float *o = out + ((b * T + t0) * H + h) * D;
             for (int64_t p0 = 0; p0 < S; p0 += kb) {

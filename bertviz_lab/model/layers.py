@@ -109,6 +109,10 @@ class BERTSelfAttention(nn.Module):
         q, k, v = self._project(hidden_states, encoder_hidden_states, cache, cache_position)
         dropout_p = self.dropout_p if self.training else 0.0
         if self.probs.is_watched:
+            if fused.can_attend_on_cpu(q, attention_mask, dropout_p) and self.probs.is_only_observed:
+                y, probs = cpu_gemm.attention(q, k, v, attention_mask, self.scale, with_probabilities=True)
+                self.probs(probs)  # read-only hooks: the kernel's own output stands
+                return y  # (B, T, C)
             if fused.can_attend_on_cpu(q, attention_mask, dropout_p):
                 probs = cpu_gemm.attention_probabilities(q, k, attention_mask, self.scale)
             else:

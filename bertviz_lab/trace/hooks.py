@@ -6,7 +6,10 @@ Hook point names (relative to the BERT backbone; a task model prefixes them with
     encoder.layer.{i}.attention.self.probs       (B, nh, T, S) self-attention probabilities
     encoder.layer.{i}.crossattention.self.probs  (B, nh, T, S) cross-attention probabilities (decoders)
 A hook on a `probs` point makes that layer alone compute its probabilities explicitly (on the CPU kernels: write
-them out); unwatched layers run SDPA (on an AVX2 CPU: bertviz_lab.model.cpu_gemm's fused attention).
+them out); unwatched layers run SDPA (on an AVX2 CPU: bertviz_lab.model.cpu_gemm's fused attention). A trace's
+hooks there are observers (`HookPoint.add_observer`: they only read), and when every hook on a point is one, the
+CPU kernel writes the probabilities out beside its own output, which the layer keeps: the traced forward then
+equals the untraced one bit for bit.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ import functools
 import inspect
 import re
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+from torch.utils.hooks import RemovableHandle
 
 from bertviz_lab.trace.records import MODEL_INPUT, Call, ForwardPass, parameter_table
 from bertviz_lab.trace.shapes import TensorSpec, call_arguments, iter_tensors
@@ -42,6 +46,10 @@ _LAYER_HIDDEN = re.compile(r"(?:^|\.)encoder\.layer\.\d+\.hidden$")
 class HookPoint(nn.Module):
     """Identity module that marks a tensor worth observing; costs one module call when nobody watches."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._observer_ids: set[int] = set()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
 
@@ -49,6 +57,20 @@ class HookPoint(nn.Module):
     def is_watched(self) -> bool:
         """True when a forward or pre-forward hook is registered on this point."""
         return bool(self._forward_hooks or self._forward_pre_hooks)
+
+    def add_observer(self, hook: Callable[[nn.Module, tuple, torch.Tensor], None]) -> RemovableHandle:
+        """A forward hook that promises to read the tensor only (no replacement, no change in place), so that
+        the layer may keep what it computed alongside it (the CPU attention kernel's output)."""
+        handle = self.register_forward_hook(hook)
+        self._observer_ids.add(handle.id)
+        return handle
+
+    @property
+    def is_only_observed(self) -> bool:
+        """True when every hook on this point is an observer (and no module-wide hook could change the tensor)."""
+        return (bool(self._forward_hooks) and not self._forward_pre_hooks and self._observer_ids.issuperset(
+            self._forward_hooks) and not nn.modules.module._global_forward_hooks
+            and not nn.modules.module._global_forward_pre_hooks)
 
 
 class TraceSizeError(ValueError):
@@ -172,7 +194,7 @@ class Trace:
             for kind, sites in (("attentions", self._sites.self_probs), ("cross_attentions", self._sites.cross_probs)):
                 for layer, (_, point) in enumerate(sites):
                     if layer in wanted:
-                        add(point.register_forward_hook(functools.partial(self._on_probs, kind, layer)))
+                        add(point.add_observer(functools.partial(self._on_probs, kind, layer)))
         if self.record_hidden_states:
             for _, point in self._sites.embeddings[:1]:
                 add(point.register_forward_hook(functools.partial(self._on_hidden, 0)))

@@ -222,3 +222,60 @@ def test_watched_attention_on_the_cpu_kernel_feeds_hooks_and_obeys_them(monkeypa
     torch.testing.assert_close(seen[0].sum(-1), torch.ones(2, 2, 40), rtol=0, atol=1e-6)
     torch.testing.assert_close(watched, plain, rtol=0, atol=1e-5)
     assert (silenced - plain).abs().max() > 1e-2  # a hook's replacement is what the layer goes on with
+
+
+def test_observed_attention_keeps_the_kernel_output_and_in_place_changes_are_obeyed(monkeypatch):
+    """Observers (a trace) only read: the layer keeps the kernel's output, so the model's output is bit for bit the
+    unwatched one. Any other hook may change the probabilities in place, and the layer goes on with them."""
+    if cpu_gemm.library() is None:
+        pytest.skip("needs the AVX2 kernels")
+    monkeypatch.setattr(fused, "_cpu_backend", "avx2")
+    model = BERT(BERTConfig.tiny()).eval()
+    ids = torch.randint(5, model.config.vocab_size, (2, 40))
+    point = model.encoder.layer[0].attention.self.probs
+    seen = []
+    with torch.inference_mode():
+        plain = model(input_ids=ids).last_hidden_state
+        handle = point.add_observer(lambda module, args, output: seen.append(output.clone()))
+        observed = model(input_ids=ids).last_hidden_state
+        zeroing = point.register_forward_hook(lambda module, args, output: output.zero_())
+        changed = model(input_ids=ids).last_hidden_state
+        zeroing.remove()
+        handle.remove()
+    assert torch.equal(observed, plain)
+    torch.testing.assert_close(seen[0].sum(-1), torch.ones(2, 2, 40), rtol=0, atol=1e-6)
+    assert (changed - plain).abs().max() > 1e-2
+
+
+def test_a_point_is_only_observed_while_every_hook_on_it_is_an_observer():
+    from bertviz_lab.trace.hooks import HookPoint
+
+    point = HookPoint()
+    assert not point.is_watched and not point.is_only_observed
+    observer = point.add_observer(lambda module, args, output: None)
+    assert point.is_watched and point.is_only_observed
+    plain = point.register_forward_hook(lambda module, args, output: None)
+    assert not point.is_only_observed
+    plain.remove()
+    assert point.is_only_observed
+    pre = point.register_forward_pre_hook(lambda module, args: None)
+    assert not point.is_only_observed
+    pre.remove()
+    everywhere = nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
+    try:
+        assert not point.is_only_observed
+    finally:
+        everywhere.remove()
+    observer.remove()
+    assert not point.is_watched and not point.is_only_observed
+
+
+def test_attention_with_probabilities_gives_both_from_one_pass():
+    if cpu_gemm.library() is None:
+        pytest.skip("needs the AVX2 kernels")
+    q, k, v = (torch.randn(2, 3, 50, 32) for _ in range(3))
+    mask = torch.zeros(2, 1, 1, 50)
+    mask[1, ..., 40:] = torch.finfo(torch.float32).min
+    out, probs = cpu_gemm.attention(q, k, v, mask, 0.2, with_probabilities=True)
+    assert torch.equal(out, cpu_gemm.attention(q, k, v, mask, 0.2))
+    assert torch.equal(probs, cpu_gemm.attention_probabilities(q, k, mask, 0.2))
