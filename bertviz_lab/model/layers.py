@@ -111,7 +111,7 @@ class BERTSelfAttention(nn.Module):
         if self.probs.is_watched:
             if fused.can_attend_on_cpu(q, attention_mask, dropout_p) and self.probs.is_only_observed:
                 y, probs = cpu_gemm.attention(q, k, v, attention_mask, self.scale, with_probabilities=True)
-                self.probs(probs)  # read-only hooks: the kernel's own output stands
+                self.probs(probs, True)  # read-only hooks, handed the probabilities: the kernel's output stands
                 return y  # (B, T, C)
             if fused.can_attend_on_cpu(q, attention_mask, dropout_p):
                 probs = cpu_gemm.attention_probabilities(q, k, attention_mask, self.scale)

@@ -50,7 +50,8 @@ class HookPoint(nn.Module):
         super().__init__()
         self._observer_ids: set[int] = set()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, handed_over: bool = False) -> torch.Tensor:
+        """x itself; `handed_over`: the caller drops x after the hooks, so a lone observer may keep it uncopied."""
         return x
 
     @property
@@ -144,7 +145,8 @@ def _selector(indices: list[int] | None) -> slice | torch.Tensor | None:
 class Trace:
     """What forward passes of a model did while traced: attentions, hidden states, module calls with shapes.
 
-    Everything held is a detached CPU copy. Top-level views (`attentions`, `hidden_states`, `input_ids`, ...)
+    Everything held is a detached CPU copy, or a tensor the model handed over and no longer holds (the CPU
+    kernel's attention probabilities, when this trace is the only hook on their point). Top-level views (`attentions`, `hidden_states`, `input_ids`, ...)
     show the first forward pass; every pass is in `passes`, every module call of every pass in `calls`.
     """
 
@@ -262,8 +264,10 @@ class Trace:
 
     def _on_probs(self, kind: str, layer: int, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
         current = self._current_pass(kind, layer)
+        # handed over and no other hook to share it with: kept as it is (a 100 MB copy a layer at 8 x 512 saved)
+        mine = len(args) > 1 and args[1] is True and len(module._forward_hooks) == 1
         getattr(current, kind)[layer] = self._keep(output, f"{kind[:-1].replace('_', '-')} of layer {layer}",
-                                                   batch_dim=True, heads=True)
+                                                   batch_dim=True, heads=True, copy=not mine)
 
     def _on_hidden(self, index: int, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
         current = self._current_pass("hidden_states", index)
@@ -318,8 +322,10 @@ class Trace:
             self._params = parameter_table(model) if model is not None else {}
         return self._params.get(id(module), (0, 0, False))
 
-    def _keep(self, tensor: torch.Tensor, what: str, batch_dim: bool, heads: bool = False) -> torch.Tensor:
-        """A detached CPU copy of the selected rows (and heads), counted against max_bytes."""
+    def _keep(self, tensor: torch.Tensor, what: str, batch_dim: bool, heads: bool = False,
+              copy: bool = True) -> torch.Tensor:
+        """A detached CPU copy of the selected rows (and heads), counted against max_bytes; without `copy`, a CPU
+        tensor nobody else holds is kept as it is."""
         x, fresh = tensor.detach(), False
         if batch_dim and self.batch_index is not None:
             if self.batch_index[-1] >= x.shape[0]:
@@ -337,7 +343,7 @@ class Trace:
                 f"(or max_bytes=None for no limit), or record less with layers=, heads=, batch_index= or "
                 f"hidden_states=False.")
         self.nbytes += needed
-        return x if fresh and x.device.type == "cpu" else x.to("cpu", copy=True)
+        return x if (fresh or not copy) and x.device.type == "cpu" else x.to("cpu", copy=True)
 
     # tokens --------------------------------------------------------------------------------------------
     def attach_tokens(self, encoding_or_tokens: Any, tokenizer: Any = None) -> "Trace":

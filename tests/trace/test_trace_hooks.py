@@ -356,3 +356,50 @@ def test_a_thousand_traced_passes_leave_memory_flat():
     assert grown < 8 * 2**20, f"RSS grew by {grown / 2**20:.1f} MiB over 1,000 traced passes"
     assert sum(ref() is not None for ref in traces) == 0  # no trace kept alive by the model or hooks
     assert hook_count(model) == 0
+
+
+def test_on_the_cpu_kernels_a_lone_trace_keeps_the_kernels_probabilities_and_changes_no_bit(monkeypatch):
+    """Head size 16: attention runs on the AVX2 kernel. A trace alone on the probs points is handed the kernel's
+    probabilities uncopied and the layer keeps the kernel's output; beside another hook, the trace copies."""
+    from bertviz_lab.model import cpu_gemm, fused
+
+    if cpu_gemm.library() is None:
+        pytest.skip(f"the AVX2 kernels cannot run here: {cpu_gemm.unsupported_reason()}")
+    monkeypatch.setattr(fused, "_cpu_backend", "avx2")
+    torch.manual_seed(0)
+    model = BERT(tiny_config(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
+    ids, mask, types = padded_batch()
+    handed = []
+    kernel = cpu_gemm.attention
+
+    def spy(*args, **kwargs):
+        result = kernel(*args, **kwargs)
+        if kwargs.get("with_probabilities"):
+            handed.append(result[1].data_ptr())
+        return result
+
+    monkeypatch.setattr(cpu_gemm, "attention", spy)
+    with torch.inference_mode():
+        plain = model(ids, mask, types).last_hidden_state
+        with trace(model) as alone:
+            traced = model(ids, mask, types).last_hidden_state
+        seen = []
+        other = probs_points(model)[0].register_forward_hook(lambda module, args, output: seen.append(output))
+        with trace(model, layers=0) as beside:
+            model(ids, mask, types)
+        other.remove()
+        with trace(model, layers=0) as outer, trace(model, layers=0) as inner:  # two observers: each its own copy
+            model(ids, mask, types)
+        explicit = []
+        handles = [p.register_forward_hook(lambda m, a, output: explicit.append(output.clone()))
+                   for p in probs_points(model)]
+        model(ids, mask, types)
+        for handle in handles:
+            handle.remove()
+    assert torch.equal(traced, plain)
+    assert [a.data_ptr() for a in alone.attentions] == handed[:3]  # no copies
+    assert beside.attentions[0].data_ptr() != seen[0].data_ptr()  # shared with another hook: a copy
+    assert outer.attentions[0].data_ptr() != inner.attentions[0].data_ptr()
+    assert torch.equal(outer.attentions[0], inner.attentions[0])
+    for kept, reference in zip([*alone.attentions, beside.attentions[0]], [*explicit, explicit[0]]):
+        torch.testing.assert_close(kept, reference, atol=1e-6, rtol=0)
