@@ -146,8 +146,9 @@ class Trace:
     """What forward passes of a model did while traced: attentions, hidden states, module calls with shapes.
 
     Everything held is a detached CPU copy, or a tensor the model handed over and no longer holds (the CPU
-    kernel's attention probabilities, when this trace is the only hook on their point). Top-level views (`attentions`, `hidden_states`, `input_ids`, ...)
-    show the first forward pass; every pass is in `passes`, every module call of every pass in `calls`.
+    kernel's attention probabilities, when this trace is the only hook on their point). Top-level views
+    (`attentions`, `hidden_states`, `input_ids`, ...) show the first forward pass; every pass is in `passes`, every
+    module call of every pass in `calls`.
     """
 
     def __init__(self, model: nn.Module, *, attentions: bool = True, hidden_states: bool = False,
