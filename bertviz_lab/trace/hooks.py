@@ -325,8 +325,8 @@ class Trace:
 
     def _keep(self, tensor: torch.Tensor, what: str, batch_dim: bool, heads: bool = False,
               copy: bool = True) -> torch.Tensor:
-        """A detached CPU copy of the selected rows (and heads), counted against max_bytes; without `copy`, a CPU
-        tensor nobody else holds is kept as it is."""
+        """A detached CPU copy of the selected rows (and heads), counted against max_bytes; without `copy`, a whole
+        CPU tensor nobody else holds is kept as it is (a selection of it is still copied: a view would pin it all)."""
         x, fresh = tensor.detach(), False
         if batch_dim and self.batch_index is not None:
             if self.batch_index[-1] >= x.shape[0]:
@@ -344,7 +344,8 @@ class Trace:
                 f"(or max_bytes=None for no limit), or record less with layers=, heads=, batch_index= or "
                 f"hidden_states=False.")
         self.nbytes += needed
-        return x if (fresh or not copy) and x.device.type == "cpu" else x.to("cpu", copy=True)
+        whole = not copy and x.numel() == tensor.numel()
+        return x if (fresh or whole) and x.device.type == "cpu" else x.to("cpu", copy=True)
 
     # tokens --------------------------------------------------------------------------------------------
     def attach_tokens(self, encoding_or_tokens: Any, tokenizer: Any = None) -> "Trace":

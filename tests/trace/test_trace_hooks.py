@@ -390,6 +390,8 @@ def test_on_the_cpu_kernels_a_lone_trace_keeps_the_kernels_probabilities_and_cha
         other.remove()
         with trace(model, layers=0) as outer, trace(model, layers=0) as inner:  # two observers: each its own copy
             model(ids, mask, types)
+        with trace(model, layers=0, batch_index=[0, 1]) as rows:  # a slice of the handed-over maps: copied
+            model(ids, mask, types)
         explicit = []
         handles = [p.register_forward_hook(lambda m, a, output: explicit.append(output.clone()))
                    for p in probs_points(model)]
@@ -401,5 +403,7 @@ def test_on_the_cpu_kernels_a_lone_trace_keeps_the_kernels_probabilities_and_cha
     assert beside.attentions[0].data_ptr() != seen[0].data_ptr()  # shared with another hook: a copy
     assert outer.attentions[0].data_ptr() != inner.attentions[0].data_ptr()
     assert torch.equal(outer.attentions[0], inner.attentions[0])
+    kept = rows.attentions[0]
+    assert kept.shape[0] == 2 and kept.untyped_storage().nbytes() == kept.numel() * kept.element_size()
     for kept, reference in zip([*alone.attentions, beside.attentions[0]], [*explicit, explicit[0]]):
         torch.testing.assert_close(kept, reference, atol=1e-6, rtol=0)
