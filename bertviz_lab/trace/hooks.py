@@ -63,6 +63,7 @@ class HookPoint(nn.Module):
         """A forward hook that promises to read the tensor only (no replacement, no change in place), so that
         the layer may keep what it computed alongside it (the CPU attention kernel's output)."""
         handle = self.register_forward_hook(hook)
+        self._observer_ids &= self._forward_hooks.keys()  # forget observers removed since (one trace after another)
         self._observer_ids.add(handle.id)
         return handle
 

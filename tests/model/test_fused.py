@@ -268,6 +268,9 @@ def test_a_point_is_only_observed_while_every_hook_on_it_is_an_observer():
         everywhere.remove()
     observer.remove()
     assert not point.is_watched and not point.is_only_observed
+    for _ in range(3):  # traces one after another: the point forgets observers once removed
+        point.add_observer(lambda module, args, output: None).remove()
+    assert len(point._observer_ids) == 1
 
 
 def test_attention_with_probabilities_gives_both_from_one_pass():
