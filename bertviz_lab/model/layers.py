@@ -109,11 +109,12 @@ class BERTSelfAttention(nn.Module):
         q, k, v = self._project(hidden_states, encoder_hidden_states, cache, cache_position)
         dropout_p = self.dropout_p if self.training else 0.0
         if self.probs.is_watched:
-            if fused.can_attend_on_cpu(q, attention_mask, dropout_p) and self.probs.is_only_observed:
+            on_kernel = fused.can_attend_on_cpu(q, attention_mask, dropout_p)
+            if on_kernel and self.probs.is_only_observed:
                 y, probs = cpu_gemm.attention(q, k, v, attention_mask, self.scale, with_probabilities=True)
                 self.probs(probs, True)  # read-only hooks, handed the probabilities: the kernel's output stands
                 return y  # (B, T, C)
-            if fused.can_attend_on_cpu(q, attention_mask, dropout_p):
+            if on_kernel:
                 probs = cpu_gemm.attention_probabilities(q, k, attention_mask, self.scale)
             else:
                 # in place where autograd allows: one (B, nh, T, S) buffer instead of up to four
