@@ -281,6 +281,10 @@ static inline __attribute__((always_inline)) void tile(
         for (int64_t i = 0; i < mr; i++) memcpy(C + i * ldc, edge + i * NR, nr * sizeof(float));
 }
 
+/* Rows `mc` of x as pack_rows lays them out (whole tiles): each K block of the packed row block is this many rows
+ * of its depth. */
+static inline int64_t padded_rows(int64_t mc) { return (mc + MR - 1) / MR * MR; }
+
 /* Rows [i0, i0 + mc) x panels [j0, j1) of C, the whole K; Ap holds those rows packed, K block after K block. */
 static void task(const float *Ap, int64_t i0, int64_t mc, int64_t K, const float *P, int64_t N, int64_t j0,
                  int64_t j1, const float *bias, int gelu, float *C, int64_t ldc) {
@@ -288,7 +292,7 @@ static void task(const float *Ap, int64_t i0, int64_t mc, int64_t K, const float
     for (int64_t p0 = 0; p0 < K; p0 += kb) {
         const int64_t kc = K - p0 < kb ? K - p0 : kb;
         const int last = p0 + kc == K;
-        const float *Pk = P + p0 * panels * NR, *Ak = Ap + tiles * MR * p0;
+        const float *Pk = P + p0 * panels * NR, *Ak = Ap + padded_rows(mc) * p0;
         for (int64_t j = j0; j < j1; j++) {
             const int64_t nr = N - j * NR < NR ? N - j * NR : NR;
             for (int64_t i = 0, t = 0; i < mc; i += MR, t++) {
@@ -310,13 +314,13 @@ static void task(const float *Ap, int64_t i0, int64_t mc, int64_t K, const float
 int bvl_linear(const float *A, int64_t lda, int64_t M, int64_t K, const float *P, int64_t N, const float *bias,
                int gelu, float *C, int64_t ldc, int nthreads) {
     const int64_t panels = (N + NR - 1) / NR, row_blocks = (M + MC - 1) / MC, kb = bvl_k_block(K);
+    const int64_t n_shares = nthreads > 0 ? nthreads : 1;
     const int64_t panel_flops = 2 * (M < MC ? M : MC) * NR * K + 1; /* one panel of a task */
-    int64_t group = panels * row_blocks / (TASKS_PER_THREAD * nthreads);
+    int64_t group = panels * row_blocks / (TASKS_PER_THREAD * n_shares);
     const int64_t least = (MIN_TASK_FLOPS + panel_flops - 1) / panel_flops;
     group = group < least ? least : group;
     group = group < 1 ? 1 : group > panels ? panels : group;
     const int64_t groups = (panels + group - 1) / group;
-    const int64_t n_shares = nthreads > 0 ? nthreads : 1;
     share shares[n_shares];
     deal(shares, n_shares, row_blocks * groups);
     int failed = 0;
@@ -330,7 +334,7 @@ int bvl_linear(const float *A, int64_t lda, int64_t M, int64_t K, const float *P
             if (packed != i0) {
                 for (int64_t p0 = 0; p0 < K; p0 += kb)
                     pack_rows(A + i0 * lda + p0, lda, mc, K - p0 < kb ? K - p0 : kb,
-                              Ap + (mc + MR - 1) / MR * MR * p0);
+                              Ap + padded_rows(mc) * p0);
                 packed = i0;
             }
             task(Ap, i0, mc, K, P, N, j0, j0 + group < panels ? j0 + group : panels, bias, gelu, C, ldc);
