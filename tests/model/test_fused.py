@@ -202,13 +202,18 @@ def test_cpu_attention_and_gelu_stand_aside_where_they_do_not_apply(monkeypatch)
         assert not fused.can_attend_on_cpu(q, mask, 0.0) and not fused.can_linear_gelu(x, linear, "gelu")
 
 
-def test_watched_attention_on_the_cpu_kernel_feeds_hooks_and_obeys_them(monkeypatch):
+@pytest.fixture
+def kernel_attention(monkeypatch) -> tuple[BERT, torch.Tensor, nn.Module]:
+    """(tiny model on the AVX2 kernels, input ids, its first layer's probs point)."""
     if cpu_gemm.library() is None:
         pytest.skip("needs the AVX2 kernels")
     monkeypatch.setattr(fused, "_cpu_backend", "avx2")
     model = BERT(BERTConfig.tiny()).eval()
-    ids = torch.randint(5, model.config.vocab_size, (2, 40))
-    point = model.encoder.layer[0].attention.self.probs
+    return model, torch.randint(5, model.config.vocab_size, (2, 40)), model.encoder.layer[0].attention.self.probs
+
+
+def test_watched_attention_on_the_cpu_kernel_feeds_hooks_and_obeys_them(kernel_attention):
+    model, ids, point = kernel_attention
     seen = []
     with torch.inference_mode():
         plain = model(input_ids=ids).last_hidden_state
@@ -224,15 +229,10 @@ def test_watched_attention_on_the_cpu_kernel_feeds_hooks_and_obeys_them(monkeypa
     assert (silenced - plain).abs().max() > 1e-2  # a hook's replacement is what the layer goes on with
 
 
-def test_observed_attention_keeps_the_kernel_output_and_in_place_changes_are_obeyed(monkeypatch):
+def test_observed_attention_keeps_the_kernel_output_and_in_place_changes_are_obeyed(kernel_attention):
     """Observers (a trace) only read: the layer keeps the kernel's output, so the model's output is bit for bit the
     unwatched one. Any other hook may change the probabilities in place, and the layer goes on with them."""
-    if cpu_gemm.library() is None:
-        pytest.skip("needs the AVX2 kernels")
-    monkeypatch.setattr(fused, "_cpu_backend", "avx2")
-    model = BERT(BERTConfig.tiny()).eval()
-    ids = torch.randint(5, model.config.vocab_size, (2, 40))
-    point = model.encoder.layer[0].attention.self.probs
+    model, ids, point = kernel_attention
     seen = []
     with torch.inference_mode():
         plain = model(input_ids=ids).last_hidden_state
