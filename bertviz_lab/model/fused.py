@@ -171,8 +171,8 @@ _cpu_backend: str | None | object = _UNSET
 class Linear(nn.Linear):
     """nn.Linear whose fp32 CPU inference runs a faster GEMM on a copy of its weight packed for it (`cpu_backend`).
 
-    On the 2-core AMD EPYC we measure on, cpu_gemm.c is 1.1-2.0x as fast as MKL's `addmm` on the few-row products of
-    short inputs (32-128 rows) and 1.0-1.1x from 512 rows, oneDNN mostly in between (`benchmarks/cpu_gemm.py`).
+    On the 2-core AMD EPYC we measure on, cpu_gemm.c is 1.1-1.9x as fast as MKL's `addmm` on the few-row products of
+    short inputs (32-128 rows) and 1.1-1.4x from 512 rows, oneDNN mostly in between (`benchmarks/cpu_gemm.py`).
     The packed copy, as large as the weight, is made on the first such call, rebuilt when the weight changes in
     place or moves, and dropped when the layer runs with autograd or its weight leaves the CPU or fp32. Weights
     created inside `torch.inference_mode()` have no version counter to follow and stay on the plain path. Forward
