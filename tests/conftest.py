@@ -1,9 +1,25 @@
-"""Shared by every test: one torch thread per test (tiny models are fastest that way, and the 2-core CI is shared)."""
+"""Shared by every test: one torch thread per test (tiny models are fastest that way, and the 2-core CI is shared),
+and the system programs some tests need (skipped with the install command where missing, an error in CI)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+
+from system_programs import PROGRAMS, REQUIRE_ENV, required
+
+
+def pytest_collection_modifyitems(config, items):
+    missing: dict[str, list[str]] = {}
+    for item in items:
+        for mark in item.iter_markers("needs_program"):
+            program = PROGRAMS[mark.args[0]]
+            if program.path() is None:
+                missing.setdefault(program.name, []).append(item.nodeid)
+                item.add_marker(pytest.mark.skip(reason=program.missing_reason()))
+    if missing and required():
+        lines = [f"{PROGRAMS[name].missing_reason()}: {len(ids)} test(s) need it" for name, ids in missing.items()]
+        raise pytest.UsageError(f"{REQUIRE_ENV} is set and a system program is missing:\n" + "\n".join(lines))
 
 
 @pytest.fixture(autouse=True)

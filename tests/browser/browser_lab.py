@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from system_programs import CHROMIUM
+
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = REPO / "screenshots"
 # Set to a folder (e.g. docs/images) to also write the README's pictures there; tools/screenshots.py does.
 README_IMAGES_ENV = "BERTVIZ_LAB_SCREENSHOTS"

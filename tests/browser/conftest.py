@@ -7,16 +7,6 @@ import pytest
 from browser_lab import CHROMIUM, CHROMIUM_ARGS, LabServer, delete_sessions
 
 
-def pytest_collection_modifyitems(config, items):
-    if CHROMIUM.exists():
-        return
-    skip = pytest.mark.skip(reason=f"{CHROMIUM} is missing (Debian: apt-get install chromium); the browser test "
-                                   "drives JupyterLab in that Chromium")
-    for item in items:
-        if "browser" in item.keywords:
-            item.add_marker(skip)
-
-
 @pytest.fixture(scope="session")
 def lab_server(tmp_path_factory):
     server = LabServer(tmp_path_factory.mktemp("jupyterlab"))

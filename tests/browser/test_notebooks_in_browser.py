@@ -25,7 +25,7 @@ from browser_lab import (CANVAS_INK, CELL_REPORT, CONTENT_BOX, DOM_ERRORS, KERNE
                          PLOTLY_SUMMARY, README_IMAGES_ENV, REPO, RUN_ALL, RUN_STATE, SCREENSHOTS, SVG_IMAGE,
                          allowed_url, delete_sessions, strip_ansi)
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
 
 NOTEBOOKS = sorted(path.name for path in (REPO / "notebooks").glob("*.ipynb"))
 RUN_TIMEOUT_S = 180  # run-all per notebook on the shared 2-core machine (measured 4-80 s, 04 the slowest)

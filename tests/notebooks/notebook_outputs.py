@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,12 @@ KEPT_OUTPUT_KEYS = {"stream": ("name", "text"), "execute_result": ("data",), "er
 
 def notebook_paths() -> list[Path]:
     return sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def needed_programs(notebook: nbformat.NotebookNode) -> set[str]:
+    """System programs the notebook's cells call (tests/system_programs.py): dot where a cell draws with graphviz."""
+    source = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    return {"dot"} if re.search(r"to_graphviz\(|renderer=[\"']graphviz", source) else set()
 
 
 def checked_cells(notebook: nbformat.NotebookNode) -> list[int]:

@@ -7,11 +7,21 @@ import json
 import nbformat
 import pytest
 
-from notebook_outputs import (EXPECTED, checked_cells, notebook_paths, run_nbval,
-                                              with_expected_outputs, write_run_folder)
+from notebook_outputs import (EXPECTED, checked_cells, needed_programs, notebook_paths, run_nbval,
+                              with_expected_outputs, write_run_folder)
 
 PATHS = notebook_paths()
 NAMES = [p.name for p in PATHS]
+
+
+def groups_by_programs() -> list:
+    """The notebooks in one nbval run per set of system programs they need, so a missing one skips only its own."""
+    groups: dict[tuple[str, ...], list] = {}
+    for path in PATHS:
+        groups.setdefault(tuple(sorted(needed_programs(nbformat.read(path, as_version=4)))), []).append(path)
+    return [pytest.param(paths, marks=[pytest.mark.needs_program(p) for p in programs],
+                         id="+".join(programs) or "no-system-program")
+            for programs, paths in sorted(groups.items())]
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +52,10 @@ def test_every_checked_cell_has_an_expectation(path, expected):
 
 
 @pytest.mark.slow
-def test_notebooks_run_and_match_their_expectations(tmp_path, expected):
+@pytest.mark.parametrize("paths", groups_by_programs())
+def test_notebooks_run_and_match_their_expectations(tmp_path, expected, paths):
     notebooks = {p.name: with_expected_outputs(nbformat.read(p, as_version=4), expected.get(p.name, {}))
-                 for p in PATHS}
+                 for p in paths}
     folder = write_run_folder(tmp_path, notebooks)
     result = run_nbval(sorted(folder.glob("*.ipynb")))
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]

@@ -63,6 +63,7 @@ def test_mermaid_mime_bundle_and_text(base_trace):
     assert chart.node_id("BERTEncoder") and not [n for n in chart.nodes.values() if "BERTLayer" in n[0]]
 
 
+@pytest.mark.needs_program("dot")
 def test_graphviz_renders_svg(base_trace):
     dot = to_graphviz(base_trace)
     assert "cluster_" in dot.source and "BERTLayer x 12" in dot.source
@@ -126,14 +127,21 @@ def test_dict_outputs_keyword_inputs_and_plain_modules():
     assert set(chart.nodes) >= {"model_input", "model_output"} and len(single.edges) == 2
 
 
-def test_labels_are_escaped_for_mermaid_and_graphviz():
+def odd_model() -> nn.Module:
+    """A model with a class name full of characters that mermaid and SVG must escape."""
     weird = type('Odd"<Name>#&`', (nn.Module,), {"forward": lambda self, x: x * 2})
-    model = nn.Sequential(nn.Linear(2, 2), weird())
-    text = str(to_mermaid(model, input_shape=(1, 2)))
-    chart = parse_mermaid(text)
+    return nn.Sequential(nn.Linear(2, 2), weird())
+
+
+def test_labels_are_escaped_for_mermaid():
+    chart = parse_mermaid(str(to_mermaid(odd_model(), input_shape=(1, 2))))
     assert chart.node_id('Odd"<Name>#&`')  # read back unescaped
     assert mermaid_escape('a "b" <c> #d & `e`') == "a #quot;b#quot; #lt;c#gt; #35;d #amp; #96;e#96;"
-    svg = to_graphviz(model, input_shape=(1, 2)).pipe(format="svg").decode()
+
+
+@pytest.mark.needs_program("dot")
+def test_labels_are_escaped_for_graphviz():
+    svg = to_graphviz(odd_model(), input_shape=(1, 2)).pipe(format="svg").decode()
     assert "Odd&quot;&lt;Name&gt;#&amp;`" in svg
 
 

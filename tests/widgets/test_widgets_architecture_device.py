@@ -49,6 +49,7 @@ def test_collapse_depth_and_shapes_toggles_change_the_diagram(architecture):
     assert "(1,8,128)" not in str(architecture.diagram()) and "BERTLayer x 3" in str(architecture.diagram())
 
 
+@pytest.mark.needs_program("dot")
 def test_graphviz_renderer(architecture):
     architecture.renderer.value = "graphviz"
     diagram = architecture.diagram()
