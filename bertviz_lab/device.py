@@ -45,14 +45,17 @@ def available_devices() -> list[str]:
     return [device.name for device in describe_devices() if device.available]
 
 
-def select_device(device: str | torch.device | None = "auto") -> torch.device:
-    """Resolve "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:N", "gpu" or "mps"; missing ones raise."""
+def select_device(device: str | int | torch.device | None = "auto") -> torch.device:
+    """Resolve "auto" (CUDA, then MPS, then CPU), "cpu", "cuda", "cuda:N", "gpu", "mps" or N (cuda:N, as torch)."""
     if isinstance(device, torch.device):
         device = str(device)
     if device is None or device == "auto":
         return torch.device(available_devices()[0])
+    if isinstance(device, int) and not isinstance(device, bool):
+        return _cuda_index(device)
     if not isinstance(device, str):
-        raise TypeError(f"device must be a string or torch.device, got {type(device).__name__}.")
+        raise TypeError(f"device must be a string, an int (a CUDA index) or a torch.device, "
+                        f"got {type(device).__name__} {device!r}.")
     name = device.strip().lower()
     if name == "gpu" or name.startswith("gpu:"):
         name = "cuda" + name[3:]
@@ -72,3 +75,15 @@ def select_device(device: str | torch.device | None = "auto") -> torch.device:
         return torch.device(f"cuda:{int(index_text)}")
     raise ValueError(f"unknown device {device!r}; expected 'auto', 'cpu', 'cuda', 'cuda:N', 'gpu' or 'mps' "
                      f"(available here: {', '.join(usable)}).")
+
+
+
+def _cuda_index(index: int) -> torch.device:
+    """A bare int means a CUDA device index, as in torch's Module.to(0); say so when that GPU is not here."""
+    if index < 0:
+        raise ValueError(f"device {index} is not a valid CUDA index; use 0 or more, or a name such as 'cpu'.")
+    usable = available_devices()
+    if f"cuda:{index}" not in usable:
+        raise ValueError(f"device {index} (cuda:{index}) is not available here; available devices: "
+                         f"{', '.join(usable)}.")
+    return torch.device(f"cuda:{index}")

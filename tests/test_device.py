@@ -88,10 +88,25 @@ def test_malformed_cuda_index(spec):
         select_device(spec)
 
 
-@pytest.mark.parametrize("spec", [0, 1.5, ["cpu"]])
+@pytest.mark.parametrize("spec", [1.5, ["cpu"], True])
 def test_non_string_device(spec):
-    with pytest.raises(TypeError, match="device must be a string or torch.device"):
+    with pytest.raises(TypeError, match=r"device must be a string, an int \(a CUDA index\) or a torch.device, got "):
         select_device(spec)
+
+
+@pytest.mark.parametrize("index", [0, 1, 7])
+def test_int_is_a_cuda_index(index):
+    if index < CUDA_COUNT:
+        assert select_device(index) == torch.device(f"cuda:{index}")
+    else:
+        with pytest.raises(ValueError, match=rf"device {index} \(cuda:{index}\) is not available here; "
+                                             rf"available devices: {', '.join(available_devices())}"):
+            select_device(index)
+
+
+def test_negative_int_is_not_an_index():
+    with pytest.raises(ValueError, match=r"device -1 is not a valid CUDA index"):
+        select_device(-1)
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +136,8 @@ def test_model_to_missing_device_raises(model):
         model.to("cuda:9")
     with pytest.raises(ValueError, match=r"device 'cuda:9' is not available here"):
         model.to(device="cuda:9")
+    with pytest.raises(ValueError, match=r"device 9 \(cuda:9\) is not available here"):
+        model.to(9)
     assert model.device == torch.device("cpu")  # unchanged after the error
     if not HAS_CUDA:
         with pytest.raises(ValueError, match="available devices: "):

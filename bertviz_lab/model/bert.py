@@ -21,6 +21,28 @@ class BERTModelOutput(NamedTuple):
     past_key_values: Cache | None = None
 
 
+# what each tensor argument of forward holds, for the error when something else is passed
+FORWARD_TENSORS = {
+    "input_ids": "token ids", "attention_mask": "mask values (1 = attend)", "token_type_ids": "segment ids",
+    "position_ids": "position ids", "inputs_embeds": "embeddings", "encoder_hidden_states": "encoder states",
+    "encoder_attention_mask": "mask values (1 = attend)", "cache_position": "cache positions",
+}
+INDEX_DTYPES = (torch.int64, torch.int32)  # what nn.Embedding accepts as indices
+
+
+def check_tensor(name: str, value: Any, holds: str) -> None:
+    """A list or array where a tensor belongs fails deep inside torch; name the argument here instead."""
+    if value is not None and not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of {holds}, got {type(value).__name__}; "
+                        f"convert it with torch.tensor(...).")
+
+
+def check_index_dtype(name: str, tensor: torch.Tensor) -> None:
+    """Ids index embedding tables, which take int64 or int32 only (not float, bool or int8)."""
+    if tensor.dtype not in INDEX_DTYPES:
+        raise TypeError(f"{name} must be an integer tensor (torch.int64 or torch.int32), got {tensor.dtype}.")
+
+
 def value_range(tensor: torch.Tensor) -> tuple[int | float, int | float]:
     """(min, max) as Python numbers, in one read-back from the tensor's device; (0, 0) when it is empty."""
     if not tensor.numel():
@@ -47,6 +69,8 @@ def additive_mask(mask: torch.Tensor, dtype: torch.dtype, name: str = "attention
 def expand_mask(mask: torch.Tensor, batch: int, query_len: int, key_len: int, name: str) -> torch.Tensor:
     """Check a 2D (B, S), 3D (B, T, S) or 4D (B, 1|nh, T, S) mask against the input and make it 4D."""
     expected = {2: "(batch, key_len)", 3: "(batch, query_len, key_len)", 4: "(batch, 1 or heads, query_len, key_len)"}
+    if mask.is_complex():
+        raise TypeError(f"{name} must be a bool, integer or float tensor, got {mask.dtype}.")
     if mask.dim() not in expected:
         raise ValueError(f"{name} must be 2D, 3D or 4D, got shape {tuple(mask.shape)}.")
     given, given_dim = tuple(mask.shape), mask.dim()
@@ -109,9 +133,9 @@ class BERTPreTrainedModel(nn.Module):
         """Like nn.Module.to, and also accepts "auto" and "gpu" and checks the device exists."""
         from bertviz_lab.device import select_device
 
-        if args and isinstance(args[0], (str, torch.device)):
-            args = (select_device(args[0]), *args[1:])
-        elif isinstance(kwargs.get("device"), (str, torch.device)):
+        if args and args[0] is not None and not isinstance(args[0], (torch.dtype, torch.Tensor)):
+            args = (select_device(args[0]), *args[1:])  # to(device, ...): the other forms are to(dtype), to(tensor)
+        elif kwargs.get("device") is not None:
             kwargs["device"] = select_device(kwargs["device"])
         return super().to(*args, **kwargs)
 
@@ -155,53 +179,91 @@ class BERT(BERTPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embeddings.word_embeddings = value
 
-    def _check_inputs(self, input_ids, inputs_embeds, token_type_ids, position_ids, past_length):
-        config = self.config
+    def _check_tensors(self, inputs: dict[str, Any]) -> None:
+        """Every tensor argument is a tensor, on the model's device (torch's own errors name neither)."""
+        device = self.device
+        for name, value in inputs.items():
+            check_tensor(name, value, FORWARD_TENSORS[name])
+            if value is not None and value.device != device:
+                raise ValueError(f"{name} is on {value.device} but the model is on {device}; "
+                                 f"move it with {name}.to(model.device).")
+
+    def _check_inputs(self, input_ids, inputs_embeds, token_type_ids, position_ids, encoder_hidden_states,
+                      past_length):
         if torch.compiler.is_compiling():  # value checks read tensors back: checked eagerly, not in compiled graphs
             shape = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:2])
             return shape
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-        if input_ids is not None:
-            if input_ids.dim() != 2:
-                raise ValueError(f"input_ids must be 2D (batch, seq_len), got shape {tuple(input_ids.shape)}.")
-            if input_ids.is_floating_point():
-                raise TypeError(f"input_ids must be an integer tensor, got {input_ids.dtype}.")
-            low, high = value_range(input_ids)
-            if low < 0 or high >= config.vocab_size:
-                bad = high if high >= config.vocab_size else low
-                raise ValueError(f"input_ids contains token id {bad}, outside the vocabulary [0, {config.vocab_size}).")
-            shape = tuple(input_ids.shape)
-        else:
-            if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.hidden_size:
-                raise ValueError(f"inputs_embeds must be (batch, seq_len, {config.hidden_size}), "
-                                 f"got {tuple(inputs_embeds.shape)}.")
-            shape = tuple(inputs_embeds.shape[:2])
+        shape = self._check_ids(input_ids) if input_ids is not None else self._check_embeds(inputs_embeds)
+        name = "input_ids" if input_ids is not None else "inputs_embeds"
+        if shape[0] == 0:
+            raise ValueError(f"{name} has 0 rows: a batch needs at least one sequence.")
         if shape[1] == 0:
-            raise ValueError(f"the input is empty (shape {shape}); pass at least one token.")
-        if position_ids is None and past_length + shape[1] > config.max_position_embeddings:
+            raise ValueError(f"{name} has 0 tokens per row (shape {shape}): pass at least one token.")
+        if position_ids is None and past_length + shape[1] > self.config.max_position_embeddings:
             raise ValueError(f"sequence of {past_length + shape[1]} positions is longer than the model allows "
-                             f"(max_position_embeddings={config.max_position_embeddings}); truncate the input.")
+                             f"(max_position_embeddings={self.config.max_position_embeddings}); truncate the input.")
         if position_ids is not None:
-            if position_ids.dim() not in (1, 2) or position_ids.shape[-1] != shape[1] \
-                    or (position_ids.dim() == 2 and position_ids.shape[0] not in (1, shape[0])):
-                raise ValueError(f"position_ids has shape {tuple(position_ids.shape)}, expected {shape} "
-                                 f"or (1, {shape[1]}).")
-            low, high = value_range(position_ids)
-            if low < 0:
-                raise ValueError(f"position_ids must be >= 0, got {low}.")
-            if high >= config.max_position_embeddings:
-                raise ValueError(f"position_ids reach {high}, but max_position_embeddings is "
-                                 f"{config.max_position_embeddings}.")
+            self._check_position_ids(position_ids, shape)
         if token_type_ids is not None:
-            if token_type_ids.shape[-1] != shape[1] or token_type_ids.dim() != 2 \
-                    or token_type_ids.shape[0] not in (1, shape[0]):
-                raise ValueError(f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected {shape}.")
-            low, high = value_range(token_type_ids)
-            if low < 0 or high >= config.type_vocab_size:
-                raise ValueError(f"token_type_ids must lie in [0, {config.type_vocab_size}), got values in "
-                                 f"[{low}, {high}].")
+            self._check_token_type_ids(token_type_ids, shape)
+        if encoder_hidden_states is not None:
+            self._check_encoder_states(encoder_hidden_states, shape[0])
         return shape
+
+    def _check_ids(self, input_ids: torch.Tensor) -> tuple[int, int]:
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be 2D (batch, seq_len), got shape {tuple(input_ids.shape)}.")
+        check_index_dtype("input_ids", input_ids)
+        low, high = value_range(input_ids)
+        vocab_size = self.config.vocab_size
+        if low < 0 or high >= vocab_size:
+            bad = high if high >= vocab_size else low
+            raise ValueError(f"input_ids contains token id {bad}, outside the vocabulary [0, {vocab_size}).")
+        return tuple(input_ids.shape)
+
+    def _check_embeds(self, inputs_embeds: torch.Tensor) -> tuple[int, int]:
+        """Shape and dtype only: NaN/Inf pass through, since looking for them would cost a device sync per call."""
+        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.hidden_size:
+            raise ValueError(f"inputs_embeds must be (batch, seq_len, {self.config.hidden_size}), "
+                             f"got {tuple(inputs_embeds.shape)}.")
+        if inputs_embeds.dtype != self.dtype:
+            raise TypeError(f"inputs_embeds is {inputs_embeds.dtype} but the model is {self.dtype}; convert them "
+                            f"with inputs_embeds.to(model.dtype).")
+        return tuple(inputs_embeds.shape[:2])
+
+    def _check_position_ids(self, position_ids: torch.Tensor, shape: tuple[int, int]) -> None:
+        if position_ids.dim() not in (1, 2) or position_ids.shape[-1] != shape[1] \
+                or (position_ids.dim() == 2 and position_ids.shape[0] not in (1, shape[0])):
+            raise ValueError(f"position_ids has shape {tuple(position_ids.shape)}, expected {shape} "
+                             f"or (1, {shape[1]}).")
+        check_index_dtype("position_ids", position_ids)
+        low, high = value_range(position_ids)
+        if low < 0:
+            raise ValueError(f"position_ids must be >= 0, got {low}.")
+        if high >= self.config.max_position_embeddings:
+            raise ValueError(f"position_ids reach {high}, but max_position_embeddings is "
+                             f"{self.config.max_position_embeddings}.")
+
+    def _check_token_type_ids(self, token_type_ids: torch.Tensor, shape: tuple[int, int]) -> None:
+        if token_type_ids.shape[-1] != shape[1] or token_type_ids.dim() != 2 \
+                or token_type_ids.shape[0] not in (1, shape[0]):
+            raise ValueError(f"token_type_ids has shape {tuple(token_type_ids.shape)}, expected {shape}.")
+        check_index_dtype("token_type_ids", token_type_ids)
+        low, high = value_range(token_type_ids)
+        if low < 0 or high >= self.config.type_vocab_size:
+            raise ValueError(f"token_type_ids must lie in [0, {self.config.type_vocab_size}), got values in "
+                             f"[{low}, {high}].")
+
+    def _check_encoder_states(self, states: torch.Tensor, batch: int) -> None:
+        C = self.config.hidden_size
+        if states.dim() != 3 or states.shape[0] != batch or states.shape[1] == 0 or states.shape[2] != C:
+            raise ValueError(f"encoder_hidden_states has shape {tuple(states.shape)}, expected "
+                             f"(batch={batch}, enc_len >= 1, {C}).")
+        if states.dtype != self.dtype:
+            raise TypeError(f"encoder_hidden_states is {states.dtype} but the model is {self.dtype}; convert them "
+                            f"with encoder_hidden_states.to(model.dtype).")
 
     def _self_attention_mask(self, attention_mask, batch, seq_len, past_length, key_len, cache_position, dtype, device):
         mask = None
@@ -225,7 +287,13 @@ class BERT(BERTPreTrainedModel):
                 inputs_embeds: torch.Tensor | None = None, encoder_hidden_states: torch.Tensor | None = None,
                 encoder_attention_mask: torch.Tensor | None = None, past_key_values: Cache | None = None,
                 use_cache: bool | None = None, cache_position: torch.Tensor | None = None) -> BERTModelOutput:
+        """Token states (B, T, C) and pooled [CLS] state; NaN or Inf in inputs_embeds flow through unchecked."""
         config = self.config
+        if not torch.compiler.is_compiling():
+            self._check_tensors(dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                                     position_ids=position_ids, inputs_embeds=inputs_embeds,
+                                     encoder_hidden_states=encoder_hidden_states,
+                                     encoder_attention_mask=encoder_attention_mask, cache_position=cache_position))
         use_cache = bool(config.is_decoder and (config.use_cache if use_cache is None else use_cache))
         if past_key_values is not None and not config.is_decoder:
             raise ValueError("past_key_values needs a decoder: build the model with BERTConfig(is_decoder=True).")
@@ -234,7 +302,8 @@ class BERT(BERTPreTrainedModel):
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         if cache_position is not None and cache_position.numel():
             past_length = int(cache_position[0])
-        B, T = self._check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids, past_length)
+        B, T = self._check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids,
+                                   encoder_hidden_states, past_length)
         device = input_ids.device if input_ids is not None else inputs_embeds.device
         if cache_position is None and config.is_decoder:  # positions of this step's tokens in the cache
             cache_position = torch.arange(past_length, past_length + T, device=device)

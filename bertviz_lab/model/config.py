@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,21 @@ _HF_IGNORED = {
     "architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "gradient_checkpointing",
     "id2label", "label2id", "_name_or_path", "problem_type", "output_past",
 }
+
+
+_POSITIVE_INTS = ("vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
+                  "max_position_embeddings", "type_vocab_size", "num_labels")
+_PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+_POSITIVE_FLOATS = ("initializer_range", "layer_norm_eps")
+_FLAGS = ("tie_word_embedding", "use_cache", "is_decoder", "add_cross_attention", "add_pooling_layer")
+_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id")
+_JSON_KINDS = {dict: "object", list: "list", str: "string", int: "number", float: "number", bool: "boolean",
+               type(None): "null"}
+
+
+def _described(value: Any) -> str:
+    """A value with its type, for errors about a wrong type ("str '0.1'")."""
+    return f"{type(value).__name__} {value!r}"
 
 
 @dataclass
@@ -65,39 +81,61 @@ class BERTConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raise a ValueError naming the first field that cannot work."""
-        for name in ("vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size", "num_labels"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"BERTConfig.{name} must be a positive integer, got {value!r}.")
+        """Raise a TypeError (wrong type) or ValueError (wrong value) naming the first field that cannot work."""
+        for name in _POSITIVE_INTS:
+            self._check_int(name, minimum=1)
+        self._check_int("chunk_size_feed_forward", minimum=0)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"BERTConfig.hidden_size ({self.hidden_size}) must be divisible by "
                 f"num_attention_heads ({self.num_attention_heads})."
             )
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"BERTConfig.{name} must be in [0, 1), got {getattr(self, name)!r}.")
-        if self.classifier_dropout is not None and not 0.0 <= self.classifier_dropout < 1.0:
-            raise ValueError(f"BERTConfig.classifier_dropout must be None or in [0, 1), got {self.classifier_dropout!r}.")
-        if self.initializer_range <= 0:
-            raise ValueError(f"BERTConfig.initializer_range must be positive, got {self.initializer_range!r}.")
-        if self.layer_norm_eps <= 0:
-            raise ValueError(f"BERTConfig.layer_norm_eps must be positive, got {self.layer_norm_eps!r}.")
-        if self.chunk_size_feed_forward < 0:
-            raise ValueError(f"BERTConfig.chunk_size_feed_forward must be >= 0, got {self.chunk_size_feed_forward!r}.")
-        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
-            raise ValueError(
-                f"BERTConfig.position_embedding_type must be one of {POSITION_EMBEDDING_TYPES}, "
-                f"got {self.position_embedding_type!r}."
-            )
+        for name in _PROBABILITIES:
+            self._check_float(name, "a float in [0, 1)", lambda value: 0.0 <= value < 1.0)
+        if self.classifier_dropout is not None:
+            self._check_float("classifier_dropout", "None or a float in [0, 1)", lambda value: 0.0 <= value < 1.0)
+        for name in _POSITIVE_FLOATS:
+            self._check_float(name, "a positive finite float", lambda value: 0.0 < value < math.inf)
+        for name in _FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"BERTConfig.{name} must be True or False, got {_described(getattr(self, name))}.")
+        for name in _TOKEN_IDS:
+            self._check_int(name, minimum=0, optional=True)
+        self._check_choice("position_embedding_type", POSITION_EMBEDDING_TYPES)
         if self.add_cross_attention and not self.is_decoder:
-            raise ValueError("BERTConfig.add_cross_attention=True needs is_decoder=True: cross-attention only exists in a decoder.")
-        if not callable(self.hidden_act) and self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"BERTConfig.hidden_act must be a callable or one of {sorted(ACTIVATIONS)}, got {self.hidden_act!r}.")
+            raise ValueError("BERTConfig.add_cross_attention=True needs is_decoder=True: "
+                             "cross-attention only exists in a decoder.")
+        if not callable(self.hidden_act):
+            self._check_choice("hidden_act", tuple(sorted(ACTIVATIONS)), "a callable or one of")
         if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(f"BERTConfig.pad_token_id ({self.pad_token_id}) must lie in [0, vocab_size={self.vocab_size}).")
+            raise ValueError(f"BERTConfig.pad_token_id ({self.pad_token_id}) must lie in "
+                             f"[0, vocab_size={self.vocab_size}).")
+        if not isinstance(self.extra, dict):
+            raise TypeError(f"BERTConfig.extra must be a dict of extra config.json keys, got {_described(self.extra)}.")
+
+    def _check_int(self, name: str, minimum: int, optional: bool = False) -> None:
+        value = getattr(self, name)
+        if optional and value is None:
+            return
+        expected = ("None or " if optional else "") + ("a positive int" if minimum == 1 else "a non-negative int")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"BERTConfig.{name} must be {expected}, got {_described(value)}.")
+        if value < minimum:
+            raise ValueError(f"BERTConfig.{name} must be {expected}, got {value!r}.")
+
+    def _check_float(self, name: str, expected: str, in_range: Callable[[float], bool]) -> None:
+        value = getattr(self, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"BERTConfig.{name} must be {expected}, got {_described(value)}.")
+        if not in_range(value):
+            raise ValueError(f"BERTConfig.{name} must be {expected}, got {value!r}.")
+
+    def _check_choice(self, name: str, choices: tuple[str, ...], expected: str = "one of") -> None:
+        value = getattr(self, name)
+        if not isinstance(value, str):
+            raise TypeError(f"BERTConfig.{name} must be {expected} {choices}, got {_described(value)}.")
+        if value not in choices:
+            raise ValueError(f"BERTConfig.{name} must be {expected} {choices}, got {value!r}.")
 
     @property
     def head_size(self) -> int:
@@ -131,7 +169,8 @@ class BERTConfig:
     def to_dict(self) -> dict[str, Any]:
         """HF-compatible dictionary (a callable activation is not serialisable and raises)."""
         if callable(self.hidden_act):
-            raise ValueError("BERTConfig.hidden_act is a callable and cannot be written to config.json; use a name such as 'gelu'.")
+            raise ValueError("BERTConfig.hidden_act is a callable and cannot be written to config.json; "
+                             "use a name such as 'gelu'.")
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
         data = {_HF_RENAMES.get(k, k): v for k, v in data.items()}
         data["model_type"] = "bert"
@@ -140,6 +179,8 @@ class BERTConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BERTConfig":
         """Build from an HF config dictionary; unknown keys are kept in `extra` and written back."""
+        if not isinstance(data, dict):
+            raise TypeError(f"BERTConfig.from_dict needs a dict (a config.json object), got {type(data).__name__}.")
         inverse = {v: k for k, v in _HF_RENAMES.items()}
         if data.get("model_type", "bert") != "bert":
             raise ValueError(f"config model_type is {data['model_type']!r}, expected 'bert'.")
@@ -177,4 +218,7 @@ class BERTConfig:
             data = json.loads(file.read_text())
         except json.JSONDecodeError as error:
             raise ValueError(f"{file} is not valid JSON: {error}") from error
+        if not isinstance(data, dict):
+            kind = _JSON_KINDS.get(type(data), type(data).__name__)
+            raise ValueError(f"config.json in {file.parent} holds a {kind}, expected a JSON object.")
         return cls.from_dict(data)

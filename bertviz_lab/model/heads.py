@@ -168,13 +168,13 @@ class BERTForPreTraining(BERTTaskModel):
                      attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None, *,
                      ignore_index: int = P.IGNORE_INDEX, reduction: str = "mean", **inputs: Any) -> torch.Tensor:
         scores, _ = self(input_ids, attention_mask, token_type_ids, **inputs)
-        return P.token_loss(scores, mlm_labels, ignore_index, reduction)
+        return P.token_loss(scores, mlm_labels, ignore_index, reduction, name="mlm_labels")
 
     def get_nsp_loss(self, nsp_labels: torch.Tensor, input_ids: torch.Tensor | None = None,
                      attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None, *,
                      reduction: str = "mean", **inputs: Any) -> torch.Tensor:
         _, nsp = self(input_ids, attention_mask, token_type_ids, **inputs)
-        return P.sequence_loss(nsp, nsp_labels, reduction)
+        return P.sequence_loss(nsp, nsp_labels, reduction, name="nsp_labels")
 
     def get_loss(self, mlm_labels: torch.Tensor, nsp_labels: torch.Tensor, input_ids: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None, *,
@@ -182,8 +182,8 @@ class BERTForPreTraining(BERTTaskModel):
                  reduction: str = "mean", **inputs: Any) -> torch.Tensor:
         """mlm_weight * MLM loss + nsp_weight * NSP loss, from one forward pass."""
         scores, nsp = self(input_ids, attention_mask, token_type_ids, **inputs)
-        return (mlm_weight * P.token_loss(scores, mlm_labels, ignore_index, reduction)
-                + nsp_weight * P.sequence_loss(nsp, nsp_labels, reduction))
+        return (mlm_weight * P.token_loss(scores, mlm_labels, ignore_index, reduction, name="mlm_labels")
+                + nsp_weight * P.sequence_loss(nsp, nsp_labels, reduction, name="nsp_labels"))
 
     def predict_mlm_token_ids(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                               token_type_ids: torch.Tensor | None = None, **inputs: Any) -> torch.Tensor:
@@ -198,12 +198,13 @@ class BERTForPreTraining(BERTTaskModel):
                          ignore_index: int = P.IGNORE_INDEX, **inputs: Any) -> torch.Tensor:
         """Accuracy over labelled (masked) positions only."""
         predictions = self.predict_mlm_token_ids(input_ids, attention_mask, token_type_ids, **inputs)
-        return P.masked_accuracy(predictions, mlm_labels, ignore_index)
+        return P.masked_accuracy(predictions, mlm_labels, ignore_index, name="mlm_labels")
 
     def get_nsp_accuracy(self, nsp_labels: torch.Tensor, input_ids: torch.Tensor | None = None,
                          attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None,
                          **inputs: Any) -> torch.Tensor:
-        return P.accuracy(self.predict_nsp_labels(input_ids, attention_mask, token_type_ids, **inputs), nsp_labels)
+        predictions = self.predict_nsp_labels(input_ids, attention_mask, token_type_ids, **inputs)
+        return P.accuracy(predictions, nsp_labels, name="nsp_labels")
 
     def get_accuracy(self, mlm_labels: torch.Tensor, nsp_labels: torch.Tensor, input_ids: torch.Tensor | None = None,
                      attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None, *,
@@ -211,8 +212,8 @@ class BERTForPreTraining(BERTTaskModel):
                      **inputs: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(MLM accuracy, NSP accuracy, their weighted mean), from one forward pass."""
         scores, nsp = self(input_ids, attention_mask, token_type_ids, **inputs)
-        mlm_acc = P.masked_accuracy(P.predict_labels(scores), mlm_labels, ignore_index)
-        nsp_acc = P.accuracy(P.predict_labels(nsp), nsp_labels)
+        mlm_acc = P.masked_accuracy(P.predict_labels(scores), mlm_labels, ignore_index, name="mlm_labels")
+        nsp_acc = P.accuracy(P.predict_labels(nsp), nsp_labels, name="nsp_labels")
         total = mlm_weight + nsp_weight
         weighted = (mlm_weight * mlm_acc + nsp_weight * nsp_acc) / (total if total > 0 else 1.0)
         return mlm_acc, nsp_acc, weighted
@@ -247,7 +248,8 @@ class BERTForMaskedLM(BERTTaskModel):
                 token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """Prediction scores (B, T, V)."""
-        return self.cls(self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds).last_hidden_state)
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        return self.cls(out.last_hidden_state)
 
     def get_loss(self, labels: torch.Tensor, input_ids: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None, *,
@@ -323,7 +325,8 @@ class BERTForCausalLM(BERTTaskModel):
         """Greedy next token after the last position, (B,)."""
         return P.predict_labels(self(input_ids, attention_mask, token_type_ids, **inputs)[:, -1])
 
-    def get_loss_from_text(self, tokenizer: Any, text: str, *, device: str | torch.device | None = None) -> torch.Tensor:
+    def get_loss_from_text(self, tokenizer: Any, text: str, *,
+                           device: str | torch.device | None = None) -> torch.Tensor:
         encoded = self._encode(tokenizer, text, None, device)
         labels = encoded["input_ids"].masked_fill(encoded["attention_mask"] == 0, P.IGNORE_INDEX)
         return self.get_loss(labels, **self._model_inputs(encoded))
@@ -458,6 +461,8 @@ class BERTForQuestionAnswering(BERTTaskModel):
                  token_type_ids: torch.Tensor | None = None, *, reduction: str = "mean", **inputs: Any) -> torch.Tensor:
         """Mean of start and end cross-entropy (positions outside the sequence are clamped and ignored, as HF)."""
         start, end = self(input_ids, attention_mask, token_type_ids, **inputs)
+        P.check_span_positions("start_positions", start_positions, start.shape[0])
+        P.check_span_positions("end_positions", end_positions, start.shape[0])
         T = start.shape[1]
         start_positions = start_positions.reshape(-1).clamp(0, T)
         end_positions = end_positions.reshape(-1).clamp(0, T)
@@ -479,6 +484,8 @@ class BERTForQuestionAnswering(BERTTaskModel):
                      token_type_ids: torch.Tensor | None = None, **inputs: Any) -> torch.Tensor:
         """Exact match: both ends right."""
         start, end = self.predict_spans(input_ids, attention_mask, token_type_ids, **inputs)
+        P.check_span_positions("start_positions", start_positions, start.shape[0])
+        P.check_span_positions("end_positions", end_positions, start.shape[0])
         return ((start == start_positions.reshape(-1)) & (end == end_positions.reshape(-1))).float().mean()
 
     def predict_answer_from_text(self, tokenizer: Any, question: str, context: str, *,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from bertviz_lab.model.bert import value_range
+from bertviz_lab.model.bert import check_tensor, value_range
 
 IGNORE_INDEX = -100
 
@@ -64,7 +64,8 @@ def sample_masking(input_ids: torch.Tensor, *, vocab_size: int, special_token_id
         eligible &= attention_mask.bool()
     if special_tokens_mask is not None:
         if special_tokens_mask.shape != shape:
-            raise ValueError(f"special_tokens_mask has shape {tuple(special_tokens_mask.shape)}, expected {tuple(shape)}.")
+            raise ValueError(f"special_tokens_mask has shape {tuple(special_tokens_mask.shape)}, "
+                             f"expected {tuple(shape)}.")
         eligible &= ~special_tokens_mask.bool()
     if special:
         eligible &= ~torch.isin(input_ids, torch.tensor(special, device=device))
@@ -105,31 +106,56 @@ def create_masked_lm_inputs(input_ids: torch.Tensor, *, vocab_size: int, mask_to
 
 
 # losses ----------------------------------------------------------------------------------------------
+def check_class_ids(name: str, labels: Any, classes: int | None, ignore_index: int | None = None) -> None:
+    """Integer ids in [0, classes) or ignore_index: else torch truncates floats, or asserts (on a GPU) on a bad id."""
+    check_tensor(name, labels, "class ids")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor, got {labels.dtype}.")
+    if classes is None or torch.compiler.is_compiling():  # the range check reads the labels back: eager only
+        return
+    kept = labels if ignore_index is None else labels.masked_fill(labels == ignore_index, 0)
+    low, high = value_range(kept)
+    if low < 0 or high >= classes:
+        ignored = f" or {ignore_index} (ignored)" if ignore_index is not None else ""
+        raise ValueError(f"{name} must hold class ids in [0, {classes}){ignored}, got {low if low < 0 else high}.")
+
+
+def check_span_positions(name: str, positions: Any, batch: int) -> None:
+    """One integer position per example (positions outside the sequence are clamped and ignored, as in HF)."""
+    check_class_ids(name, positions, None)
+    if positions.numel() != batch:
+        raise ValueError(f"{name} has {positions.numel()} entries for a batch of {batch}.")
+
+
 def token_loss(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_INDEX,
-               reduction: str = "mean") -> torch.Tensor:
+               reduction: str = "mean", name: str = "labels") -> torch.Tensor:
     """Cross-entropy over every labelled token of (B, T, V) logits (the MLM / token-classification loss)."""
+    check_tensor(name, labels, "class ids")
     if logits.shape[:-1] != labels.shape:
-        raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {tuple(logits.shape[:-1])} to match the logits.")
+        raise ValueError(f"{name} have shape {tuple(labels.shape)}, expected {tuple(logits.shape[:-1])} "
+                         f"to match the logits.")
+    check_class_ids(name, labels, logits.shape[-1], ignore_index)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1).long(),
                            ignore_index=ignore_index, reduction=reduction)
 
 
-def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean",
+                  name: str = "labels") -> torch.Tensor:
     """Cross-entropy of (B, K) logits against (B,) labels; MSE when K == 1 (regression)."""
+    check_tensor(name, labels, "class ids (or regression targets)")
     labels = labels.reshape(-1)
     if labels.shape[0] != logits.shape[0]:
-        raise ValueError(f"got {labels.shape[0]} labels for a batch of {logits.shape[0]}.")
+        raise ValueError(f"got {labels.shape[0]} {name} for a batch of {logits.shape[0]}.")
     if logits.shape[-1] == 1:
         return F.mse_loss(logits.squeeze(-1).float(), labels.float(), reduction=reduction)
-    low, high = value_range(labels)
-    if low < 0 or high >= logits.shape[-1]:
-        raise ValueError(f"labels must lie in [0, {logits.shape[-1]}), got values in [{low}, {high}].")
+    check_class_ids(name, labels, logits.shape[-1])
     return F.cross_entropy(logits.float(), labels.long(), reduction=reduction)
 
 
 def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_INDEX,
                    reduction: str = "mean", shift_labels: bool = True) -> torch.Tensor:
     """Next-token cross-entropy: position t predicts label t+1 when shift_labels."""
+    check_tensor("labels", labels, "class ids")
     if shift_labels:
         if logits.shape[1] < 2:
             raise ValueError(f"next-token loss needs at least 2 tokens, got {logits.shape[1]}.")
@@ -143,16 +169,24 @@ def predict_labels(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(dim=-1)
 
 
-def masked_accuracy(predictions: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
+def masked_accuracy(predictions: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_INDEX,
+                    name: str = "labels") -> torch.Tensor:
     """Share of labelled positions predicted right (0 when nothing is labelled)."""
+    check_tensor(name, labels, "class ids")
+    if labels.shape != predictions.shape:
+        raise ValueError(f"{name} have shape {tuple(labels.shape)}, expected {tuple(predictions.shape)} "
+                         f"to match the predictions.")
     valid = labels != ignore_index
     count = valid.sum()
     correct = ((predictions == labels) & valid).sum()
     return torch.where(count > 0, correct.float() / count.clamp_min(1).float(), torch.zeros((), device=labels.device))
 
 
-def accuracy(predictions: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def accuracy(predictions: torch.Tensor, labels: torch.Tensor, name: str = "labels") -> torch.Tensor:
     """Share of predictions equal to labels."""
+    check_tensor(name, labels, "class ids")
+    if labels.numel() != predictions.numel():
+        raise ValueError(f"got {labels.numel()} {name} for {predictions.numel()} predictions.")
     return (predictions.reshape(-1) == labels.reshape(-1).to(predictions.device)).float().mean()
 
 

@@ -131,7 +131,8 @@ def read_state_dict(directory: Path) -> dict[str, torch.Tensor]:
         try:
             return load_file(str(safetensors_file))
         except (SafetensorError, OSError, ValueError) as error:
-            raise ValueError(f"{safetensors_file} is not a readable safetensors file (corrupt or truncated?): {error}") from error
+            raise ValueError(f"{safetensors_file} is not a readable safetensors file (corrupt or truncated?): "
+                             f"{error}") from error
     if pytorch_file.is_file():
         try:
             state = torch.load(pytorch_file, map_location="cpu", weights_only=True)
@@ -154,7 +155,8 @@ def load_pretrained(cls: type, source: Any, config: BERTConfig | None = None, de
     if not directory.exists():
         raise FileNotFoundError(f"checkpoint folder {directory} does not exist.")
     if not directory.is_dir():
-        raise ValueError(f"{directory} is a file; pass the checkpoint folder holding config.json and {SAFETENSORS_NAME}.")
+        raise ValueError(f"{directory} is a file; pass the checkpoint folder holding config.json and "
+                         f"{SAFETENSORS_NAME}.")
     config = config or BERTConfig.from_pretrained(directory)
     model = cls(config)
     state = _align_prefix(from_hf_state_dict(read_state_dict(directory)), model)
@@ -178,9 +180,7 @@ def load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], strict: bo
         raise ValueError(f"not a BERT checkpoint for {type(model).__name__}: none of its {len(state)} tensors "
                          f"(e.g. {_abbrev(sorted(state), 3)}) matches a parameter name.")
     for key in matched:
-        if tuple(state[key].shape) != tuple(own[key].shape):
-            raise ValueError(f"checkpoint tensor {key} has shape {tuple(state[key].shape)}, but the model (from its "
-                             f"config) expects {tuple(own[key].shape)}.")
+        _check_fits(key, state[key], own[key])
     with torch.no_grad():
         for key in matched:
             own[key].copy_(state[key])
@@ -196,6 +196,16 @@ def load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], strict: bo
     if strict and (missing or unexpected):
         raise ValueError(f"strict load of {type(model).__name__} failed: {report}")
     return report
+
+
+def _check_fits(key: str, tensor: torch.Tensor, target: torch.Tensor) -> None:
+    """Same shape, and no integer tensor copied into a float parameter (or back): copy_ would cast without a word."""
+    if tuple(tensor.shape) != tuple(target.shape):
+        raise ValueError(f"checkpoint tensor {key} has shape {tuple(tensor.shape)}, but the model (from its "
+                         f"config) expects {tuple(target.shape)}.")
+    if tensor.is_floating_point() != target.is_floating_point():
+        raise ValueError(f"checkpoint tensor {key} is {tensor.dtype}, but the model's tensor is {target.dtype}; "
+                         f"the file is damaged or not a checkpoint of this model.")
 
 
 def save_pretrained(model: torch.nn.Module, directory: str | os.PathLike) -> None:
