@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import ipywidgets as widgets
@@ -57,11 +58,22 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], css_class: str 
 
 
 class Panel(widgets.VBox):
-    """A VBox whose mimebundle also carries a static HTML rendering, shown where no kernel is running."""
+    """A VBox whose mimebundle also carries a static HTML rendering, shown where no kernel is running, and whose
+    figure on screen can be saved for a paper."""
+
+    def to_svg(self) -> str:
+        """The figure on screen as a standalone SVG document: vector, text as (escaped) text, title and colour bar."""
+        raise NotImplementedError
 
     def static_html(self) -> str:
         """Self-contained HTML of the panel's current state (no scripts, no network)."""
-        raise NotImplementedError
+        return f"<div class='bvl-static'>{self.to_svg()}</div>"
+
+    def save(self, path: str | Path, scale: float = 1) -> Path:
+        """Write the figure on screen to `path`: SVG or PNG by its suffix, `scale` times the size on screen."""
+        from bertviz_lab.widgets.export import save_figure
+
+        return save_figure(self.to_svg(), path, scale)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs)
