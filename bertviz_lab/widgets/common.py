@@ -69,6 +69,9 @@ class Panel(widgets.VBox):
         """Self-contained HTML of the panel's current state (no scripts, no network)."""
         return f"<div class='bvl-static'>{self.to_svg()}</div>"
 
+    def figure_changed(self) -> None:
+        """Called by a panel after the figure on screen changed, so its static copy follows the live view."""
+
     def save(self, path: str | Path, scale: float = 1) -> Path:
         """Write the figure on screen to `path`: SVG or PNG by its suffix, `scale` times the size on screen."""
         from bertviz_lab.widgets.export import save_figure
