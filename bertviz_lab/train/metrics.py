@@ -12,8 +12,12 @@ EVAL_KEYS = ("eval_mlm_loss", "eval_nsp_loss", "eval_mlm_accuracy", "eval_nsp_ac
 
 @dataclass
 class MetricsRecord(Mapping):
-    """One step's metrics (global over all processes); eval_* are None except on evaluation steps, MLM values are None
-    when there was nothing masked to predict.
+    """One step's metrics (global over all processes); eval_* are None except on evaluation steps.
+
+    A step whose batches hold no masked position (e.g. the seed's NSP-only synthetic batches) has nothing to score for
+    MLM: train_mlm_loss and train_mlm_accuracy are None (null in JSON; not 0.0, which would read as a perfect
+    prediction, nor NaN, which JSON cannot hold). Its MLM term is a sum over zero predictions, so it adds 0 to the loss
+    and the gradient, and train_loss = nsp_weight * train_nsp_loss. Means over steps skip such steps.
 
     Reads as a dataclass (`record.train_mlm_loss`) and as a read-only mapping of its set fields
     (`record["lr"]`, `dict(record)`), so a live panel can treat it either way.

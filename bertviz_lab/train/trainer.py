@@ -160,6 +160,8 @@ class Trainer:
     Callbacks get a MetricsRecord after every step, on rank 0, in the training thread; a callback with an
     `on_train_end(trainer)` method is also told when a fit() ends (finished, stopped or failed; see stop_reason).
     The Trainer seeds torch and `random` with seed + rank (dropout); the model's initial weights are the caller's.
+    A step with no masked position in its whole global batch gives train_mlm_loss = train_mlm_accuracy = None and
+    train_loss = nsp_weight * train_nsp_loss (see MetricsRecord); a micro-batch without one adds nothing to the MLM sum.
     """
 
     def __init__(self, model: BERTForPreTraining, train_data: TrainData, eval_data: TrainData | None = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -9,12 +10,14 @@ import time
 import pytest
 import torch
 
-from bertviz_lab.model import BERTForMaskedLM, BERTConfig
+from bertviz_lab.model import BERTConfig, BERTForMaskedLM
 from bertviz_lab.train import (
     MetricsRecord,
     NonFiniteLossError,
     TrainConfig,
     Trainer,
+    create_mlm_batch,
+    create_nsp_pair_batch,
     generate_synthetic_bert_batches,
     synthetic_to_training_batch,
 )
@@ -62,20 +65,50 @@ def test_loss_falls_with_warmup_then_linear_decay(pairs, tokenizer, make_model):
 
 
 def test_gradient_accumulation_gives_the_same_steps_as_one_big_batch(make_model):
-    """Losses are normalised by the predictions of the whole step, so 2 x 4 rows == 8 rows (dropout off)."""
+    """Losses are normalised by the predictions of the whole step, so 2 x 4 rows == 8 rows (dropout off), also when
+    one micro-batch holds no masked position."""
     normalised = Trainer(make_model(500, dropout=0.0), synthetic_batches(8, 1), None, _config(max_steps=2))
     accumulated = Trainer(make_model(500, dropout=0.0), synthetic_batches(4, 2), None,
                           _config(max_steps=2, gradient_accumulation_steps=2))
-    for x, y in zip(normalised.fit(), accumulated.fit()):
+    for x, y in zip(normalised.fit(), accumulated.fit(), strict=True):
+        assert x.train_mlm_loss is not None and y.train_mlm_loss is not None
         assert x.train_mlm_loss == pytest.approx(y.train_mlm_loss, rel=1e-5)
         assert x.train_nsp_loss == pytest.approx(y.train_nsp_loss, rel=1e-5)
         assert x.grad_norm == pytest.approx(y.grad_norm, rel=1e-4)
 
 
 def synthetic_batches(rows: int, parts: int) -> list[dict[str, torch.Tensor]]:
-    """The same two 8-row synthetic batches, cut into `parts` micro-batches of `rows` rows each."""
-    batches = [synthetic_to_training_batch(b) for b in generate_synthetic_bert_batches(2, 8, 16, 500, random_seed=1)]
-    return [{k: v[i * rows:(i + 1) * rows] for k, v in batch.items()} for batch in batches for i in range(parts)]
+    """Two fixed 8-row global batches cut into `parts` micro-batches of `rows` rows each: the first is 4 masked rows
+    then 4 unmasked NSP pairs (so its second half predicts no token), the second 8 masked NSP pairs."""
+    first = _concat(synthetic_to_training_batch(create_mlm_batch(4, 16, 500, random_seed=1)),
+                    synthetic_to_training_batch(create_nsp_pair_batch(4, 16, 500, random_seed=2)))
+    second = synthetic_to_training_batch(create_nsp_pair_batch(8, 16, 500, random_seed=3, mask_prob=0.3))
+    assert (first["mlm_labels"][:4] != -100).any() and (first["mlm_labels"][4:] == -100).all()
+    assert (second["mlm_labels"] != -100).any()
+    return [{k: v[i * rows:(i + 1) * rows] for k, v in batch.items()} for batch in (first, second)
+            for i in range(parts)]
+
+
+def _concat(*batches: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {key: torch.cat([batch[key] for batch in batches]) for key in batches[0]}
+
+
+def test_a_step_without_masked_tokens_has_no_mlm_values(tmp_path, make_model):
+    """Nothing to predict: MLM loss and accuracy are None (null in the metrics file), the loss is the NSP term."""
+    batches = [synthetic_to_training_batch(create_nsp_pair_batch(8, 16, 200, random_seed=seed)) for seed in (4, 5)]
+    metrics = tmp_path / "metrics.jsonl"
+    trainer = Trainer(make_model(200), batches, batches, _config(max_steps=2, nsp_weight=0.5,
+                                                                 metrics_file=str(metrics)))
+    for record in trainer.fit():
+        assert record.train_mlm_loss is None and record.train_mlm_accuracy is None
+        assert "train_mlm_loss" not in record and "train_mlm_accuracy" not in dict(record)
+        assert record.train_loss == pytest.approx(0.5 * record.train_nsp_loss)
+        assert math.isfinite(record.grad_norm) and record.grad_norm > 0
+    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [(line["train_mlm_loss"], line["train_mlm_accuracy"]) for line in lines] == [(None, None)] * 2
+    evaluation = trainer.evaluate()
+    assert evaluation["eval_mlm_loss"] is None and evaluation["eval_mlm_accuracy"] is None
+    assert math.isfinite(evaluation["eval_nsp_loss"])
 
 
 def test_background_start_and_clean_stop_writes_a_checkpoint(tmp_path, pairs, tokenizer, make_model):
