@@ -80,7 +80,8 @@ class BertInspectMagics(Magics):
               help="variable names of a model and its tokenizer (optional), then the quoted text")
     @line_cell_magic
     def bert_inspect(self, line: str, cell: str | None = None):
-        """Inspect BERT on a text: %bert_inspect [MODEL [TOKENIZER]] [--view V] [--layer L] [--head H] [--pair B] [--device D] "TEXT".
+        """Inspect BERT on a text:
+        %bert_inspect [MODEL [TOKENIZER]] [--view V] [--layer L] [--head H] [--pair B] [--device D] "TEXT".
 
         With no MODEL the default pretrained model (all-MiniLM-L6-v2) is used. As a cell magic
         (%%bert_inspect ...), the cell body is the text. Names are looked up in the notebook, never evaluated,
@@ -106,12 +107,15 @@ class BertInspectMagics(Magics):
 
 
 def warm_up() -> None:
-    """Import plotly and the panels and load the default model, so the first %bert_inspect only draws."""
+    """Import plotly and the panels, build (or verify) the CPU kernels and load the default model, so the first
+    %bert_inspect or forward only computes."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots  # noqa: F401
 
+    from bertviz_lab.model import fused
     from bertviz_lab.widgets.workbench import default_model_and_tokenizer
 
+    fused.cpu_backend()  # the first choice compiles cpu_gemm.c where it is not cached yet (about a second)
     go.FigureWidget  # noqa: B018 (plotly imports lazily: this one pulls in nbformat and jsonschema)
     go.Figure(data=[go.Heatmap(z=[[0]]), go.Scatter(x=[0], y=[0])])
     default_model_and_tokenizer()
@@ -135,7 +139,8 @@ def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext bertviz_lab` registers %bert_inspect and warms it up in a background thread.
 
     In a fresh kernel the first call would otherwise spend ~3 s importing plotly (whose FigureWidget pulls in
-    nbformat and jsonschema) and loading the default model; done while the user types the next cell, it is free.
+    nbformat and jsonschema), building the CPU kernels and loading the default model; done while the user types
+    the next cell, it is free.
     """
     ipython.register_magics(BertInspectMagics)
     threading.Thread(target=_warm_up_quietly, name=WARM_UP_THREAD, daemon=True).start()

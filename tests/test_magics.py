@@ -16,9 +16,15 @@ from IPython.testing.globalipapp import start_ipython
 
 from bertviz_lab.device import available_devices
 from bertviz_lab.magics import wait_for_warm_up
-from bertviz_lab.model import BERT, BERTConfig, BERTForPreTraining, BERTTokenizerFast, BERT_Weights
-from bertviz_lab.widgets import ArchitecturePanel, AttentionPanel, DevicePicker, MaskingPreview, TrainingPanel, Workbench
-
+from bertviz_lab.model import BERT, BERT_Weights, BERTConfig, BERTForPreTraining, BERTTokenizerFast
+from bertviz_lab.widgets import (
+    ArchitecturePanel,
+    AttentionPanel,
+    DevicePicker,
+    MaskingPreview,
+    TrainingPanel,
+    Workbench,
+)
 
 
 class Spy:
@@ -89,6 +95,8 @@ def test_load_ext_warms_up_plotly_and_the_default_model_in_the_background():
         from bertviz_lab.widgets import workbench
         assert "plotly.basewidget" in sys.modules and "nbformat" in sys.modules
         assert workbench._load_default_once.cache_info().currsize == 1
+        from bertviz_lab.model import cpu_gemm
+        assert cpu_gemm.library.cache_info().currsize == 1  # built or verified before the first forward
         panel = ip.run_line_magic("bert_inspect", "--view attention 'warm already'")
         assert workbench._load_default_once.cache_info().hits == 1, workbench._load_default_once.cache_info()
         print(type(panel).__name__)
