@@ -42,6 +42,7 @@ from bertviz_lab.train.distributed import (
 )
 from bertviz_lab.train.metrics import MetricsRecord
 from bertviz_lab.train.objective import MODEL_INPUTS, PretrainingObjective, prediction_targets
+from bertviz_lab.train.progress import log_above
 
 logger = logging.getLogger("bertviz_lab.train")
 
@@ -382,28 +383,8 @@ class Trainer:
         clock_start = time.perf_counter()
         self.stop_reason = None
         try:
-            while self.step < target:
-                if any_process(self._stop.is_set(), self.dist, self.device):
-                    self.stop_reason = "stopped"
-                    break
-                try:
-                    record = self._train_step(clock_start)
-                except NonFiniteLossError:
-                    self.stop_reason = "non-finite loss"
-                    raise
-                if self.config.eval_interval and self.step % self.config.eval_interval == 0 \
-                        and self._eval_data is not None:
-                    record = dataclasses.replace(record, **self.evaluate())
-                self.history.append(record)
-                records.append(record)
-                bar.update(1)
-                bar.set_postfix(mlm=_short(record.train_mlm_loss), nsp=_short(record.train_nsp_loss),
-                                lr=f"{record.lr:.2e}", refresh=False)
-                self._report(record)
-                if self.config.checkpoint_interval and self.step % self.config.checkpoint_interval == 0:
-                    self.save_checkpoint()
-            else:
-                self.stop_reason = "finished"
+            with log_above(bar, logger):
+                self._loop(target, bar, clock_start, records)
         finally:
             bar.close()
             self._elapsed_before += time.perf_counter() - clock_start
@@ -411,6 +392,31 @@ class Trainer:
         if self.config.checkpoint_dir is not None:
             self.save_checkpoint()
         return records
+
+    def _loop(self, target: int, bar: Any, clock_start: float, records: list[MetricsRecord]) -> None:
+        """Steps until `target` or stop(); each record goes to the history, `records`, the bar and the callbacks."""
+        while self.step < target:
+            if any_process(self._stop.is_set(), self.dist, self.device):
+                self.stop_reason = "stopped"
+                break
+            try:
+                record = self._train_step(clock_start)
+            except NonFiniteLossError:
+                self.stop_reason = "non-finite loss"
+                raise
+            if self.config.eval_interval and self.step % self.config.eval_interval == 0 \
+                    and self._eval_data is not None:
+                record = dataclasses.replace(record, **self.evaluate())
+            self.history.append(record)
+            records.append(record)
+            bar.update(1)
+            bar.set_postfix(mlm=_short(record.train_mlm_loss), nsp=_short(record.train_nsp_loss),
+                            lr=f"{record.lr:.2e}", refresh=False)
+            self._report(record)
+            if self.config.checkpoint_interval and self.step % self.config.checkpoint_interval == 0:
+                self.save_checkpoint()
+        else:
+            self.stop_reason = "finished"
 
     def _notify_end(self) -> None:
         if not self.dist.is_main:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,20 @@ def test_cli_prints_and_writes_json(tmp_path, capsys):
     results = json.loads(output.read_text())
     assert set(results) == DOCUMENTED_KEYS and results["steps"] == 2
     assert f"test_nsp_accuracy: {results['test_nsp_accuracy']:.6f}" in printed
+
+
+def test_cli_log_lines_do_not_land_on_the_progress_bar(tmp_path, capsys):
+    config = _tiny_synthetic(tmp_path, steps=3)
+    config["logging"].update(progress=True, log_interval=1)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    log = logging.getLogger("bertviz_lab.train")
+    handlers = list(log.handlers)
+    assert main(["train", "--config", str(tmp_path / "c.yaml")]) == 0
+    err = capsys.readouterr().err
+    logged = [line for line in err.split("\n") if "bertviz_lab.train: step" in line]
+    assert "pretraining" in err and len(logged) == 3
+    assert all(line.split("\r")[-1].startswith("INFO bertviz_lab.train: step") for line in logged), logged
+    assert log.handlers == handlers
 
 
 @pytest.mark.parametrize("text, named", [

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
+import sys
 import threading
 import time
 
@@ -176,6 +178,32 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, pairs, toke
     fresh = make_model(len(tokenizer))
     ckpt.load_model_weights(fresh, root)
     assert all(torch.isfinite(p).all() for p in fresh.parameters())
+
+
+def test_log_lines_are_written_above_the_progress_bar_and_the_handler_is_put_back(pairs, tokenizer, make_model,
+                                                                                   capsys):
+    train, _ = pairs
+    handler = logging.StreamHandler(sys.stderr)  # pytest's captured stderr, where the bar goes too
+    handler.setFormatter(logging.Formatter("LOG %(message)s"))
+    log = logging.getLogger("bertviz_lab.train")
+    level = log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(handler)
+    try:
+        trainer = Trainer(make_model(len(tokenizer)), train, None, _config(max_steps=4, log_interval=1, progress=True))
+        trainer.fit(2)
+        assert handler.stream is sys.stderr
+        trainer.callbacks.append(lambda record: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            trainer.fit(1)
+        assert handler.stream is sys.stderr  # put back when a step fails too
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    err = capsys.readouterr().err
+    logged = [line for line in err.split("\n") if "LOG step" in line]
+    assert "pretraining" in err and len(logged) == 3
+    assert all(line.split("\r")[-1].startswith("LOG step") for line in logged), logged  # not after the bar's text
 
 
 class EndWatcher:
