@@ -364,7 +364,8 @@ def test_on_the_cpu_kernels_a_lone_trace_keeps_the_kernels_probabilities_and_cha
     from bertviz_lab.model import cpu_gemm, fused
 
     if cpu_gemm.library() is None:
-        pytest.skip(f"the AVX2 kernels cannot run here: {cpu_gemm.unsupported_reason()}")
+        pytest.skip("the AVX2 kernels cannot run here: "
+                    f"{cpu_gemm.unsupported_reason() or 'no C compiler to build them and no verified build cached'}")
     monkeypatch.setattr(fused, "_cpu_backend", "avx2")
     torch.manual_seed(0)
     model = BERT(tiny_config(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
