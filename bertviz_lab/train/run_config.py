@@ -2,6 +2,10 @@
 
 Sections are the BERT-from-scratch seed's (`data`, `model`, `training`, `logging`) with its key names, plus ours.
 Keys listed with `alias_of` are alternative spellings (the seed's name and the Hugging Face name) of one setting.
+
+YAML anchors and aliases (`&name`, `*name`) may repeat a single value (a string, number, true/false or null), never a
+list or mapping: that is how a few lines expand to billions of items ("billion laughs"), and no key takes a list or
+mapping. Errors echo a value in at most ECHO_LIMIT characters.
 """
 
 from __future__ import annotations
@@ -9,15 +13,85 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import yaml
 
+ECHO_LIMIT = 200  # characters of a value shown in an error message
+
 
 class ConfigError(ValueError):
     """A run configuration that cannot work; the message names the key (`section.key`) and what was expected."""
+
+
+def clip(text: str, limit: int = ECHO_LIMIT) -> str:
+    """`text` cut to `limit` characters ("..." marks the cut), so one huge value cannot flood an error message."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _echo_repr() -> reprlib.Repr:
+    shortened = reprlib.Repr()
+    shortened.maxlevel, shortened.maxstring, shortened.maxother = 3, ECHO_LIMIT, ECHO_LIMIT
+    return shortened
+
+
+_ECHO = _echo_repr()
+
+
+def shown(value: Any) -> str:
+    """repr(value) in at most ECHO_LIMIT characters, without walking all of a huge or deeply nested value."""
+    try:
+        text = _ECHO.repr(value)
+    except ValueError:  # an int too long to print
+        text = f"<{type(value).__name__} too long to show>"
+    return clip(text)
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """yaml.SafeLoader whose aliases may only repeat single values (see the module docstring)."""
+
+    source = "the configuration"
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            node = self.anchors.get(event.anchor)
+            if node is not None and not isinstance(node, yaml.ScalarNode):
+                raise ConfigError(f"{self.source}, line {event.start_mark.line + 1}: the alias *{clip(event.anchor)} "
+                                  f"repeats a list or mapping; in a run config an alias may only repeat a single "
+                                  f"value (a string, number, true/false or null).")
+        return super().compose_node(parent, index)
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """PyYAML's (multi-line) error as one short line: what went wrong and where."""
+    if not isinstance(error, yaml.MarkedYAMLError):
+        return clip(" ".join(str(error).split()))
+    what = "; ".join(part for part in (error.context, error.problem) if part)
+    mark = error.problem_mark or error.context_mark
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return clip(" ".join(what.split())) + where
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """YAML read safely (aliases only of single values); any failure is a one-line ConfigError naming `source`."""
+    loader = _ConfigLoader(text)
+    loader.source = source
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{source} is not valid YAML: {_yaml_problem(error)}") from None
+    except RecursionError:
+        raise ConfigError(f"{source} is nested too deeply; a run config is sections of single values.") from None
+    except ConfigError:
+        raise
+    except ValueError as error:  # e.g. an integer of more digits than Python converts
+        raise ConfigError(f"{source} holds a value that cannot be read: {clip(str(error))}") from None
+    finally:
+        loader.dispose()
 
 
 @dataclass(frozen=True)
@@ -91,7 +165,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "gradient_accumulation_steps": Key(int, 1, "micro-batches per optimizer step", low=1),
         "mlm_loss_weight": Key(float, 1.0, "weight of the MLM loss in the total", low=0.0),
         "nsp_loss_weight": Key(float, 1.0, "weight of the NSP loss in the total", low=0.0),
-        "seed": Key(int, None, "seeds model init, dropout, batch order and masking (default: data.random_seed)", nullable=True, low=0),
+        "seed": Key(int, None, "seeds model init, dropout, batch order and masking (default: data.random_seed)",
+                    nullable=True, low=0),
         "device": Key(str, "auto", "auto | cpu | cuda | cuda:N | gpu | mps (under torchrun: each process' GPU)"),
         "precision": Key(str, "auto", "auto (bf16 on CUDA when supported, else fp16; fp32 elsewhere) | fp32 | bf16 | "
                                       "fp16", choices=("auto", "fp32", "bf16", "fp16")),
@@ -137,17 +212,17 @@ def _check_value(name: str, key: Key, value: Any) -> Any:
           else isinstance(value, (int, float)) and not isinstance(value, bool) if key.kind is float
           else isinstance(value, str))
     if not ok:
-        raise ConfigError(f"{name} must be {_type_name(key.kind)}, got {value!r} ({type(value).__name__}).")
+        raise ConfigError(f"{name} must be {_type_name(key.kind)}, got {shown(value)} ({type(value).__name__}).")
     if key.kind is float:
         value = float(value)
         if not math.isfinite(value):
-            raise ConfigError(f"{name} must be a finite number, got {value!r}.")
+            raise ConfigError(f"{name} must be a finite number, got {shown(value)}.")
     if key.choices is not None and value not in key.choices:
-        raise ConfigError(f"{name} must be one of {', '.join(key.choices)}; got {value!r}.")
+        raise ConfigError(f"{name} must be one of {', '.join(key.choices)}; got {shown(value)}.")
     if key.low is not None and value < key.low:
-        raise ConfigError(f"{name} must be >= {key.low:g}, got {value!r}.")
+        raise ConfigError(f"{name} must be >= {key.low:g}, got {shown(value)}.")
     if key.high is not None and value >= key.high:
-        raise ConfigError(f"{name} must be < {key.high:g}, got {value!r}.")
+        raise ConfigError(f"{name} must be < {key.high:g}, got {shown(value)}.")
     return value
 
 
@@ -155,7 +230,7 @@ def _unknown(name: str, known: Iterable[str], where: str) -> ConfigError:
     known = sorted(known)
     close = difflib.get_close_matches(name.rsplit(".", 1)[-1], known, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
-    return ConfigError(f"unknown key {name!r}{where}.{hint} Known keys: {', '.join(known)}.")
+    return ConfigError(f"unknown key {shown(name)}{where}.{hint} Known keys: {', '.join(known)}.")
 
 
 def validate_config(raw: Any, source: str = "the configuration") -> RunConfig:
@@ -172,7 +247,7 @@ def validate_config(raw: Any, source: str = "the configuration") -> RunConfig:
         if values is None:
             continue
         if not isinstance(values, Mapping):
-            raise ConfigError(f"section {section!r} must be a mapping of keys, got {type(values).__name__}.")
+            raise ConfigError(f"section {shown(section)} must be a mapping of keys, got {type(values).__name__}.")
         given: dict[str, str] = {}
         for name, value in values.items():
             keys = SCHEMA[section]
@@ -180,25 +255,35 @@ def validate_config(raw: Any, source: str = "the configuration") -> RunConfig:
                 raise _unknown(f"{section}.{name}", keys, f" in {source}")
             canonical = keys[name].alias_of or f"{section}.{name}"
             if canonical in given:
-                raise ConfigError(f"{section}.{name} and {given[canonical]} set the same thing; give only one.")
+                raise ConfigError(f"{clip(f'{section}.{name}')} and {given[canonical]} set the same thing; give "
+                                  f"only one.")
             given[canonical] = f"{section}.{name}"
             target = canonical.split(".", 1)[1]
-            config[section][target] = _check_value(f"{section}.{name}", keys[target], value)
+            config[section][target] = _check_value(clip(f"{section}.{name}"), keys[target], value)
     if config["training"]["steps"] is not None and config["training"]["epochs"] is not None:
         raise ConfigError("training.steps and training.epochs are both set; give only one.")
     return config
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
-    """`section.key=value` (value read as YAML) -> (section, key, value)."""
+    """`section.key=value` (value read as YAML, aliases as in a config file) -> (section, key, value)."""
     name, sep, value = text.partition("=")
     section, dot, key = name.strip().partition(".")
     if not sep or not dot or not key:
-        raise ConfigError(f"override {text!r} must look like section.key=value, e.g. training.steps=100.")
+        raise ConfigError(f"override {shown(text)} must look like section.key=value, e.g. training.steps=100.")
+    return section, key, parse_yaml(value, f"override {clip(name.strip())}")
+
+
+def _read_config_text(path: Path) -> str:
+    """The config file's text, or a ConfigError saying why it cannot be read."""
+    if not path.is_file():
+        raise ConfigError(f"config file {shown(str(path))} does not exist.")
     try:
-        return section, key, yaml.safe_load(value)
-    except yaml.YAMLError as error:
-        raise ConfigError(f"override {text!r}: the value is not valid YAML ({error}).") from error
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"config file {shown(str(path))} is not UTF-8 text (byte {error.start}).") from None
+    except OSError as error:
+        raise ConfigError(f"config file {shown(str(path))} cannot be read: {error.strerror}.") from None
 
 
 def load_config(source: str | os.PathLike | Mapping[str, Any] | None,
@@ -211,13 +296,8 @@ def load_config(source: str | os.PathLike | Mapping[str, Any] | None,
         raw, name = {k: dict(v) if isinstance(v, Mapping) else v for k, v in source.items()}, "the configuration"
     else:
         path = Path(source)
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist.")
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as error:
-            raise ConfigError(f"{path} is not valid YAML: {error}") from error
-        name = str(path)
+        name = clip(str(path))
+        raw = parse_yaml(_read_config_text(path), name) or {}
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{path} must hold a mapping of sections ({', '.join(SCHEMA)}), "
                               f"got {type(raw).__name__}.")
@@ -227,9 +307,9 @@ def load_config(source: str | os.PathLike | Mapping[str, Any] | None,
     for dotted, value in items:
         section, _, key = str(dotted).partition(".")
         if not key:
-            raise ConfigError(f"override {dotted!r} must name section.key.")
+            raise ConfigError(f"override {shown(dotted)} must name section.key.")
         current = raw.setdefault(section, {})
         if not isinstance(current, dict):
-            raise ConfigError(f"section {section!r} must be a mapping of keys, got {type(current).__name__}.")
+            raise ConfigError(f"section {shown(section)} must be a mapping of keys, got {type(current).__name__}.")
         current[key] = value
     return validate_config(raw, name)

@@ -14,7 +14,6 @@ from bertviz_lab.train.data import SentencePairDataset, load_documents, split_do
 SEQ_LEN = 32
 
 
-
 @pytest.fixture(scope="session")
 def documents() -> tuple[list[str], list[str]]:
     """The built-in corpus split into (train, test) documents."""
@@ -62,3 +61,19 @@ def small_model(vocab_size: int, seed: int = 0, dropout: float = 0.1) -> BERTFor
 def child_env() -> dict[str, str]:
     """Environment for child Pythons: one thread each, no progress bars fighting for the terminal."""
     return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+
+
+@pytest.fixture
+def billion_laughs():
+    """billion_laughs(levels, flow=False): a YAML alias bomb under data.corpus (flow: just the value)."""
+    return alias_bomb
+
+
+def alias_bomb(levels: int, flow: bool = False) -> str:
+    """The "billion laughs" document under a known key: each level an anchored list of 9 aliases of the level below."""
+    names = [chr(ord("a") + level) for level in range(levels)]
+    items = [f"&a [{', '.join(['lol'] * 9)}]"] + [f"&{name} [{', '.join(['*' + below] * 9)}]"
+                                                  for below, name in zip(names, names[1:])]
+    if flow:
+        return "[" + ", ".join(items) + "]"
+    return "data:\n  corpus:\n" + "".join(f"    - {item}\n" for item in items)

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from bertviz_lab.train.run_config import SCHEMA, ConfigError, load_config, parse_override, validate_config
+from bertviz_lab.train.run_config import (
+    ECHO_LIMIT,
+    SCHEMA,
+    ConfigError,
+    load_config,
+    parse_override,
+    validate_config,
+)
 
 
 def test_defaults_fill_every_section():
@@ -78,3 +87,69 @@ def test_overrides_are_yaml_values_and_checked(tmp_path):
         parse_override("steps=3")
     with pytest.raises(ConfigError, match="unknown key 'training.stepz'"):
         load_config(file, ["training.stepz=3"])
+
+
+def _one_short_line(error: pytest.ExceptionInfo) -> str:
+    message = str(error.value)
+    assert "\n" not in message and len(message) < 2 * ECHO_LIMIT + 200, message[:1000]
+    return message
+
+
+@pytest.mark.parametrize("levels", [2, 6, 9])
+def test_aliases_of_lists_are_refused_at_once(tmp_path, billion_laughs, levels):
+    file = tmp_path / "laughs.yaml"
+    file.write_text(billion_laughs(levels))
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"laughs.yaml, line 4: the alias \*a repeats a list or mapping") as error:
+        load_config(file)
+    assert time.perf_counter() - started < 2
+    assert "single value" in _one_short_line(error)
+
+
+def test_an_override_may_not_alias_a_list_either(billion_laughs):
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"override data.corpus, line 1: the alias \*a repeats") as error:
+        load_config(None, [f"data.corpus={billion_laughs(6, flow=True)}"])
+    assert time.perf_counter() - started < 2
+    _one_short_line(error)
+    with pytest.raises(ConfigError, match=r"repeats a list or mapping"):
+        load_config(None, ["data.corpus={defaults: &d {x: 1}, again: *d}"])
+
+
+def test_aliases_of_single_values_work(tmp_path):
+    file = tmp_path / "c.yaml"
+    file.write_text("training:\n  checkpoint_dir: &runs runs/a\n  resume_from: *runs\n  steps: &n 5\n"
+                    "  warmup_steps: *n\n")
+    training = load_config(file)["training"]
+    assert training["checkpoint_dir"] == training["resume_from"] == "runs/a"
+    assert training["steps"] == training["warmup_steps"] == 5
+
+
+@pytest.mark.parametrize("text, named", [
+    ("data:\n  batch_size: " + "x" * 100_000 + "\n", "data.batch_size must be an integer"),
+    ("data:\n  corpus: [" + ", ".join(["lol"] * 100_000) + "]\n", "data.corpus must be a string"),
+    ("data:\n  corpus: " + "[" * 20 + "]" * 20 + "\n", "data.corpus must be a string"),
+    ("data:\n  " + "k" * 1000 + ": 1\n", "unknown key 'data.kkk"),
+    ("data:\n  corpus: [unclosed " + "x" * 100_000 + "\n", "not valid YAML"),
+    ("data:\n  batch_size: " + "9" * 5000 + "\n", "cannot be read"),
+    ("data:\n  corpus: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+    ("data:\n  corpus: *" + "n" * 100_000 + "\n", "not valid YAML: found undefined alias"),
+], ids=["long-string", "long-list", "nested-list", "long-key", "long-bad-yaml", "long-int", "deep", "long-alias"])
+def test_errors_echo_at_most_a_short_value(tmp_path, text, named):
+    file = tmp_path / "big.yaml"
+    file.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load_config(file)
+    assert named in _one_short_line(error)
+
+
+def test_override_errors_echo_at_most_a_short_value():
+    with pytest.raises(ConfigError, match="data.batch_size must be an integer") as error:
+        load_config(None, ["data.batch_size=" + "x" * 100_000])
+    _one_short_line(error)
+    with pytest.raises(ConfigError, match="must look like section.key=value") as error:
+        parse_override("x" * 100_000)
+    _one_short_line(error)
+    with pytest.raises(ConfigError, match="must be a string") as error:
+        validate_config({"data": {"corpus": [[list(range(1000))] * 1000] * 1000}})  # shown without walking it all
+    _one_short_line(error)

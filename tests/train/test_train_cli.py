@@ -6,6 +6,7 @@ import json
 import logging
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,19 @@ def test_bad_yaml_exits_2_naming_the_key(tmp_path, capsys, text, named):
     assert main(["train", "--config", str(config)]) == 2
     error = capsys.readouterr().err
     assert named in error and "error:" in error
+
+
+def test_alias_bombs_exit_2_at_once_with_one_short_line(tmp_path, capsys, billion_laughs):
+    config = tmp_path / "laughs.yaml"
+    config.write_text(billion_laughs(9))
+    started = time.perf_counter()
+    assert main(["train", "--config", str(config)]) == 2
+    assert main(["train", "--config", str(TINY), "--set", f"data.corpus={billion_laughs(6, flow=True)}"]) == 2
+    assert time.perf_counter() - started < 5
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all(len(line) < 300 for line in lines), lines
+    assert "laughs.yaml, line 4: the alias *a repeats a list or mapping" in lines[0]
+    assert "override data.corpus, line 1: the alias *a" in lines[1]
 
 
 def test_usage_errors_exit_2_and_help_exits_0(tmp_path, capsys):
