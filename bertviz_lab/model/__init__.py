@@ -1,5 +1,6 @@
 """The BERT model family: config, backbone, task heads, tokenizer, weights and factories."""
 
+from bertviz_lab.model.auto import load
 from bertviz_lab.model.bert import BERT, BERTModelOutput, BERTPreTrainedModel
 from bertviz_lab.model.cache import DynamicCache, EncoderDecoderCache, StaticCache
 from bertviz_lab.model.config import BERTConfig
@@ -67,5 +68,6 @@ __all__ = [
     "bert_for_token_classification_base",
     "bert_for_token_classification_large",
     "create_bert_model",
+    "load",
     "load_default",
 ]

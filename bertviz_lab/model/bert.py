@@ -145,12 +145,15 @@ class BERTPreTrainedModel(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path_or_weights: Any = None, *, weights: Any = None, config: BERTConfig | None = None,
-                        device: str | torch.device | None = None, strict: bool = False):
-        """Load an HF-format checkpoint folder or a registry entry (BERT_Weights); see weights.py."""
-        from bertviz_lab.model.weights import load_pretrained
+                        device: str | torch.device | None = None, strict: bool = False, revision: str | None = None,
+                        cache_dir: str | os.PathLike | None = None, local_files_only: bool = False,
+                        token: str | bool | None = None):
+        """Load a checkpoint folder, a BERT_Weights entry or a Hub repo id ("bert-base-uncased"); see weights.py."""
+        from bertviz_lab.model.weights import HubOptions, load_pretrained
 
+        hub = HubOptions(revision=revision, cache_dir=cache_dir, local_files_only=local_files_only, token=token)
         return load_pretrained(cls, weights if weights is not None else path_or_weights, config=config,
-                               device=device, strict=strict)
+                               device=device, strict=strict, hub=hub)
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
         """Write config.json and model.safetensors with Hugging Face parameter names."""

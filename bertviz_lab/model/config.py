@@ -28,7 +28,7 @@ _HF_RENAMES = {"tie_word_embedding": "tie_word_embeddings"}
 # HF keys that describe the file, not the model; dropped on read.
 _HF_IGNORED = {
     "architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "gradient_checkpointing",
-    "id2label", "label2id", "_name_or_path", "problem_type", "output_past",
+    "label2id", "_name_or_path", "problem_type", "output_past",
 }
 
 
@@ -40,6 +40,17 @@ _FLAGS = ("tie_word_embedding", "use_cache", "is_decoder", "add_cross_attention"
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id")
 _JSON_KINDS = {dict: "object", list: "list", str: "string", int: "number", float: "number", bool: "boolean",
                type(None): "null"}
+
+
+def _read_id2label(value: Any) -> Any:
+    """config.json's id2label ({"0": "O", ...}) with int ids; None when it only holds the default LABEL_i names."""
+    if not isinstance(value, dict):
+        return value  # validate() names the bad value
+    try:
+        labels = {int(i): name for i, name in value.items()}
+    except (TypeError, ValueError):
+        raise ValueError(f"config.json id2label must map label ids to names, got keys {list(value)}.") from None
+    return None if labels == {i: f"LABEL_{i}" for i in range(len(labels))} else labels
 
 
 def _described(value: Any) -> str:
@@ -75,6 +86,7 @@ class BERTConfig:
     add_pooling_layer: bool = True
     position_embedding_type: str = "absolute"
     num_labels: int = 2
+    id2label: dict[int, str] | None = None  # names of the classifier's outputs; None: LABEL_0, LABEL_1, ...
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -110,8 +122,24 @@ class BERTConfig:
         if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"BERTConfig.pad_token_id ({self.pad_token_id}) must lie in "
                              f"[0, vocab_size={self.vocab_size}).")
+        self._check_id2label()
         if not isinstance(self.extra, dict):
             raise TypeError(f"BERTConfig.extra must be a dict of extra config.json keys, got {_described(self.extra)}.")
+
+    def _check_id2label(self) -> None:
+        """id2label names every classifier output 0..num_labels-1 once, with a str."""
+        labels = self.id2label
+        if labels is None:
+            return
+        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+            raise TypeError(f"BERTConfig.id2label must be None or a dict of int -> str, got {_described(labels)}.")
+        if sorted(labels) != list(range(self.num_labels)):
+            raise ValueError(f"BERTConfig.id2label must name the labels 0..{self.num_labels - 1} "
+                             f"(num_labels={self.num_labels}), got ids {sorted(labels, key=str)}.")
+
+    def label_names(self) -> list[str]:
+        """The name of each classifier output, from id2label (Hugging Face's LABEL_i where none is given)."""
+        return [(self.id2label or {}).get(i, f"LABEL_{i}") for i in range(self.num_labels)]
 
     def _check_int(self, name: str, minimum: int, optional: bool = False) -> None:
         value = getattr(self, name)
@@ -171,8 +199,11 @@ class BERTConfig:
         if callable(self.hidden_act):
             raise ValueError("BERTConfig.hidden_act is a callable and cannot be written to config.json; "
                              "use a name such as 'gelu'.")
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("extra", "id2label")}
         data = {_HF_RENAMES.get(k, k): v for k, v in data.items()}
+        if self.id2label is not None:  # JSON keys are strings, as transformers writes them
+            data["id2label"] = {str(i): name for i, name in sorted(self.id2label.items())}
+            data["label2id"] = {name: i for i, name in sorted(self.id2label.items())}
         data["model_type"] = "bert"
         return {**self.extra, **data}
 
@@ -192,8 +223,10 @@ class BERTConfig:
                 known[ours] = value
             elif key not in _HF_IGNORED:
                 extra[key] = value
-        if "id2label" in data and "num_labels" not in data:
-            known["num_labels"] = len(data["id2label"])
+        if "id2label" in data:
+            known["id2label"] = _read_id2label(data["id2label"])
+            if "num_labels" not in data and isinstance(data["id2label"], dict):
+                known["num_labels"] = len(data["id2label"])
         return cls(**known, extra=extra)
 
     def save_pretrained(self, directory: str | os.PathLike, architectures: list[str] | None = None) -> Path:

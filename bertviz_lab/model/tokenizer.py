@@ -21,12 +21,14 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 
 from bertviz_lab.device import select_device
+from bertviz_lab.model.weights import HubOptions, hub_files, is_hub_name
 
 __all__ = ["BERTTokenizerFast", "BatchEncoding", "load_vocab"]
 
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 
 PathLike = Union[str, os.PathLike]
 TextInput = Union[str, tuple[str, str]]
@@ -55,6 +57,8 @@ _CONFIG_KEYS = (
     "model_max_length",
 )
 _SPECIAL_ATTRS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")  # Hugging Face's order
+# What a tokenizer_config.json without these keys means (transformers' BertTokenizer defaults).
+_NORMALIZER_DEFAULTS: dict[str, Any] = {"do_lower_case": True, "strip_accents": None, "tokenize_chinese_chars": True}
 
 
 def load_vocab(vocab_file: PathLike) -> dict[str, int]:
@@ -116,6 +120,54 @@ def _as_id_list(ids: Ids) -> list[int]:
     if isinstance(ids, int):
         return [ids]
     return [int(i) for i in ids]
+
+
+def _tokenizer_source(path: PathLike, hub: HubOptions) -> Path:
+    """A local tokenizer folder or file, or the cached snapshot of a Hub repo id with its tokenizer files."""
+    if is_hub_name(path):
+        return hub_files(str(path), (TOKENIZER_FILE, VOCAB_FILE), hub, optional=(CONFIG_FILE, SPECIAL_TOKENS_FILE),
+                         what="the tokenizer")
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(
+            f"no tokenizer at {str(p)!r}: expected a local folder with {TOKENIZER_FILE} or {VOCAB_FILE}, "
+            "or a Hugging Face Hub repo id such as 'bert-base-uncased'"
+        )
+    hub.refuse_revision(p)
+    return p
+
+
+def _read_settings(folder: Path) -> dict[str, Any] | None:
+    """Constructor arguments from tokenizer_config.json (specials also from special_tokens_map.json); None without."""
+    config_path = folder / CONFIG_FILE
+    if not config_path.is_file():
+        return None
+    config = _read_json_object(config_path)
+    specials_path = folder / SPECIAL_TOKENS_FILE
+    specials = _read_json_object(specials_path) if specials_path.is_file() else {}
+    settings: dict[str, Any] = {}
+    for key in _CONFIG_KEYS:
+        value = config.get(key, specials.get(key) if key in _SPECIAL_ATTRS else None)
+        if isinstance(value, dict) and "content" in value:  # a serialized AddedToken
+            value = value["content"]
+        if value is not None or key in config:
+            settings[key] = value
+    if settings.get("model_max_length") is not None:
+        settings["model_max_length"] = int(settings["model_max_length"])
+    else:
+        settings.pop("model_max_length", None)
+    return settings
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON file that must hold an object; a clear error naming the file otherwise."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds a {type(data).__name__}, expected a JSON object")
+    return data
 
 
 class BERTTokenizerFast:
@@ -251,35 +303,41 @@ class BERTTokenizerFast:
     # ------------------------------------------------------------------ save / load / train
 
     @classmethod
-    def from_pretrained(cls, path: PathLike, **overrides: Any) -> "BERTTokenizerFast":
-        """Load from a local folder written by save_pretrained (or a Hugging Face BERT folder): tokenizer.json, else vocab.txt."""
-        p = Path(path)
-        if not p.exists():
-            raise FileNotFoundError(
-                f"no tokenizer at {str(p)!r}: expected a local folder with {TOKENIZER_FILE} or {VOCAB_FILE} "
-                "(BERTTokenizerFast never downloads; save one with save_pretrained)"
-            )
+    def from_pretrained(
+        cls,
+        path: PathLike,
+        *,
+        revision: str | None = None,
+        cache_dir: PathLike | None = None,
+        local_files_only: bool = False,
+        token: str | bool | None = None,
+        **overrides: Any,
+    ) -> "BERTTokenizerFast":
+        """Load a folder (save_pretrained's, a Hugging Face BERT's) or a Hub repo id, set up by its tokenizer_config."""
+        p = _tokenizer_source(path, HubOptions(revision, cache_dir, local_files_only, token))
         if p.is_file():  # a tokenizer.json or vocab.txt given directly
             key = "tokenizer_file" if p.suffix == ".json" else "vocab_file"
             return cls(**{key: p}, **overrides)
-        kwargs: dict[str, Any] = {}
-        config_path = p / CONFIG_FILE
-        if config_path.is_file():
-            config = json.loads(config_path.read_text(encoding="utf-8"))
-            for key in _CONFIG_KEYS:
-                value = config.get(key)
-                if isinstance(value, dict) and "content" in value:  # a serialized AddedToken
-                    value = value["content"]
-                if value is not None or key == "strip_accents":
-                    kwargs[key] = value
-            if "model_max_length" in kwargs:
-                kwargs["model_max_length"] = int(kwargs["model_max_length"])
-        kwargs.update(overrides)
+        settings = _read_settings(p)
+        kwargs = {**(settings or {}), **overrides}
         if (p / TOKENIZER_FILE).is_file():
-            return cls(tokenizer_file=p / TOKENIZER_FILE, **kwargs)
+            tokenizer = cls(tokenizer_file=p / TOKENIZER_FILE, **kwargs)
+            if settings is not None or any(key in overrides for key in _NORMALIZER_DEFAULTS):
+                # transformers builds the normalizer from the config (and BertTokenizer's defaults), not the file
+                tokenizer._normalize_as(**{key: kwargs.get(key, value) for key, value in _NORMALIZER_DEFAULTS.items()})
+            return tokenizer
         if (p / VOCAB_FILE).is_file():
             return cls(vocab_file=p / VOCAB_FILE, **kwargs)
         raise FileNotFoundError(f"no {TOKENIZER_FILE} or {VOCAB_FILE} in {str(p)!r}")
+
+    def _normalize_as(self, do_lower_case: bool, strip_accents: bool | None, tokenize_chinese_chars: bool) -> None:
+        """Replace the backend's normalizer by BERT's with these settings (a cased model stays cased)."""
+        self._tokenizer.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=tokenize_chinese_chars, strip_accents=strip_accents,
+            lowercase=do_lower_case,
+        )
+        self.do_lower_case, self.strip_accents = bool(do_lower_case), strip_accents
+        self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
 
     def save_pretrained(self, save_directory: PathLike) -> tuple[str, ...]:
         """Write vocab.txt, tokenizer.json and tokenizer_config.json (also loadable by transformers); returns the paths."""

@@ -1,9 +1,11 @@
-"""Checkpoints: Hugging Face names <-> ours (one table), safetensors load/save, and the named-weights registry."""
+"""Checkpoints: Hugging Face names <-> ours (one table), safetensors load/save, the named-weights registry, and
+Hub repo ids resolved in the Hugging Face cache (huggingface_hub: HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE honoured)."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import os
 import re
 import warnings
@@ -12,12 +14,24 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    HFValidationError,
+    LocalEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.utils import validate_repo_id
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from bertviz_lab.model.config import BERTConfig
 
-SAFETENSORS_NAME, PYTORCH_NAME = "model.safetensors", "pytorch_model.bin"
+SAFETENSORS_NAME, PYTORCH_NAME, CONFIG_NAME = "model.safetensors", "pytorch_model.bin", "config.json"
+WEIGHT_NAMES = (SAFETENSORS_NAME, PYTORCH_NAME)  # the first a repo has is the one fetched
 
 # Our fused projections and the Hugging Face tensors they hold, in order (split along dim 0).
 FUSED = {
@@ -136,37 +150,75 @@ def read_state_dict(directory: Path) -> dict[str, torch.Tensor]:
     if pytorch_file.is_file():
         try:
             state = torch.load(pytorch_file, map_location="cpu", weights_only=True)
-        except Exception as error:  # torch raises several types for broken or unsafe pickles
-            raise ValueError(f"{pytorch_file} could not be loaded safely (weights_only=True): {error}") from error
+        except Exception as error:  # torch raises several types (over many lines) for broken or unsafe pickles
+            raise ValueError(f"{pytorch_file} could not be loaded safely (weights_only=True): torch refused to "
+                             f"unpickle it ({type(error).__name__}: {_first_line(error)}); use a copy with "
+                             f"{SAFETENSORS_NAME}, or convert it yourself only if you trust its source.") from error
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise ValueError(f"{pytorch_file} does not hold a state dict of tensors.")
         return state
     raise FileNotFoundError(f"no {SAFETENSORS_NAME} or {PYTORCH_NAME} in {directory}: not a BERT checkpoint folder.")
 
 
+def _first_line(error: BaseException) -> str:
+    """An error's message cut to its first line, for one-line messages that quote it."""
+    return (str(error).strip().splitlines() or [""])[0]
+
+
 def load_pretrained(cls: type, source: Any, config: BERTConfig | None = None, device: Any = None,
-                    strict: bool = False):
-    """Build `cls` from a checkpoint folder or a BERT_Weights entry; missing heads are initialised and reported."""
+                    strict: bool = False, hub: HubOptions | None = None):
+    """Build `cls` from a checkpoint folder, a BERT_Weights entry or a Hub repo id; missing heads are initialised
+    and reported."""
+    directory = checkpoint_folder(source, hub)
+    config = config or BERTConfig.from_pretrained(directory)
+    return build_model(cls, config, read_state_dict(directory), device=device, strict=strict,
+                       name=_source_name(source, directory))
+
+
+def build_model(cls: type, config: BERTConfig, hf_state: dict[str, torch.Tensor], device: Any = None,
+                strict: bool = False, name: str = "checkpoint"):
+    """`cls(config)` with the tensors of an HF-named state dict copied in; what did not match is reported."""
+    model = cls(config)
+    state = _align_prefix(from_hf_state_dict(hf_state), model)
+    report = load_into(model, state, strict=strict)
+    if report.missing or report.unexpected:
+        warnings.warn(f"{cls.__name__}.from_pretrained({name}): {report}", stacklevel=4)
+    model.load_report = report
+    if device is not None:
+        model.to(device)
+    return model.eval()
+
+
+def checkpoint_folder(source: Any, hub: HubOptions | None = None) -> Path:
+    """The local folder holding config.json and the weights of a folder, BERT_Weights entry or Hub repo id."""
+    hub = hub or HubOptions()
     if source is None:
         source = BERT_Weights.DEFAULT
-    directory = source.path if isinstance(source, WeightsEntry) else Path(source)
     if isinstance(source, WeightsEntry):
+        hub.refuse_revision(source.name)
+        directory = source.path
         source.verify()
+    elif is_hub_name(source):
+        return hub_checkpoint(source, hub)
+    elif isinstance(source, (str, os.PathLike)):
+        directory = Path(source)
+        hub.refuse_revision(directory)
+    else:
+        raise TypeError(f"expected a checkpoint folder, a Hub repo id or a BERT_Weights entry, got "
+                        f"{type(source).__name__} {source!r}.")
     if not directory.exists():
         raise FileNotFoundError(f"checkpoint folder {directory} does not exist.")
     if not directory.is_dir():
         raise ValueError(f"{directory} is a file; pass the checkpoint folder holding config.json and "
                          f"{SAFETENSORS_NAME}.")
-    config = config or BERTConfig.from_pretrained(directory)
-    model = cls(config)
-    state = _align_prefix(from_hf_state_dict(read_state_dict(directory)), model)
-    report = load_into(model, state, strict=strict)
-    if report.missing or report.unexpected:
-        warnings.warn(f"{cls.__name__}.from_pretrained({directory}): {report}", stacklevel=3)
-    model.load_report = report
-    if device is not None:
-        model.to(device)
-    return model.eval()
+    return directory
+
+
+def _source_name(source: Any, directory: Path) -> str:
+    """How a load names its source in warnings: the repo id or entry name the user gave, else the folder."""
+    if isinstance(source, WeightsEntry):
+        return f"BERT_Weights.{source.name}"
+    return source if isinstance(source, str) and is_hub_name(source) else str(directory)
 
 
 def load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], strict: bool = False) -> LoadReport:
@@ -291,3 +343,153 @@ def load_default(device: Any = None):
     model = BERT.from_pretrained(entry, device=device)
     tokenizer = BERTTokenizerFast.from_pretrained(entry.path)
     return model, tokenizer
+
+
+# Hugging Face Hub ------------------------------------------------------------------------------------
+def _env_true(name: str) -> bool:
+    """An environment switch as huggingface_hub reads it ("1", "ON", "YES", "TRUE"), read now, not at import."""
+    return os.environ.get(name, "").upper() in {"1", "ON", "YES", "TRUE"}
+
+
+@dataclass(frozen=True)
+class HubOptions:
+    """How a Hub repo id is looked up: `hf_hub_download`'s options, with the environment read at call time."""
+
+    revision: str | None = None
+    cache_dir: str | os.PathLike | None = None
+    local_files_only: bool = False
+    token: str | bool | None = None
+
+    @property
+    def cache(self) -> Path:
+        """The hub cache: cache_dir, else HF_HUB_CACHE, else HF_HOME/hub, else huggingface_hub's default."""
+        if self.cache_dir is not None:
+            return Path(self.cache_dir).expanduser()
+        for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+            if os.environ.get(variable):
+                return Path(os.path.expandvars(os.environ[variable])).expanduser()
+        if os.environ.get("HF_HOME"):
+            return Path(os.path.expandvars(os.environ["HF_HOME"])).expanduser() / "hub"
+        return Path(hub_constants.HF_HUB_CACHE)
+
+    @property
+    def offline(self) -> bool:
+        """No network: local_files_only=True, or HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) set now or at import."""
+        return bool(self.local_files_only or _env_true("HF_HUB_OFFLINE") or _env_true("TRANSFORMERS_OFFLINE")
+                    or hub_constants.HF_HUB_OFFLINE)
+
+    def refuse_revision(self, where: Any) -> None:
+        """revision= picks a Hub snapshot; a local folder or packaged entry has only one."""
+        if self.revision is not None:
+            raise ValueError(f"revision={self.revision!r} picks a snapshot of a Hub repo, but {str(where)!r} is "
+                             f"local; leave revision out.")
+
+
+def is_hub_name(source: Any) -> bool:
+    """A str that names no local path and is a valid Hub repo id ("bert-base-uncased", "dslim/bert-base-NER")."""
+    if not isinstance(source, str) or Path(source).expanduser().exists():
+        return False
+    try:
+        validate_repo_id(source)
+    except HFValidationError:
+        return False
+    return True
+
+
+class NotInCacheError(FileNotFoundError):
+    """A Hub file that is neither in the cache nor downloadable now (offline, or the Hub out of reach)."""
+
+
+def _not_cached(repo_id: str, hub: HubOptions, what: str) -> NotInCacheError:
+    """The error for a file neither in the cache nor downloadable: says where we looked and why not further."""
+    where = f"{repo_id!r} is not a local folder, and {what} of the Hub repo {repo_id!r} (revision " \
+            f"{hub.revision or 'main'}) is not in the Hugging Face cache {hub.cache}"
+    elsewhere = "point HF_HUB_CACHE/HF_HOME (or cache_dir=) at a cache that has it"
+    if hub.offline:
+        switch = "local_files_only=True" if hub.local_files_only else "HF_HUB_OFFLINE=1"
+        return NotInCacheError(f"{where}; {switch} forbids downloading it: download it once online, or {elsewhere}.")
+    return NotInCacheError(f"{where}; the Hub could not be reached to download it: connect, or {elsewhere}.")
+
+
+def _download(repo_id: str, filename: str, hub: HubOptions, revision: str | None) -> Path | None:
+    """One file through huggingface_hub (cache first); None when the repo has no such file; its errors made ours."""
+    try:
+        return Path(hf_hub_download(repo_id, filename, revision=revision or hub.revision, cache_dir=hub.cache,
+                                    local_files_only=hub.offline, token=hub.token))
+    except LocalEntryNotFoundError:
+        raise _not_cached(repo_id, hub, filename) from None
+    except GatedRepoError:
+        raise ValueError(f"Hub repo {repo_id!r} is gated: accept its terms on its Hub page and pass token= (or log "
+                         f"in with `hf auth login`); no valid token was sent.") from None
+    except RepositoryNotFoundError:
+        raise FileNotFoundError(f"{repo_id!r} is not a local folder, and no Hub repo of that name exists (or it is "
+                                f"private: pass token=).") from None
+    except RevisionNotFoundError:
+        raise ValueError(f"Hub repo {repo_id!r} has no revision {hub.revision!r} (a branch, tag or commit "
+                         f"hash).") from None
+    except EntryNotFoundError:
+        return None
+
+
+def hub_file(repo_id: str, filename: str, hub: HubOptions, revision: str | None = None,
+             required: bool = True) -> Path | None:
+    """One file of a Hub repo, from the cache or (when allowed) downloaded; None when it is optional and absent.
+
+    Offline, an optional file missing from the cache counts as absent: the cache cannot tell "not downloaded" from
+    "not in the repo".
+    """
+    try:
+        path = _download(repo_id, filename, hub, revision)
+    except NotInCacheError:
+        if required:
+            raise
+        return None
+    if path is None and required:
+        raise FileNotFoundError(f"Hub repo {repo_id!r} (revision {hub.revision or 'main'}) has no {filename}.")
+    return path
+
+
+def _snapshot_revision(path: Path) -> str:
+    """The commit a cached file belongs to (snapshots/<commit>/file): later files come from the same one."""
+    return path.parent.name
+
+
+def _check_is_bert(repo_id: str, config_path: Path) -> None:
+    """Refuse a repo that is not a BERT before fetching its weights, naming its model_type."""
+    try:
+        model_type = json.loads(config_path.read_text()).get("model_type", "bert")
+    except (ValueError, AttributeError):
+        return  # BERTConfig.from_pretrained names what is wrong with the file
+    if model_type != "bert":
+        raise ValueError(f"Hub repo {repo_id!r} is not a BERT: its config.json has model_type {model_type!r}, and "
+                         f"bertviz_lab loads model_type 'bert' only.")
+
+
+def hub_checkpoint(repo_id: str, hub: HubOptions | None = None) -> Path:
+    """The cached snapshot folder of a Hub BERT with config.json and its weights; only missing files are fetched."""
+    hub = hub or HubOptions()
+    config_path = hub_file(repo_id, CONFIG_NAME, hub)
+    _check_is_bert(repo_id, config_path)
+    return hub_files(repo_id, WEIGHT_NAMES, hub, revision=_snapshot_revision(config_path), what="the weights")
+
+
+def hub_files(repo_id: str, one_of: tuple[str, ...], hub: HubOptions | None = None, optional: tuple[str, ...] = (),
+              revision: str | None = None, what: str = "the files") -> Path:
+    """The cached snapshot folder holding the first of `one_of` the repo has, and those of `optional` it has."""
+    hub = hub or HubOptions()
+    found, not_cached = None, False
+    for filename in one_of:
+        try:
+            found = _download(repo_id, filename, hub, revision)
+        except NotInCacheError:
+            not_cached = True
+        if found is not None:
+            break
+    if found is None and not_cached:
+        raise _not_cached(repo_id, hub, f"{what} ({' or '.join(one_of)})")
+    if found is None:
+        raise FileNotFoundError(f"Hub repo {repo_id!r} (revision {hub.revision or 'main'}) has neither "
+                                f"{' nor '.join(one_of)}: no {what.removeprefix('the ')} to load.")
+    for filename in optional:
+        hub_file(repo_id, filename, hub, _snapshot_revision(found), required=False)
+    return found.parent

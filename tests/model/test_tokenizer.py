@@ -351,7 +351,9 @@ def test_train_from_texts_rejects_bad_arguments():
 # ---------------------------------------------------------------- errors
 
 
-def test_missing_files_name_the_path(tmp_path):
+def test_missing_files_name_the_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))  # a Hub id is looked up there, offline
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     missing = tmp_path / "nope" / "vocab.txt"
     with pytest.raises(FileNotFoundError, match="nope"):
         BERTTokenizerFast(vocab_file=missing)

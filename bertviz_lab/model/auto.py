@@ -1,0 +1,93 @@
+"""load(name): any BERT checkpoint (folder, BERT_Weights entry or Hub repo id) as the model class its heads call for.
+
+The weights decide which heads exist (an MLM head, an NSP head, a classifier, QA outputs); `architectures` in
+config.json only settles what the weights cannot tell apart (a classifier per text or per token).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+from bertviz_lab.model.bert import BERT, BERTPreTrainedModel
+from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.heads import (
+    BERTForCausalLM,
+    BERTForMaskedLM,
+    BERTForNextSentencePrediction,
+    BERTForPreTraining,
+    BERTForQuestionAnswering,
+    BERTForSequenceClassification,
+    BERTForTokenClassification,
+)
+from bertviz_lab.model.tokenizer import BERTTokenizerFast
+from bertviz_lab.model.weights import (
+    CONFIG_NAME,
+    HubOptions,
+    WeightsEntry,
+    build_model,
+    checkpoint_folder,
+    is_hub_name,
+    read_state_dict,
+)
+
+CLASSIFIERS = {cls.hf_architecture: cls for cls in (BERTForSequenceClassification, BERTForTokenClassification)}
+
+
+def _has(keys: set[str], part: str) -> bool:
+    """A tensor name under `part` (with or without the `bert.` prefix of head models)."""
+    return any(key.startswith(part) or key.startswith(f"bert.{part}") for key in keys)
+
+
+def head_class(config: BERTConfig, architectures: Iterable[str], keys: Iterable[str]) -> type[BERTPreTrainedModel]:
+    """The class with every head the checkpoint's tensors hold: pretraining > masked (or causal) LM > NSP >
+    classifier > QA > the backbone."""
+    keys, architectures = set(keys), list(architectures or ())
+    mlm, nsp = _has(keys, "cls.predictions."), _has(keys, "cls.seq_relationship.")
+    if mlm and nsp:
+        return BERTForPreTraining
+    if mlm:
+        return BERTForCausalLM if config.is_decoder else BERTForMaskedLM
+    if nsp:
+        return BERTForNextSentencePrediction
+    if _has(keys, "classifier."):
+        named = [CLASSIFIERS[name] for name in architectures if name in CLASSIFIERS]
+        if named:
+            return named[0]
+        if any(name.startswith("Bert") for name in architectures):
+            return BERT  # a head we do not have (e.g. BertForMultipleChoice): the backbone, the head reported unused
+        return BERTForSequenceClassification if _has(keys, "pooler.") else BERTForTokenClassification
+    if _has(keys, "qa_outputs."):
+        return BERTForQuestionAnswering
+    return BERT
+
+
+def load(name_or_path: str | os.PathLike | WeightsEntry, *, revision: str | None = None,
+         cache_dir: str | os.PathLike | None = None, local_files_only: bool = False, token: str | bool | None = None,
+         device: str | torch.device | None = None) -> tuple[BERTPreTrainedModel, BERTTokenizerFast]:
+    """(model, tokenizer) of any BERT checkpoint, with every head it has ("bert-base-uncased" -> BERTForPreTraining)."""
+    hub = HubOptions(revision=revision, cache_dir=cache_dir, local_files_only=local_files_only, token=token)
+    folder = checkpoint_folder(name_or_path, hub)
+    config = BERTConfig.from_pretrained(folder)
+    architectures = _architectures(folder / CONFIG_NAME)
+    state = read_state_dict(folder)
+    cls = head_class(config, architectures, state)
+    label = f"BERT_Weights.{name_or_path.name}" if isinstance(name_or_path, WeightsEntry) else str(name_or_path)
+    model = build_model(cls, config, state, device=device, name=label)
+    if isinstance(name_or_path, WeightsEntry):
+        return model, BERTTokenizerFast.from_pretrained(folder)
+    if is_hub_name(name_or_path):
+        revision = folder.name  # the snapshot the weights came from (a commit hash): the tokenizer comes from it too
+    tokenizer = BERTTokenizerFast.from_pretrained(name_or_path, revision=revision, cache_dir=cache_dir,
+                                                  local_files_only=local_files_only, token=token)
+    return model, tokenizer
+
+
+def _architectures(config_file: Path) -> list[str]:
+    """config.json's `architectures` (transformers class names), or [] where it has none."""
+    names = json.loads(config_file.read_text()).get("architectures") or []
+    return [name for name in names if isinstance(name, str)]
