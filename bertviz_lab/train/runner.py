@@ -20,7 +20,8 @@ from bertviz_lab.model.tokenizer import BERTTokenizerFast
 from bertviz_lab.train import checkpoint as ckpt
 from bertviz_lab.train.data import SentencePairDataset, load_documents, split_documents
 from bertviz_lab.train.distributed import DistributedContext, broadcast_object, init_distributed
-from bertviz_lab.train.run_config import ConfigError, RunConfig, load_config
+from bertviz_lab.train.paths import file_problem, folder_problem
+from bertviz_lab.train.run_config import ConfigError, RunConfig, clip, load_config
 from bertviz_lab.train.synthetic import generate_synthetic_bert_batches, synthetic_to_training_batch
 from bertviz_lab.train.trainer import NonFiniteLossError, TrainConfig, Trainer
 
@@ -46,6 +47,15 @@ def _count_pairs(data: Any) -> int:
     if not data:
         return 0
     return sum(b["input_ids"].shape[0] for b in data) if isinstance(data, list) else len(data)
+
+
+def check_writable(name: str, path: str | None, *, folder: bool) -> None:
+    """ConfigError `name=path <why>` when the run could not write `path` (a folder or a file); None: nothing to do."""
+    if path is None:
+        return
+    problem = folder_problem(path) if folder else file_problem(path)
+    if problem is not None:
+        raise ConfigError(f"{name}={clip(str(path))} {problem}")
 
 
 def final_window(steps: int) -> int:
@@ -121,6 +131,24 @@ class BertRunner:
             return ckpt.resolve_checkpoint(resume)
         except FileNotFoundError as error:
             raise ConfigError(f"training.resume_from: {error}") from error
+
+    def _tokenizer_to_save(self, resume: Path | None) -> str | None:
+        """data.tokenizer_dir when this run will train a tokenizer and save it there (see build_tokenizer)."""
+        data = self.config["data"]
+        cache = data["tokenizer_dir"]
+        if cache is None or data["corpus"] == SYNTHETIC_CORPUS or data["tokenizer"] != "train":
+            return None
+        if (Path(cache) / "vocab.txt").is_file() or (resume is not None and (resume / "vocab.txt").is_file()):
+            return None
+        return cache
+
+    def check_output_paths(self, resume: Path | None = None) -> None:
+        """Stop before any work when a place this run will write cannot be written (a ConfigError naming the key)."""
+        training, log = self.config["training"], self.config["logging"]
+        check_writable("training.checkpoint_dir", training["checkpoint_dir"], folder=True)
+        check_writable("data.tokenizer_dir", self._tokenizer_to_save(resume), folder=True)
+        check_writable("logging.file", log["file"], folder=False)
+        check_writable("logging.metrics_file", log["metrics_file"], folder=False)
 
     def build_tokenizer(self, documents: list[str], resume: Path | None) -> BERTTokenizerFast:
         """The run's tokenizer: the resumed checkpoint's, a saved one, MiniLM's vocab, or WordPiece trained here.
@@ -211,8 +239,9 @@ class BertRunner:
             raise ConfigError(f"training.device: {error}") from error
         if training["num_threads"] is not None:
             torch.set_num_threads(training["num_threads"])
-        self.dist = init_distributed(device.type)
         resume = self._checkpoint_to_resume()
+        self.check_output_paths(resume)
+        self.dist = init_distributed(device.type)
         self.train_data, self.test_data, vocab_size = self.build_data(resume)
         train_config = self.train_config(self._steps(self.train_data))
         torch.manual_seed(self.seed)
@@ -304,6 +333,19 @@ def format_results(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def write_results(results: Mapping[str, Any], output: Path) -> int:
+    """Write the results JSON; 0, or 1 with a one-line error when the file cannot be written after all."""
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    except OSError as error:
+        print(f"bertviz-lab train: error: --output={clip(str(output))} could not be written after training "
+              f"({error.strerror or error}); the results are printed above.", file=sys.stderr)
+        return 1
+    print(f"\nresults written to {output}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """`bertviz-lab train --config CFG.yaml --output results.json`; exit 0 ok, 1 training failed, 2 bad usage/config."""
     parser = build_parser()
@@ -317,14 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     runner = None
     try:
         runner = BertRunner(args.config, overrides=args.set)
+        check_writable("--output", args.output, folder=False)
         results = runner.run()
         if runner.dist.is_main:
             print(format_results(results))
             if args.output:
-                output = Path(args.output)
-                output.parent.mkdir(parents=True, exist_ok=True)
-                output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-                print(f"\nresults written to {output}")
+                return write_results(results, Path(args.output))
         return 0
     except ConfigError as error:
         print(f"bertviz-lab train: error: {error}", file=sys.stderr)

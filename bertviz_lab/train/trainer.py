@@ -42,7 +42,9 @@ from bertviz_lab.train.distributed import (
 )
 from bertviz_lab.train.metrics import MetricsRecord
 from bertviz_lab.train.objective import MODEL_INPUTS, PretrainingObjective, prediction_targets
+from bertviz_lab.train.paths import file_problem, folder_problem
 from bertviz_lab.train.progress import log_above
+from bertviz_lab.train.run_config import clip
 
 logger = logging.getLogger("bertviz_lab.train")
 
@@ -148,6 +150,15 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[s
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def check_output_paths(config: TrainConfig) -> None:
+    """ValueError naming the field when checkpoint_dir or metrics_file could not be written: found before any step."""
+    for name, path, problem_of in (("checkpoint_dir", config.checkpoint_dir, folder_problem),
+                                   ("metrics_file", config.metrics_file, file_problem)):
+        problem = None if path is None else problem_of(path)
+        if problem is not None:
+            raise ValueError(f"TrainConfig.{name}={clip(str(path))} {problem}")
+
+
 def _short(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -174,6 +185,7 @@ class Trainer:
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}.")
         self.config, self.tokenizer = config, tokenizer
+        check_output_paths(config)
         self.callbacks: list[Callback] = list(callbacks)
         for callback in self.callbacks:
             if not callable(callback):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -14,6 +15,8 @@ import yaml
 
 from bertviz_lab.__main__ import main as console_main
 from bertviz_lab.train import BertRunner, ConfigError
+from bertviz_lab.train import runner as runner_module
+from bertviz_lab.train.paths import file_problem, folder_problem
 from bertviz_lab.train.runner import RESULT_KEYS, main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -155,3 +158,73 @@ def test_runner_errors_are_config_errors(tmp_path):
         BertRunner(_tiny_synthetic(tmp_path, steps=1, resume_from=str(tmp_path / "nothing"))).run()
     with pytest.raises(ConfigError, match="training.device"):
         BertRunner(_tiny_synthetic(tmp_path, steps=1, device="tpu")).run()
+
+
+# output paths are checked before the first step -------------------------------------------------------------
+NOT_A_FOLDER = "cannot be created: {file} is not a directory"
+FULL = "cannot be written: No space left on device"
+
+
+@pytest.mark.parametrize("key, value, problem", [
+    ("training.checkpoint_dir", "{file}/ckpt", NOT_A_FOLDER),
+    ("training.checkpoint_dir", "{file}", "is not a directory"),
+    ("--output", "{file}/results.json", NOT_A_FOLDER),
+    ("--output", "/dev/full", FULL),
+    ("--output", "{tmp}", "is a directory"),
+    ("logging.metrics_file", "{file}/deeper/metrics.jsonl", NOT_A_FOLDER),
+    ("logging.metrics_file", "/dev/full", FULL),
+    ("logging.file", "{file}/train.log", NOT_A_FOLDER),
+    ("logging.file", "/dev/full", FULL),
+    ("data.tokenizer_dir", "{file}/tokenizer", NOT_A_FOLDER),
+    ("data.tokenizer_dir", "/dev/full", "is not a directory"),
+])
+def test_unwritable_output_paths_exit_2_before_the_first_step(tmp_path, capsys, key, value, problem):
+    file = tmp_path / "file"
+    file.write_text("keep me\n")
+    value = value.format(file=file, tmp=tmp_path)
+    config = _tiny_synthetic(tmp_path, steps=2)
+    if key == "data.tokenizer_dir":  # only a trained tokenizer is saved
+        config["data"].update(corpus=str(tmp_path / "corpus.txt"), tokenizer="train")
+        (tmp_path / "corpus.txt").write_text("One sentence here. Another one there.\n")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    before = sorted(tmp_path.rglob("*"))
+    args = ["--output", value] if key == "--output" else ["--set", f"{key}={value}"]
+    assert main(["train", "--config", str(tmp_path / "c.yaml"), *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"bertviz-lab train: error: {key}={value} {problem.format(file=file)}\n"
+    assert "Final Results" not in captured.out
+    assert sorted(tmp_path.rglob("*")) == before  # no step ran, no metrics line, no probe left behind
+    assert file.read_text() == "keep me\n"
+
+
+def test_output_folders_are_not_created_by_the_check(tmp_path, capsys):
+    config = _tiny_synthetic(tmp_path, steps=2, checkpoint_dir=str(tmp_path / "new" / "ckpt"))
+    config["logging"]["metrics_file"] = str(tmp_path / "logs" / "metrics.jsonl")
+    config["training"]["device"] = "tpu"  # fails after the paths are checked
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", "--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out" / "r.json")]) == 2
+    assert "training.device" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
+def test_path_checks_accept_what_can_be_written_and_change_nothing(tmp_path):
+    existing = tmp_path / "results.json"
+    existing.write_text("old\n")
+    stamp = existing.stat().st_mtime_ns
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert file_problem(existing) is None and file_problem(tmp_path / "a" / "b.json") is None
+    assert file_problem("/dev/null") is None and file_problem(fifo) is None  # a pipe nobody reads yet: no waiting
+    assert folder_problem(tmp_path) is None and folder_problem(tmp_path / "x" / "y") is None
+    assert existing.read_text() == "old\n" and existing.stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "results.json"]
+
+
+def test_a_results_file_that_fails_after_training_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(_tiny_synthetic(tmp_path, steps=1)))
+    monkeypatch.setattr(runner_module, "file_problem", lambda path: None)  # as if /dev/full filled up during training
+    assert main(["train", "--config", str(tmp_path / "c.yaml"), "--output", "/dev/full"]) == 1
+    captured = capsys.readouterr()
+    assert "Final Results:" in captured.out
+    assert captured.err.splitlines()[-1] == ("bertviz-lab train: error: --output=/dev/full could not be written after "
+                                            "training (No space left on device); the results are printed above.")

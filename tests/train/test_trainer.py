@@ -278,3 +278,16 @@ def test_errors_name_the_bad_value(pairs, tokenizer, make_model):
                 _config())
     with pytest.raises(TypeError, match="callable"):
         Trainer(model, train, None, _config(), callbacks=["not callable"])
+
+
+def test_unwritable_checkpoint_dir_or_metrics_file_fail_before_the_first_step(tmp_path, pairs, tokenizer, make_model):
+    train, _ = pairs
+    file = tmp_path / "file"
+    file.write_text("")
+    with pytest.raises(ValueError, match=rf"^TrainConfig.checkpoint_dir={file}/ckpt cannot be created: {file} is not "
+                                         r"a directory$"):
+        Trainer(make_model(len(tokenizer)), train, None, _config(checkpoint_dir=str(file / "ckpt")))
+    with pytest.raises(ValueError, match=r"^TrainConfig.metrics_file=/dev/full cannot be written: No space left on "
+                                         r"device$"):
+        Trainer(make_model(len(tokenizer)), train, None, _config(metrics_file="/dev/full"))
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
