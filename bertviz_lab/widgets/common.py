@@ -6,7 +6,7 @@ import contextlib
 import html
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import ipywidgets as widgets
 import torch
@@ -72,8 +72,30 @@ class Panel(widgets.VBox):
         """Self-contained HTML of the panel's current state (no scripts, no network)."""
         return f"<div class='bvl-static'>{self.to_svg()}</div>"
 
+    @property
+    def static_copy(self):
+        """The panel's StaticCopy (made on first use: panels set up their children before VBox.__init__)."""
+        copy = self.__dict__.get("_static_copy")
+        if copy is None:
+            from bertviz_lab.widgets.static_copy import StaticCopy
+
+            copy = self.__dict__["_static_copy"] = StaticCopy(self)
+        return copy
+
     def figure_changed(self) -> None:
         """Called by a panel after the figure on screen changed, so its static copy follows the live view."""
+        self.static_copy.changed()
+
+    def on_figure_changed(self, callback: Callable[[], None]) -> None:
+        """Call `callback` whenever this panel's figure changes (a Workbench keeps its own copy in step)."""
+        self.static_copy.listeners.append(callback)
+
+    def widget_bundle(self) -> dict[str, Any]:
+        """The live view's own mimebundle, without the static HTML."""
+        return super()._repr_mimebundle_()
+
+    def _ipython_display_(self) -> None:
+        self.static_copy.show()
 
     def save(self, path: str | Path, scale: float = 1) -> Path:
         """Write the figure on screen to `path`: SVG or PNG by its suffix, `scale` times the size on screen."""

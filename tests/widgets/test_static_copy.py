@@ -1,0 +1,123 @@
+"""A panel's static copy: displayed before the live view, hidden by it while it draws, kept in step with the figure."""
+
+from __future__ import annotations
+
+import time
+import xml.etree.ElementTree as ET
+
+import ipywidgets as widgets
+import pytest
+
+from bertviz_lab.widgets import static_copy as sc
+from bertviz_lab.widgets.common import Panel
+from bertviz_lab.widgets.workbench import TABS, Workbench
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+class Counter(Panel):
+    """A panel whose figure is a number."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        super().__init__([widgets.HTML("live")])
+
+    def static_html(self) -> str:
+        return f"<p class='count'>{self.count}</p>"
+
+    def bump(self) -> None:
+        self.count += 1
+        self.figure_changed()
+
+
+class Handle:
+    """Stands in for IPython's DisplayHandle: records what each update sends."""
+
+    def __init__(self, bundle: dict) -> None:
+        self.sent = [bundle]
+
+    def update(self, bundle: dict, raw: bool = False) -> None:
+        assert raw
+        self.sent.append(bundle)
+
+
+@pytest.fixture
+def displayed(monkeypatch) -> list:
+    """What IPython's display() was given, in order: (bundle, handle or None)."""
+    shown: list = []
+
+    def display(bundle, raw=False, display_id=None):
+        assert raw
+        handle = Handle(bundle) if display_id else None
+        shown.append((bundle, handle))
+        return handle
+
+    monkeypatch.setattr("IPython.display.display", display)
+    return shown
+
+
+def test_the_copy_comes_first_then_the_live_view_that_hides_it(displayed):
+    panel = Counter()
+    panel._ipython_display_()
+    (copy, handle), (live, none) = displayed
+    assert none is None and handle is not None
+    assert set(copy) == {"text/html", "text/plain"} and "<p class='count'>0</p>" in copy["text/html"]
+    assert WIDGET_VIEW in live and "text/html" not in live  # the figure travels once, in the copy
+    hiders = [child for child in panel.children if isinstance(child, sc.StaticCopyHider)]
+    assert len(hiders) == 1 and hiders[0].static_id == panel.static_copy.id
+    root = ET.fromstring(copy["text/html"])
+    assert root.get("data-bvl-static") == panel.static_copy.id
+    style = root.find("style").text
+    assert f'[data-bvl-static="{panel.static_copy.id}"]' in style and ":has(:has(" not in style
+    panel._ipython_display_()  # shown twice: two copies, one hider
+    assert sum(isinstance(child, sc.StaticCopyHider) for child in panel.children) == 1
+
+
+def test_changes_reach_every_copy_at_most_twice_a_second_and_the_last_always(displayed, monkeypatch):
+    monkeypatch.setattr(sc, "MIN_INTERVAL_S", 0.3)
+    panel = Counter()
+    panel._ipython_display_()
+    panel._ipython_display_()
+    first, second = displayed[0][1], displayed[2][1]
+    panel.bump()  # the first change goes at once
+    assert "<p class='count'>1</p>" in first.sent[-1]["text/html"] and len(second.sent) == 2
+    panel.bump()
+    panel.bump()  # within the interval: held back, then sent once, with the latest figure
+    assert len(first.sent) == 2
+    deadline = time.monotonic() + 5
+    while len(first.sent) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.35)
+    assert len(first.sent) == 3 and "<p class='count'>3</p>" in first.sent[-1]["text/html"]
+    assert second.sent[-1] == first.sent[-1]
+
+
+def test_a_copy_is_computed_once_per_change():
+    panel = Counter()
+    calls = []
+    original = panel.static_html
+    panel.static_html = lambda: calls.append(1) or original()
+    panel.static_copy.html(), panel.static_copy.html()
+    panel.bump()
+    panel.static_copy.html()
+    assert len(calls) == 2
+
+
+def test_a_copy_that_cannot_be_drawn_says_so_and_does_not_raise():
+    panel = Counter()
+    panel.static_html = lambda: (_ for _ in ()).throw(RuntimeError("no <dot> here"))
+    html = panel.static_copy.html()
+    assert "could not be drawn" in html and "no &lt;dot&gt; here" in html
+
+
+def test_the_workbench_copy_follows_its_tabs(pretraining_model, tokenizer):
+    bench = Workbench(pretraining_model, tokenizer, text="The cat sat on the mat.")
+    html = bench.static_copy.html()
+    sections = ET.fromstring(html).findall("details")
+    assert [s.get("data-tab") for s in sections] == list(TABS)
+    assert [s.get("open") is not None for s in sections] == [True, False, False, False, False]
+    bench.tabs.selected_index = 1
+    assert ET.fromstring(bench.static_copy.html()).findall("details")[1].get("open") is not None
+    before = bench.static_copy.html()
+    bench.masking.figure_changed()  # a tab's change reaches the workbench's copy
+    assert bench.static_copy._html is None and bench.static_copy.html() == before
