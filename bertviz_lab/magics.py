@@ -25,6 +25,16 @@ def _lookup(namespace: dict[str, Any], name: str, what: str) -> Any:
     return namespace[name]
 
 
+def _load_named(name: str) -> tuple[Any, Any]:
+    """--model NAME: a checkpoint folder or Hub repo id, loaded once per session; its errors in one line."""
+    from bertviz_lab.widgets.named_models import named_model_and_tokenizer
+
+    try:
+        return named_model_and_tokenizer(name)
+    except (ValueError, TypeError, OSError, ImportError) as error:
+        raise UsageError(str(error)) from None
+
+
 def resolve(args: Any, cell: str | None, namespace: dict[str, Any]) -> dict[str, Any]:
     """Turn parsed arguments into the Workbench's arguments, checking every value with a one-line error."""
     from bertviz_lab.model.bert import BERTPreTrainedModel
@@ -42,6 +52,9 @@ def resolve(args: Any, cell: str | None, namespace: dict[str, Any]) -> dict[str,
     if len(names) > 2:
         raise UsageError(f"expected at most MODEL and TOKENIZER before the text, got {len(names)} names: "
                          f"{' '.join(names)} (quote the text).")
+    if args.model is not None and names:
+        raise UsageError(f"give either --model NAME or the variables MODEL TOKENIZER, not both "
+                         f"(got --model {args.model} and {' '.join(names)}).")
     model = _lookup(namespace, names[0], "MODEL") if names else None
     tokenizer = _lookup(namespace, names[1], "TOKENIZER") if len(names) > 1 else None
     if model is not None and not isinstance(model, BERTPreTrainedModel):
@@ -50,6 +63,8 @@ def resolve(args: Any, cell: str | None, namespace: dict[str, Any]) -> dict[str,
         raise UsageError(f"{names[1]!r} is of type {type(tokenizer).__name__}, not a BERTTokenizerFast.")
     if model is not None and tokenizer is None:
         raise UsageError(f"give the tokenizer after the model: %bert_inspect {names[0]} TOKENIZER \"TEXT\".")
+    if args.model is not None:
+        model, tokenizer = _load_named(args.model)
     if args.device is not None:
         from bertviz_lab.device import select_device
 
@@ -76,14 +91,18 @@ class BertInspectMagics(Magics):
     @argument("--head", type=int, default=None, help="attention head to show first (attention or all views)")
     @argument("--pair", default=None, metavar="TEXT_B", help="a second sentence (sentence B)")
     @argument("--device", default=None, help="auto, cpu, cuda, cuda:N or mps")
+    @argument("--model", default=None, metavar="NAME",
+              help="a checkpoint folder or Hugging Face Hub repo id (e.g. bert-base-uncased), loaded with every head")
     @argument("words", nargs="*", metavar="[MODEL [TOKENIZER]] TEXT",
               help="variable names of a model and its tokenizer (optional), then the quoted text")
     @line_cell_magic
     def bert_inspect(self, line: str, cell: str | None = None):
         """Inspect BERT on a text:
-        %bert_inspect [MODEL [TOKENIZER]] [--view V] [--layer L] [--head H] [--pair B] [--device D] "TEXT".
+        %bert_inspect [MODEL [TOKENIZER] | --model NAME] [--view V] [--layer L] [--head H] [--pair B] [--device D]
+                      "TEXT".
 
-        With no MODEL the default pretrained model (all-MiniLM-L6-v2) is used. As a cell magic
+        With no MODEL the default pretrained model (all-MiniLM-L6-v2) is used; --model NAME loads a checkpoint folder
+        or Hub repo id from the Hugging Face cache (HF_HUB_OFFLINE=1: the cache only). As a cell magic
         (%%bert_inspect ...), the cell body is the text. Names are looked up in the notebook, never evaluated,
         and the text is taken literally ({...} and $name are not expanded).
         """

@@ -14,6 +14,8 @@ from bertviz_lab.widgets.attention_panel import AttentionPanel
 from bertviz_lab.widgets.common import Panel, encode_text, escape
 from bertviz_lab.widgets.device_picker import DevicePicker
 from bertviz_lab.widgets.masking_preview import MaskingPreview
+from bertviz_lab.widgets.named_models import named_model_and_tokenizer
+from bertviz_lab.widgets.predictions import Predictions
 from bertviz_lab.widgets.training_panel import TrainingPanel
 
 DEFAULT_TEXT = "The cat sat on the mat because it was warm."
@@ -36,9 +38,13 @@ def default_model_and_tokenizer() -> tuple[torch.nn.Module, Any]:
         return _load_default_once()
 
 
-def _model_and_tokenizer(model: torch.nn.Module | None, tokenizer: Any) -> tuple[torch.nn.Module, Any]:
+def _model_and_tokenizer(model: torch.nn.Module | str | None, tokenizer: Any) -> tuple[torch.nn.Module, Any]:
     if model is None and tokenizer is None:
         return default_model_and_tokenizer()
+    if isinstance(model, str):  # a checkpoint folder or Hub repo id: the checkpoint's own tokenizer comes with it
+        if tokenizer is not None:
+            raise TypeError(f"model={model!r} is a name that brings its own tokenizer; leave tokenizer out.")
+        return named_model_and_tokenizer(model)
     if model is None or tokenizer is None:
         raise TypeError("pass both a model and its tokenizer, or neither for the default pretrained model.")
     return model, tokenizer
@@ -47,7 +53,7 @@ def _model_and_tokenizer(model: torch.nn.Module | None, tokenizer: Any) -> tuple
 class Workbench(Panel):
     """Tabs Attention · Masking · Architecture · Training · Device sharing one text (and optional sentence B)."""
 
-    def __init__(self, model: torch.nn.Module | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
+    def __init__(self, model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
                  text_b: str | None = None, layer: int = 0, head: int = 0, tab: str = "attention") -> None:
         if tab not in TABS:
             raise ValueError(f"tab must be one of {TABS}, got {tab!r}.")
@@ -57,6 +63,7 @@ class Workbench(Panel):
                                        layout=widgets.Layout(width="70%"))
         self.run_button = widgets.Button(description="Run", icon="play", button_style="primary")
         self.error = widgets.HTML()
+        self.predictions = Predictions(self.model, self.tokenizer, text, text_b)
         self.attention = AttentionPanel(model=self.model, tokenizer=self.tokenizer, text=text, text_b=text_b,
                                         layer=layer, head=head)
         self.masking = MaskingPreview(self.tokenizer, text, model=self.model, text_b=text_b)
@@ -68,7 +75,8 @@ class Workbench(Panel):
             self.tabs.set_title(index, title)
         self.tabs.selected_index = TABS.index(tab)
         self.run_button.on_click(lambda _: self.run())
-        header = widgets.VBox([widgets.HBox([self.text_box, self.run_button]), self.text_b_box, self.error])
+        header = widgets.VBox([widgets.HBox([self.text_box, self.run_button]), self.text_b_box, self.error,
+                               self.predictions])
         super().__init__([header, self.tabs])
 
     def _inputs(self, text: str, text_b: str | None) -> dict[str, torch.Tensor]:
@@ -79,6 +87,7 @@ class Workbench(Panel):
         text, text_b = self.text_box.value, self.text_b_box.value.strip() or None
         try:
             self.attention.set_text(text, text_b)
+            self.predictions.show(text, text_b)
             self.masking.set_text(text, text_b)
             self.architecture.inputs = self._inputs(text, text_b)
             self.architecture.rerun()
@@ -89,15 +98,16 @@ class Workbench(Panel):
     def _rerun(self, device: torch.device) -> None:
         """After a device move, every panel computes again on the new device."""
         self.attention.rerun()
+        self.predictions.rerun()
         self.masking.update()
         self.architecture.rerun()
 
     def static_html(self) -> str:
         return ("<div class='bvl-workbench'>" + f"<p><b>text</b>: {escape(self.text_box.value)}</p>"
-                + self.attention.static_html() + self.masking.static_html() + "</div>")
+                + self.predictions.value + self.attention.static_html() + self.masking.static_html() + "</div>")
 
 
-def open_view(model: torch.nn.Module | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
+def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
               text_b: str | None = None, view: str = "all", layer: int | None = None, head: int | None = None,
               device: str | None = None) -> Panel:
     """One panel (or the whole workbench) on a text: what %bert_inspect shows."""
