@@ -3,15 +3,20 @@ resample change it; the [MASK]/random split stays valid; top-5 predictions equal
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from collections import Counter
+from html import unescape
 
 import pytest
 import torch
+from widgets_testlib import XSS, assert_safe_html
 
-from bertviz_lab.model import BERTConfig, BERTForCausalLM, BERTForNextSentencePrediction
+from bertviz_lab.model import BERT, BERTConfig, BERTForCausalLM, BERTForNextSentencePrediction, BERTForPreTraining
 from bertviz_lab.model.pretraining import create_masked_lm_inputs, sample_masking
+from bertviz_lab.train import TrainConfig, Trainer, generate_synthetic_bert_batches, synthetic_to_training_batch
 from bertviz_lab.widgets import MaskingPreview
-from bertviz_lab.widgets.common import COLORS
+from bertviz_lab.widgets.common import COLORS, encode_text
+from bertviz_lab.widgets.masking_preview import format_probability
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat near the old "
         "window and the birds sing in the garden outside")
@@ -95,7 +100,8 @@ def test_sliders_seed_and_resample_change_the_plan(tokenizer):
     preview.probability.value = 0.0
     assert preview.counts["selected"] == 0 and torch.equal(preview.masked_ids, preview.inputs["input_ids"])
     preview.set_text("A new and different text.")
-    assert preview.counts["tokens"] == len(tokenizer.encode_pretraining_inputs("A new and different text.")["input_ids"][0])
+    expected = tokenizer.encode_pretraining_inputs("A new and different text.")["input_ids"][0]
+    assert preview.counts["tokens"] == len(expected)
 
 
 def test_mask_and_random_shares_never_exceed_one(tokenizer):
@@ -130,7 +136,7 @@ def test_top5_predictions_are_the_models_softmax_on_the_masked_ids(request, toke
     html = preview.view.value
     assert "top-5 predictions" in html
     first_position, first_top = preview.predictions[0]
-    assert f"{first_top[0][0]} {first_top[0][1]:.2f}" in html
+    assert f"{first_top[0][0]} {format_probability(first_top[0][1])}" in html
 
 
 def test_no_predictions_without_an_mlm_head(tokenizer, backbone):
@@ -152,3 +158,130 @@ def test_static_fallback_in_the_mimebundle(tokenizer):
     preview = MaskingPreview(tokenizer, TEXT)
     bundle = preview._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle and bundle["text/html"] == preview.static_html()
+
+
+# two significant digits, long texts, the Training tab's model, NSP, export ------------------------------------
+def test_probabilities_keep_two_significant_digits():
+    assert [format_probability(p) for p in (0.0031, 0.5, 0.999, 0.12345, 1.0, 0.00031, 3.14e-05, 0.0)] == [
+        "0.0031", "0.50", "1.0", "0.12", "1.0", "0.00031", "3.1e-05", "0.0"]
+
+
+def long_text(words: int) -> str:
+    return " ".join(["word"] * words)
+
+
+def test_a_long_text_is_cut_to_the_models_positions_with_a_notice(tokenizer, pretraining_model):
+    limit = pretraining_model.config.max_position_embeddings  # 128
+    preview = MaskingPreview(tokenizer, long_text(300), model=pretraining_model)
+    assert preview.counts["tokens"] == limit
+    truncation = preview.truncation
+    assert (truncation.kept, truncation.total, truncation.kept_a, truncation.total_a) == (limit, 302, limit - 2, 300)
+    assert truncation.notice == f"kept {limit} of 302 tokens (the model reads at most {limit})"
+    assert "bvl-truncation-notice" in preview.view.value and truncation.notice in preview.view.value
+    assert preview.predictions  # the cut text runs through the model
+    # a pair: the longer sentence is cut first, as Hugging Face's longest_first
+    pair = MaskingPreview(tokenizer, long_text(200), model=pretraining_model, text_b=long_text(40))
+    cut = pair.truncation
+    assert (cut.kept, cut.total) == (limit, 243) and cut.kept_a + cut.kept_b + 3 == limit
+    assert (cut.total_a, cut.total_b) == (200, 40) and cut.kept_b == 40 and cut.kept_a == limit - 43
+    assert "sentence A 85 of 200, sentence B 40 of 40" in cut.notice
+    both_long = encode_text(pretraining_model, tokenizer, long_text(100), long_text(90)).truncation
+    assert (both_long.kept_a, both_long.kept_b) == (63, 62)  # trimmed from the longer until they fit
+    # a text that fits: no notice
+    short = MaskingPreview(tokenizer, TEXT, model=pretraining_model)
+    assert not short.truncation.cut and short.truncation.notice == ""
+    assert "bvl-truncation-notice" not in short.view.value
+
+
+def test_encode_text_still_unpacks_and_without_a_model_uses_the_tokenizers_limit(tokenizer, backbone):
+    encoded, inputs = encode_text(backbone, tokenizer, "A short text.")
+    assert inputs["input_ids"].shape == encoded["input_ids"].shape == (1, 6)
+    assert encode_text(backbone, tokenizer, "A short text.")[1]["input_ids"].tolist() == inputs["input_ids"].tolist()
+    alone = encode_text(None, tokenizer, long_text(600))
+    assert alone.truncation.limit == tokenizer.model_max_length == 512 and alone[1]["input_ids"].shape == (1, 512)
+    assert alone.truncation.notice.startswith("kept 512 of 602 tokens")
+    with pytest.raises(ValueError, match="empty"):
+        encode_text(backbone, tokenizer, "  ")
+
+
+def tiny_trainer_for(tokenizer, steps: int = 4) -> Trainer:
+    """A BERTForPreTraining over `tokenizer`'s vocabulary, trained on synthetic batches, knowing its tokenizer."""
+    torch.manual_seed(4)
+    vocab = len(tokenizer)
+    model = BERTForPreTraining(BERTConfig.tiny(vocab_size=vocab, hidden_size=32, num_attention_heads=2,
+                                               intermediate_size=64, num_hidden_layers=1, max_position_embeddings=64))
+    batches = [synthetic_to_training_batch(b) for b in generate_synthetic_bert_batches(4, 8, 16, vocab, random_seed=0)]
+    config = TrainConfig(max_steps=steps, batch_size=8, eval_interval=0, progress=False, device="cpu", log_interval=0)
+    return Trainer(model, batches, None, config, tokenizer=tokenizer)
+
+
+def test_without_an_mlm_head_it_offers_the_training_tabs_model(tokenizer, backbone, xss_tokenizer):
+    preview = MaskingPreview(tokenizer, TEXT, model=backbone, text_b=TEXT_B, mlm_probability=0.5)
+    assert preview.predictions == [] and "No predictions: BERT has no masked-LM head" in preview.view.value
+    assert preview.offer.layout.display == "none"  # nothing to offer until a source is wired
+    trainer = tiny_trainer_for(xss_tokenizer)
+    asked = []
+    preview.offer_model_from(lambda: asked.append(1) or trainer)
+    assert preview.offer.layout.display is None and asked == []  # built only when the button is clicked
+    assert preview.take_button.description == "use the model from the Training tab"
+    preview.set_text(f"the {XSS} cat sat on the mat", "the dog ran home")
+    preview.take_button.click()
+    assert asked == [1] and preview.trainer is trainer and preview.offer.layout.display == "none"
+    assert preview.tokenizer is xss_tokenizer and preview.model is not trainer.model  # a copy: training undisturbed
+    assert isinstance(preview.model, BERTForPreTraining) and not preview.model.training
+    assert preview.predictions and preview.next_sentence is not None
+    shown = unescape(preview.view.value)
+    assert "top-5 predictions" in shown and "Training tab's model (step 0 of 4)" in shown
+    assert "No predictions" not in shown
+    assert_safe_html(preview.view.value)
+    before = [p for _, top in preview.predictions for _, p in top]
+    trainer.fit()  # the preview refreshes between steps (at most once a second) and when the run ends
+    assert trainer.step == 4 and "Training tab's model (step 4 of 4)" in unescape(preview.view.value)
+    for name, value in trainer.model.state_dict().items():
+        assert torch.equal(preview.model.state_dict()[name], value), name
+    assert [p for _, top in preview.predictions for _, p in top] != before
+    assert_safe_html(preview.view.value)
+    # a bad source says why in the offer row
+    other = MaskingPreview(tokenizer, TEXT, model=backbone)
+    other.offer_model_from(lambda: (_ for _ in ()).throw(ValueError("training.steps must be positive")))
+    other.take_button.click()
+    assert "training.steps must be positive" in other.offer_message.value and other.trainer is None
+
+
+def test_next_sentence_probability_for_a_pair_with_an_nsp_head(tokenizer, pretraining_model):
+    preview = MaskingPreview(tokenizer, TEXT, model=pretraining_model, text_b=TEXT_B)
+    encoded, inputs = encode_text(pretraining_model, tokenizer, TEXT, TEXT_B)
+    with torch.inference_mode():
+        expected = torch.softmax(pretraining_model(**inputs)[1][0], dim=-1)[0].item()
+    assert preview.next_sentence == pytest.approx(expected, abs=1e-6)
+    assert f"P(B follows A) = {format_probability(expected)}" in preview.view.value
+    assert MaskingPreview(tokenizer, TEXT, model=pretraining_model).next_sentence is None  # no pair
+    torch.manual_seed(0)
+    nsp = BERTForNextSentencePrediction(BERTConfig.tiny(vocab_size=tokenizer.vocab_size)).eval()
+    only_nsp = MaskingPreview(tokenizer, TEXT, model=nsp, text_b=TEXT_B)
+    assert only_nsp.predictions == [] and 0 < only_nsp.next_sentence < 1 and "P(B follows A)" in only_nsp.view.value
+    assert MaskingPreview(tokenizer, TEXT, model=BERT(BERTConfig.tiny(vocab_size=tokenizer.vocab_size)),
+                          text_b=TEXT_B).next_sentence is None
+
+
+def test_svg_export_parses_escapes_and_has_the_chips(xss_tokenizer, xss_model, tmp_path):
+    preview = MaskingPreview(xss_tokenizer, f"the {XSS} cat sat on the mat . it was warm", model=xss_model,
+                             mlm_probability=0.5, seed=1)
+    svg = preview.to_svg()
+    root = ET.fromstring(svg)  # well-formed XML
+    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert any(t.startswith("BERT masking · select p 0.50") for t in texts)
+    assert XSS in texts and XSS not in svg  # the token shown as text, escaped in the source
+    assert "top-5 predictions" in texts and preview.summary() in texts
+    chips = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if "bvl-chip" in g.get("class", "")]
+    assert len(chips) == preview.counts["tokens"] + 5  # + the legend's five
+    assert sum("bvl-mask" in g.get("class") for g in chips) == preview.counts["mask"] + 1
+    png = preview.save(tmp_path / "masking.png", scale=2)
+    from bertviz_lab.widgets.export import svg_size
+
+    width, height = svg_size(svg)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import struct
+
+    assert struct.unpack(">II", png.read_bytes()[16:24]) == (round(width * 2), round(height * 2))
+    assert ET.parse(preview.save(tmp_path / "masking.svg")).getroot().tag.endswith("svg")
