@@ -1,5 +1,6 @@
 """Pretraining you can watch: data (corpus -> NSP pairs -> masked batches), the Trainer, checkpoints, the runner/CLI."""
 
+from bertviz_lab.train.checkpoint import CheckpointError
 from bertviz_lab.train.data import (
     BUILTIN_CORPUS,
     FixedBatches,
@@ -13,6 +14,7 @@ from bertviz_lab.train.data import (
     split_sentences,
 )
 from bertviz_lab.train.metrics import MetricsRecord
+from bertviz_lab.train.runner import BertRunner, ConfigError
 from bertviz_lab.train.synthetic import (
     SyntheticBatch,
     create_mlm_batch,
@@ -21,11 +23,11 @@ from bertviz_lab.train.synthetic import (
     synthetic_to_training_batch,
 )
 from bertviz_lab.train.trainer import NonFiniteLossError, TrainConfig, Trainer
-from bertviz_lab.train.runner import BertRunner, ConfigError
 
 __all__ = [
-    "BUILTIN_CORPUS", "BertRunner", "ConfigError", "FixedBatches", "MaskingCollator", "MetricsRecord",
-    "NonFiniteLossError", "PairBatches", "PretrainingExample", "SentencePairDataset", "SyntheticBatch", "TrainConfig",
-    "Trainer", "builtin_documents", "create_mlm_batch", "create_nsp_pair_batch", "generate_synthetic_bert_batches",
-    "load_documents", "split_documents", "split_sentences", "synthetic_to_training_batch",
+    "BUILTIN_CORPUS", "BertRunner", "CheckpointError", "ConfigError", "FixedBatches", "MaskingCollator",
+    "MetricsRecord", "NonFiniteLossError", "PairBatches", "PretrainingExample", "SentencePairDataset",
+    "SyntheticBatch", "TrainConfig", "Trainer", "builtin_documents", "create_mlm_batch", "create_nsp_pair_batch",
+    "generate_synthetic_bert_batches", "load_documents", "split_documents", "split_sentences",
+    "synthetic_to_training_batch",
 ]

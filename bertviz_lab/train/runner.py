@@ -128,9 +128,9 @@ class BertRunner:
         if resume is None:
             return None
         try:
-            return ckpt.resolve_checkpoint(resume)
-        except FileNotFoundError as error:
-            raise ConfigError(f"training.resume_from: {error}") from error
+            return ckpt.verify_checkpoint(resume)
+        except (FileNotFoundError, ckpt.CheckpointError) as error:
+            raise ConfigError(f"training.resume_from: {error}") from None
 
     def _tokenizer_to_save(self, resume: Path | None) -> str | None:
         """data.tokenizer_dir when this run will train a tokenizer and save it there (see build_tokenizer)."""
@@ -246,8 +246,12 @@ class BertRunner:
         train_config = self.train_config(self._steps(self.train_data))
         torch.manual_seed(self.seed)
         model = BERTForPreTraining(self.model_config(vocab_size))
-        self.trainer = Trainer(model, self.train_data, self.test_data, train_config, tokenizer=self.tokenizer,
-                               resume_from=resume)
+        self.trainer = Trainer(model, self.train_data, self.test_data, train_config, tokenizer=self.tokenizer)
+        if resume is not None:
+            try:
+                self.trainer.load_checkpoint(resume, verify=False)  # verified before the data was built
+            except ckpt.CheckpointError as error:
+                raise ConfigError(f"training.resume_from: {error}") from None
         return self.trainer
 
     def run(self) -> dict[str, Any]:

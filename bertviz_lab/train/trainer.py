@@ -527,11 +527,14 @@ class Trainer:
         self.last_checkpoint = path
         return path
 
-    def load_checkpoint(self, path: str | Path) -> Path:
+    def load_checkpoint(self, path: str | Path, verify: bool = True) -> Path:
         """Continue from a checkpoint folder (or a checkpoint directory's latest): weights, optimizer, schedule,
-        step, data position, RNG states and metrics history."""
+        step, data position, RNG states and metrics history.
+
+        Every file is first checked against the checkpoint's manifest (verify=False: the caller already did): a
+        damaged or changed file raises checkpoint.CheckpointError (a ValueError) naming it, and nothing is loaded."""
         self._check_not_running("load_checkpoint()")
-        path = ckpt.resolve_checkpoint(path)
+        path = ckpt.verify_checkpoint(path) if verify else ckpt.resolve_checkpoint(path)
         state = ckpt.load_trainer_state(path)
         ckpt.load_model_weights(self.model, path)
         self.optimizer.load_state_dict(state["optimizer"])

@@ -1,11 +1,16 @@
-"""Checkpoints: what they hold, resume equality (2k steps == k + resume + k, dropout on), atomic writes."""
+"""Checkpoints: what they hold, resume equality (2k steps == k + resume + k, dropout on), atomic writes, manifests
+that stop a resume from a damaged or changed file."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 from bertviz_lab.model import BERTForPreTraining, BERTTokenizerFast
 from bertviz_lab.train import TrainConfig, Trainer
@@ -49,7 +54,13 @@ def test_checkpoint_folder_holds_safe_files_loadable_by_from_pretrained(tmp_path
     trainer.fit()
     path = tmp_path / "ckpt" / "step-00000003"
     assert trainer.last_checkpoint == path and ckpt.latest_checkpoint(tmp_path / "ckpt") == path
-    assert {"config.json", "model.safetensors", "trainer_state.pt", "vocab.txt"} <= {p.name for p in path.iterdir()}
+    assert {"config.json", "model.safetensors", "trainer_state.pt", "vocab.txt", "manifest.json"} <= {
+        p.name for p in path.iterdir()}
+    manifest = json.loads((path / "manifest.json").read_text())["files"]
+    assert set(manifest) == {p.name for p in path.iterdir()} - {"manifest.json"}
+    assert manifest["model.safetensors"] == {"size": (path / "model.safetensors").stat().st_size,
+                                             "sha256": hashlib.sha256((path / "model.safetensors").read_bytes())
+                                             .hexdigest()}
     state = torch.load(path / "trainer_state.pt", weights_only=True)  # no pickled objects
     assert state["step"] == 3 and len(state["history"]) == 3 and state["history"][-1]["step"] == 3
     assert {"optimizer", "scheduler", "rng", "data"} <= set(state)
@@ -128,3 +139,99 @@ def test_resume_errors_name_the_path(tmp_path, pairs, tokenizer, make_model):
     (broken / "trainer_state.pt").write_bytes(b"not a torch file")
     with pytest.raises(ValueError, match="could not be loaded"):
         Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path), resume_from=broken)
+
+
+# damaged checkpoints ----------------------------------------------------------------------------------------
+def _flip_bytes_near_the_end(file):
+    data = bytearray(file.read_bytes())
+    data[-40:-20] = bytes(b ^ 0x5A for b in data[-40:-20])  # inside the tensor data: the header still parses
+    file.write_bytes(bytes(data))
+
+
+def _scale_weights(file):
+    tensors = load_file(file)
+    save_file({name: tensor * -3 for name, tensor in tensors.items()}, file, metadata={"format": "pt"})
+
+
+def _truncate(file):
+    file.write_bytes(file.read_bytes()[:file.stat().st_size // 2])
+
+
+DAMAGES = {
+    "bad header": ("model.safetensors", lambda f: f.write_bytes(b"\xff" * 8 + f.read_bytes()[8:])),
+    "truncated": ("model.safetensors", _truncate),
+    "empty": ("model.safetensors", lambda f: f.write_bytes(b"")),
+    "missing": ("model.safetensors", lambda f: f.unlink()),
+    "random bytes in the tensor data": ("model.safetensors", _flip_bytes_near_the_end),
+    "weights times -3": ("model.safetensors", _scale_weights),
+    "trainer state flipped": ("trainer_state.pt", _flip_bytes_near_the_end),
+    "trainer state truncated": ("trainer_state.pt", _truncate),
+    "trainer state missing": ("trainer_state.pt", lambda f: f.unlink()),
+    "tokenizer changed": ("vocab.txt", lambda f: f.write_text(f.read_text().replace("[UNK]", "[UNK2]"))),
+    "manifest damaged": ("manifest.json", lambda f: f.write_text("{not json")),
+}
+
+
+def _saved(tmp_path, train, tokenizer, make_model):
+    """A 2-step run's checkpoint directory and its only checkpoint folder."""
+    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=4), tokenizer=tokenizer)
+    trainer.fit(2)
+    return tmp_path / "ckpt", trainer.last_checkpoint
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_checkpoint_stops_the_resume_naming_the_file(tmp_path, pairs, tokenizer, make_model, damage):
+    train, _ = pairs
+    root, folder = _saved(tmp_path, train, tokenizer, make_model)
+    name, spoil = DAMAGES[damage]
+    spoil(folder / name)
+    for resume_from in (root, folder):
+        model = make_model(len(tokenizer), seed=5)
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        with pytest.raises(ckpt.CheckpointError) as error:
+            Trainer(model, train, None, _config(tmp_path, max_steps=4), resume_from=resume_from)
+        message = str(error.value)
+        assert isinstance(error.value, ValueError) and "\n" not in message and len(message) < 600
+        assert message.startswith(str(folder / name)), message
+        assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # nothing was loaded
+
+
+def test_a_checkpoint_without_a_manifest_loads_with_a_warning(tmp_path, pairs, tokenizer, make_model, caplog):
+    train, _ = pairs
+    root, folder = _saved(tmp_path, train, tokenizer, make_model)
+    (folder / "manifest.json").unlink()  # as an older version wrote it
+    with caplog.at_level(logging.WARNING, logger="bertviz_lab.train"):
+        resumed = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=4), resume_from=root)
+    assert resumed.step == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        f"checkpoint {folder} has no manifest.json (written by an older version): its files cannot be verified."]
+
+
+@pytest.mark.parametrize("damage", ["bad header", "truncated", "empty", "trainer state truncated"])
+def test_an_unreadable_file_without_a_manifest_is_still_one_line_naming_it(tmp_path, pairs, tokenizer, make_model,
+                                                                          damage):
+    train, _ = pairs
+    root, folder = _saved(tmp_path, train, tokenizer, make_model)
+    (folder / "manifest.json").unlink()
+    name, spoil = DAMAGES[damage]
+    spoil(folder / name)
+    with pytest.raises(ckpt.CheckpointError) as error:
+        Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=4), resume_from=root)
+    assert str(error.value).startswith(str(folder / name)) and "\n" not in str(error.value)
+
+
+def test_the_manifest_is_written_before_the_folder_gets_its_name(tmp_path, pairs, tokenizer, make_model, monkeypatch):
+    train, _ = pairs
+    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=4))
+    renamed = []
+    real_replace = os.replace
+
+    def watching_replace(source, target):
+        if os.path.isdir(source):
+            renamed.append(sorted(os.listdir(source)))
+        return real_replace(source, target)
+
+    monkeypatch.setattr(ckpt.os, "replace", watching_replace)
+    trainer.fit(1)
+    assert renamed and "manifest.json" in renamed[0]
+    assert ckpt.verify_checkpoint(tmp_path / "ckpt") == trainer.last_checkpoint

@@ -228,3 +228,46 @@ def test_a_results_file_that_fails_after_training_is_one_line_and_exit_1(tmp_pat
     assert "Final Results:" in captured.out
     assert captured.err.splitlines()[-1] == ("bertviz-lab train: error: --output=/dev/full could not be written after "
                                             "training (No space left on device); the results are printed above.")
+
+
+# resume from a damaged checkpoint ---------------------------------------------------------------------------
+def _checkpointed_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A 2-step CLI-shaped run with checkpoints, and the config file that resumes it to step 4."""
+    checkpoints = tmp_path / "ckpt"
+    BertRunner(_tiny_synthetic(tmp_path, steps=2, checkpoint_dir=str(checkpoints))).run()
+    config = tmp_path / "resume.yaml"
+    config.write_text(yaml.safe_dump(_tiny_synthetic(tmp_path, steps=4, checkpoint_dir=str(checkpoints),
+                                                     resume_from=str(checkpoints))))
+    return checkpoints / "step-00000002", config
+
+
+@pytest.mark.parametrize("name, spoil, manifest", [
+    ("model.safetensors", lambda f: f.write_bytes(b"\xff" * 8 + f.read_bytes()[8:]), True),
+    ("model.safetensors", lambda f: f.write_bytes(f.read_bytes()[:100]), True),
+    ("model.safetensors", lambda f: f.unlink(), True),
+    ("trainer_state.pt", lambda f: f.write_bytes(f.read_bytes()[:100]), True),
+    ("model.safetensors", lambda f: f.write_bytes(b"\xff" * 8 + f.read_bytes()[8:]), False),
+    ("trainer_state.pt", lambda f: f.write_bytes(b""), False),
+], ids=["bad-header", "truncated", "missing", "state-truncated", "bad-header-no-manifest", "empty-state-no-manifest"])
+def test_resume_from_a_damaged_checkpoint_exits_2_with_one_line_naming_the_file(tmp_path, capsys, name, spoil,
+                                                                               manifest):
+    folder, config = _checkpointed_run(tmp_path)
+    if not manifest:
+        (folder / "manifest.json").unlink()
+    spoil(folder / name)
+    capsys.readouterr()
+    assert main(["train", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if not line.startswith("WARNING")]
+    assert len(lines) == 1 and lines[0].startswith(f"bertviz-lab train: error: training.resume_from: {folder / name} ")
+    assert len(lines[0]) < 600
+    assert ("WARNING" in err) == (not manifest)  # an unverified checkpoint is said to be one
+
+
+def test_resume_from_a_checkpoint_without_a_manifest_works_with_a_warning(tmp_path, capsys):
+    folder, config = _checkpointed_run(tmp_path)
+    (folder / "manifest.json").unlink()
+    capsys.readouterr()
+    assert main(["train", "--config", str(config)]) == 0
+    assert f"WARNING bertviz_lab.train: checkpoint {folder} has no manifest.json" in capsys.readouterr().err
+    assert json.loads((folder.parent / "step-00000004" / "manifest.json").read_text())["files"]
