@@ -337,6 +337,11 @@ def format_results(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _one_line(error: BaseException) -> str:
+    """An error's message on one line, as the CLI promises."""
+    return " ".join(str(error).split())
+
+
 def write_results(results: Mapping[str, Any], output: Path) -> int:
     """Write the results JSON; 0, or 1 with a one-line error when the file cannot be written after all."""
     try:
@@ -351,7 +356,10 @@ def write_results(results: Mapping[str, Any], output: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`bertviz-lab train --config CFG.yaml --output results.json`; exit 0 ok, 1 training failed, 2 bad usage/config."""
+    """`bertviz-lab train --config CFG.yaml --output results.json`; exit 0 ok, 1 training failed, 2 bad usage/config.
+
+    Every error is one line on stderr: `bertviz-lab train: error: ...` (exit 2: the config, a path it names, the
+    checkpoint to resume; exit 1: a non-finite loss, or an OS error while training, e.g. a full disk)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -371,10 +379,13 @@ def main(argv: list[str] | None = None) -> int:
                 return write_results(results, Path(args.output))
         return 0
     except ConfigError as error:
-        print(f"bertviz-lab train: error: {error}", file=sys.stderr)
+        print(f"bertviz-lab train: error: {_one_line(error)}", file=sys.stderr)
         return 2
     except NonFiniteLossError as error:
-        print(f"bertviz-lab train: {error}", file=sys.stderr)
+        print(f"bertviz-lab train: {_one_line(error)}", file=sys.stderr)
+        return 1
+    except OSError as error:  # e.g. the disk filled up while a checkpoint was written
+        print(f"bertviz-lab train: error: {_one_line(error)}", file=sys.stderr)
         return 1
     finally:
         logger.removeHandler(stream)

@@ -15,6 +15,7 @@ import yaml
 
 from bertviz_lab.__main__ import main as console_main
 from bertviz_lab.train import BertRunner, ConfigError
+from bertviz_lab.train import checkpoint as ckpt
 from bertviz_lab.train import runner as runner_module
 from bertviz_lab.train.paths import file_problem, folder_problem
 from bertviz_lab.train.runner import RESULT_KEYS, main
@@ -205,6 +206,18 @@ def test_output_folders_are_not_created_by_the_check(tmp_path, capsys):
     assert main(["train", "--config", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "out" / "r.json")]) == 2
     assert "training.device" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
+def test_an_os_error_while_training_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
+    config = _tiny_synthetic(tmp_path, steps=2, checkpoint_dir=str(tmp_path / "ckpt"))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ckpt.torch, "save", full_disk)
+    assert main(["train", "--config", str(tmp_path / "c.yaml")]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == "bertviz-lab train: error: [Errno 28] No space left on device"
 
 
 def test_path_checks_accept_what_can_be_written_and_change_nothing(tmp_path):
