@@ -1,32 +1,43 @@
-"""LossCurves: live MLM/NSP losses, accuracies and learning rate while a Trainer runs (a Trainer callback)."""
+"""LossCurves: live MLM/NSP losses, accuracies and learning rate while a Trainer runs (a Trainer callback).
+
+The browser view is the project's own small anywidget (static/loss_curves.js) drawing SVG from synced float32
+arrays: unlike plotly's FigureWidget it redraws after a page reload or in a second tab, and a saved notebook does
+not carry plotly's ~5 MB script for it.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+import anywidget
 import ipywidgets as widgets
 import numpy as np
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
+import traitlets
 
-from bertviz_lab.widgets.common import PLOT_TEMPLATE, Panel, escape
-from bertviz_lab.widgets.svg import line_chart
+from bertviz_lab.widgets.common import Panel, escape
+from bertviz_lab.widgets.export import ExportBar
+from bertviz_lab.widgets.svg import chart_grid, line_chart
 
-# (subplot row, col, metric key, legend name, colour, dashed)
+STATIC = Path(__file__).with_name("static")
+# (chart, metric key, legend name, colour, dashed)
 SERIES = (
-    (1, 1, "train_mlm_loss", "train MLM", "#1f77b4", False),
-    (1, 1, "eval_mlm_loss", "eval MLM", "#1f77b4", True),
-    (1, 2, "train_nsp_loss", "train NSP", "#ff7f0e", False),
-    (1, 2, "eval_nsp_loss", "eval NSP", "#ff7f0e", True),
-    (2, 1, "eval_mlm_accuracy", "eval MLM acc", "#2ca02c", True),
-    (2, 1, "eval_nsp_accuracy", "eval NSP acc", "#d62728", True),
-    (2, 2, "lr", "learning rate", "#7f7f7f", False),
+    (0, "train_mlm_loss", "train MLM", "#1f77b4", False),
+    (0, "eval_mlm_loss", "eval MLM", "#1f77b4", True),
+    (1, "train_nsp_loss", "train NSP", "#ff7f0e", False),
+    (1, "eval_nsp_loss", "eval NSP", "#ff7f0e", True),
+    (2, "eval_mlm_accuracy", "eval MLM acc", "#2ca02c", True),
+    (2, "eval_nsp_accuracy", "eval NSP acc", "#d62728", True),
+    (3, "lr", "learning rate", "#7f7f7f", False),
 )
-TITLES = ("MLM loss", "NSP loss", "accuracy", "learning rate")
+KEYS = tuple(key for _, key, *_ in SERIES)
+# (chart title, y axis title); every x axis is the optimizer step
+CHARTS = (("MLM loss", "loss"), ("NSP loss", "loss"), ("accuracy", "accuracy"), ("learning rate", "learning rate"))
+X_TITLE = "step"
 
 
 def record_to_dict(record: Any) -> dict[str, Any]:
@@ -58,49 +69,86 @@ def downsample_points(points: list[tuple[float, float]], max_points: int) -> tup
     return np.array([p[0] for p in points], dtype=float), np.array([p[1] for p in points], dtype=float)
 
 
+def chart_specs() -> list[dict[str, Any]]:
+    """What each chart shows: its titles and series (sent to the browser once)."""
+    return [{"title": title, "x_title": X_TITLE, "y_title": y_title,
+             "series": [{"key": key, "name": name, "color": color, "dashed": dashed}
+                        for chart, key, name, color, dashed in SERIES if chart == index]}
+            for index, (title, y_title) in enumerate(CHARTS)]
+
+
+def pack(x: np.ndarray, y: np.ndarray) -> bytes:
+    """(x, y) as interleaved float32 pairs: what the browser view reads."""
+    return np.stack([x, y], axis=1).astype(np.float32).tobytes()
+
+
+def unpack(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """The (x, y) arrays of pack()."""
+    pairs = np.frombuffer(data, dtype=np.float32).reshape(-1, 2)
+    return pairs[:, 0].astype(float), pairs[:, 1].astype(float)
+
+
+class CurvesView(anywidget.AnyWidget):
+    """The four charts in the browser, drawn from these synced traits whenever a view attaches."""
+
+    _esm = STATIC / "loss_curves.js"
+    title = traitlets.Unicode("").tag(sync=True)
+    total = traitlets.Int(0).tag(sync=True)  # the run's last step (the x axes reach it); 0 when unknown
+    panels = traitlets.List().tag(sync=True)
+    curves = traitlets.Dict().tag(sync=True)  # metric key -> pack(x, y)
+
+
 class LossCurves(Panel):
     """Call it with each step's metrics; it redraws at most every `min_interval` seconds (flush() forces one)."""
 
     def __init__(self, trainer: Any = None, min_interval: float = 0.5, max_points: int = 1000,
                  title: str = "pretraining") -> None:
         self.min_interval, self.max_points, self.title = min_interval, max_points, title
-        self.history: dict[str, list[tuple[float, float]]] = {key: [] for _, _, key, *_ in SERIES}
+        self.history: dict[str, list[tuple[float, float]]] = {key: [] for key in KEYS}
         self.records = 0
         self.redraws = 0
-        self._last_draw = 0.0
-        self._end_note = ""  # how the last run ended, shown before the latest values
+        self._last_draw = float("-inf")  # the first record draws at once
+        self._last_values: dict[str, Any] = {}
+        self._state = ""  # "training", or how the last run ended ("finished", "stopped", ...)
         self._lock = threading.Lock()  # guards history and the pending timer
         self._draw_lock = threading.Lock()  # one redraw at a time (the timer thread and the training thread)
         self._pending: threading.Timer | None = None
-        self._drawn = [0] * len(SERIES)  # points of each series at the last redraw (histories only grow)
-        self.figure = make_subplots(rows=2, cols=2, subplot_titles=TITLES, horizontal_spacing=0.1,
-                                    vertical_spacing=0.16, figure=go.FigureWidget(layout={"template": PLOT_TEMPLATE}))
-        for row, col, key, name, color, dashed in SERIES:
-            self.figure.add_trace(go.Scatter(x=[], y=[], name=name, mode="lines+markers" if dashed else "lines",
-                                             line={"color": color, "dash": "dash" if dashed else "solid"}),
-                                  row=row, col=col)
-        self.figure.update_layout(height=420, margin={"l": 40, "r": 10, "t": 40, "b": 30}, title=escape(title),
-                                  legend={"orientation": "h", "y": -0.12})
+        self._drawn = [0] * len(KEYS)  # points of each series at the last redraw (histories only grow)
+        self._packed: dict[str, bytes] = {}
+        self.on_redraw: list[Callable[[], None]] = []  # e.g. the Training tab, whose figure these curves are
+        self.chart = CurvesView(title=title, panels=chart_specs())
         self.status = widgets.HTML("waiting for the first step")
+        self.status.add_class("bvl-curves-status")
         self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
                                           layout=widgets.Layout(display="none"))
         self.stop_button.on_click(lambda _: self._stop())
+        self.export = ExportBar(self, "loss-curves")
         self.trainer = None
-        super().__init__([widgets.HBox([self.stop_button, self.status]), self.figure])
+        toolbar = widgets.HBox([self.stop_button, self.status, self.export],
+                               layout=widgets.Layout(align_items="center", justify_content="space-between"))
+        toolbar.add_class("bvl-toolbar")
+        super().__init__([toolbar, self.chart])
         if trainer is not None:
             self.attach(trainer)
+
+    @property
+    def total_steps(self) -> int | None:
+        """The run's last step, when a trainer is attached."""
+        steps = getattr(getattr(self.trainer, "config", None), "max_steps", None)
+        return steps if isinstance(steps, int) and steps > 0 else None
 
     def attach(self, trainer: Any) -> "LossCurves":
         """Register as the trainer's callback; while it trains in the background (start()), a Stop button shows."""
         self.trainer = trainer
         if self not in trainer.callbacks:
             trainer.callbacks.append(self)
+        self.chart.total = self.total_steps or 0
         return self
 
     def on_train_end(self, trainer: Any) -> None:
         """Trainer hook: hide the Stop button, redraw the last records and say how the run ended."""
         self.stop_button.layout.display = "none"
-        self._end_note = f"{trainer.stop_reason or 'ended'} at step {trainer.step} · "
+        self._state = trainer.stop_reason or "ended"
         self.flush()
 
     def _stop(self) -> None:
@@ -113,7 +161,7 @@ class LossCurves(Panel):
         values = record_to_dict(record)
         if self.trainer is not None and self.trainer.is_running:  # a background run: the notebook can click Stop
             self.stop_button.layout.display = None
-        self._end_note = ""
+        self._state = "training"
         step = float(values.get("step", self.records))
         with self._lock:
             self.records += 1
@@ -140,36 +188,82 @@ class LossCurves(Panel):
             if self._pending is not None:
                 self._pending.cancel()
                 self._pending = None
-            counts = [len(self.history[key]) for _, _, key, *_ in SERIES]
-            # only the series that grew: plotly validates every assigned array, the main cost of a redraw
-            series = {index: downsample_points(self.history[SERIES[index][2]], self.max_points)
-                      for index, count in enumerate(counts) if count != self._drawn[index]}
-            values = getattr(self, "_last_values", {})
-        with self.figure.batch_update():
-            for index, (x, y) in series.items():
-                self.figure.data[index].x, self.figure.data[index].y = x, y
+            counts = [len(self.history[key]) for key in KEYS]
+            grown = {key: downsample_points(self.history[key], self.max_points)
+                     for key, count, drawn in zip(KEYS, counts, self._drawn) if count != drawn}
+        self._packed.update({key: pack(x, y) for key, (x, y) in grown.items()})
         self._drawn = counts
-        step = values.get("step", "?")
-        shown = [f"step {step}"] + [f"{name} {values[key]:.4g}" for _, _, key, name, *_ in SERIES
-                                    if isinstance(values.get(key), (int, float))]
-        self.status.value = self._end_note + " · ".join(shown)
+        if grown:
+            self.chart.curves = dict(self._packed)
+        self.status.value = escape(self.status_text())
         self._last_draw = time.monotonic()
         self.redraws += 1
+        self.figure_changed()
+        for callback in self.on_redraw:
+            callback()
 
-    def static_html(self) -> str:
+    def status_text(self) -> str:
+        """'step 171 of 300 · stopped · train MLM 4.2 · …': where the run is, how it goes, the latest values."""
+        values = self._last_values
+        if not values:
+            return "waiting for the first step"
+        total = self.total_steps
+        parts = [f"step {values.get('step', self.records)}" + (f" of {total}" if total else "")]
+        if self._state:
+            parts.append(self._state)
+        parts += [f"{name} {values[key]:.4g}" for _, key, name, *_ in SERIES
+                  if isinstance(values.get(key), (int, float))]
+        return " · ".join(parts)
+
+    def drawn(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """The (x, y) points of one series as the browser view has them."""
+        data = self.chart.curves.get(key)
+        return unpack(data) if data else (np.zeros(0), np.zeros(0))
+
+    def to_svg(self) -> str:
+        """The four charts with titles, axis titles and legends, under the run's title and status line."""
         charts = []
-        for position, title in zip(((1, 1), (1, 2), (2, 1), (2, 2)), TITLES):
-            lines = {name: (*downsample_points(self.history[key], self.max_points), color)
-                     for row, col, key, name, color, _ in SERIES if (row, col) == position and self.history[key]}
-            charts.append(line_chart(lines, title))
-        return "<div class='bvl-loss-curves'>" + "".join(charts) + "</div>"
+        x_range = (0.0, float(self.total_steps)) if self.total_steps else None
+        for index, (title, y_title) in enumerate(CHARTS):
+            lines = {name: (*downsample_points(self.history[key], self.max_points), color, dashed)
+                     for chart, key, name, color, dashed in SERIES if chart == index}
+            charts.append(line_chart(lines, title, width=420, height=250, x_title=X_TITLE, y_title=y_title,
+                                     x_range=x_range))
+        return chart_grid(charts, columns=2, title=self.title, subtitle=self.status_text())
 
     def to_html(self, path: str | Path, interactive: bool = True) -> Path:
-        """Write the curves to a self-contained HTML file: plotly with its script embedded, or static SVG charts."""
+        """Write the curves to a self-contained HTML file: the live view's drawing code inlined with the data
+        (hover works, nothing is fetched), or the static SVG."""
         self.flush()
         path = Path(path)
-        if interactive:
-            go.Figure(self.figure).write_html(str(path), include_plotlyjs=True, full_html=True)
-        else:
-            path.write_text(f"<!DOCTYPE html><html><body>{self.static_html()}</body></html>")
+        if not interactive:
+            path.write_text(f"<!DOCTYPE html><html><body>{self.to_svg()}</body></html>", encoding="utf-8")
+            return path
+        state = {"title": self.chart.title, "total": self.chart.total, "panels": self.chart.panels,
+                 "curves": {key: data.hex() for key, data in self.chart.curves.items()}}
+        code = (STATIC / "loss_curves.js").read_text(encoding="utf-8")
+        page = _STANDALONE.replace("__TITLE__", escape(self.title)).replace(
+            "__STATE__", _script_json(state)).replace("__CODE__", _script_json(code))
+        path.write_text(page, encoding="utf-8")
         return path
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside a <script> element."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+_STANDALONE = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>__TITLE__</title></head>
+<body><div id="bvl-curves"></div>
+<script type="module">
+const state = __STATE__;
+for (const [key, hex] of Object.entries(state.curves)) {
+  state.curves[key] = new DataView(Uint8Array.from(hex.match(/../g) || [], (h) => parseInt(h, 16)).buffer);
+}
+const model = { get: (name) => state[name], on: () => {}, off: () => {} };
+const url = URL.createObjectURL(new Blob([__CODE__], { type: "text/javascript" }));
+const view = await import(url);
+view.default.render({ model, el: document.getElementById("bvl-curves") });
+</script></body></html>
+"""

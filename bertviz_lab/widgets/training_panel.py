@@ -28,13 +28,16 @@ class TrainingPanel(Panel):
         self.steps = steps
         self.trainer = trainer
         self.curves = LossCurves(title="pretraining (live)")
+        self.curves.on_redraw.append(self.figure_changed)
         self.start_button = widgets.Button(description="Start", icon="play", button_style="success")
         self.start_button.on_click(lambda _: self.start())
         self.message = widgets.HTML("a tiny BERT on the built-in corpus; Start trains it in the background"
                                     if trainer is None else "")
         if trainer is not None:
             self.curves.attach(trainer)
-        super().__init__([widgets.HBox([self.start_button, self.message]), self.curves])
+        toolbar = widgets.HBox([self.start_button, self.message], layout=widgets.Layout(align_items="center"))
+        toolbar.add_class("bvl-toolbar")
+        super().__init__([toolbar, self.curves])
 
     def build_trainer(self) -> Any:
         """The Trainer for `run_config` (tokenizer, data, model and settings as the YAML runner builds them)."""
@@ -42,13 +45,19 @@ class TrainingPanel(Panel):
 
         return BertRunner(self.run_config).build_trainer()
 
+    def ensure_trainer(self) -> Any:
+        """The run's Trainer, built now if Start has not built it yet (the Masking tab may borrow its model)."""
+        if self.trainer is None:
+            self.message.value = "preparing the data and the tokenizer…"
+            self.trainer = self.build_trainer()
+            self.curves.attach(self.trainer)
+            self.message.value = "ready: Start trains it in the background"
+        return self.trainer
+
     def start(self) -> None:
         """Train in the background; the curves' Stop button ends the run after the current step."""
         try:
-            if self.trainer is None:
-                self.message.value = "preparing the data and the tokenizer…"
-                self.trainer = self.build_trainer()
-                self.curves.attach(self.trainer)
+            self.ensure_trainer()
             if self.trainer.is_running:
                 return
             remaining = self.trainer.config.max_steps - self.trainer.step
@@ -59,6 +68,10 @@ class TrainingPanel(Panel):
             self.message.value = ""  # the curves' status line says how far the run is and how it ended
         except (ValueError, TypeError, RuntimeError) as error:
             self.message.value = f"<span style='color:#d62728'>{escape(error)}</span>"
+
+    def to_svg(self) -> str:
+        """The live curves' figure."""
+        return self.curves.to_svg()
 
     def static_html(self) -> str:
         return self.curves.static_html()

@@ -3,11 +3,14 @@ histories are downsampled; they follow a real Trainer in the foreground (fit) an
 
 from __future__ import annotations
 
-import statistics
+import struct
 import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import torch
+from widgets_testlib import assert_safe_html, parse_html, wait_until
 
 from bertviz_lab.model import BERTConfig, BERTForPreTraining
 from bertviz_lab.train import (
@@ -18,10 +21,9 @@ from bertviz_lab.train import (
     synthetic_to_training_batch,
 )
 from bertviz_lab.widgets import LossCurves, TrainingPanel
-from bertviz_lab.widgets.loss_curves import SERIES, downsample, downsample_points
-from widgets_testlib import assert_safe_html, parse_html, wait_until
+from bertviz_lab.widgets.loss_curves import CHARTS, KEYS, SERIES, downsample, downsample_points
 
-KEYS = [key for _, _, key, *_ in SERIES]
+SVG_NS = "{http://www.w3.org/2000/svg}"
 
 
 def record(step: int, evaluated: bool = False) -> dict:
@@ -32,8 +34,20 @@ def record(step: int, evaluated: bool = False) -> dict:
     return values
 
 
-def trace_named(curves: LossCurves, key: str):
-    return curves.figure.data[KEYS.index(key)]
+class Drawn:
+    """One series as the browser view has it."""
+
+    def __init__(self, curves: LossCurves, key: str) -> None:
+        self.x, self.y = curves.drawn(key)
+
+
+def trace_named(curves: LossCurves, key: str) -> Drawn:
+    return Drawn(curves, key)
+
+
+def last_x(curves: LossCurves, key: str) -> float | None:
+    x, _ = curves.drawn(key)
+    return float(x[-1]) if len(x) else None
 
 
 def tiny_trainer(max_steps: int, eval_interval: int = 0) -> Trainer:
@@ -57,10 +71,10 @@ def test_every_record_is_kept_and_redraws_are_throttled():
     assert len(curves.history["train_mlm_loss"]) == 1000 and len(curves.history["eval_nsp_loss"]) == 10
     assert curves.redraws <= 2 + elapsed / 0.3  # the first record draws at once, then at most one per interval
     # the pending timer draws the final state without any further record
-    assert wait_until(lambda: trace_named(curves, "train_mlm_loss").x[-1] == 999, timeout=10)
+    assert wait_until(lambda: last_x(curves, "train_mlm_loss") == 999, timeout=10)
     assert len(trace_named(curves, "train_mlm_loss").x) == 1000
     assert list(trace_named(curves, "eval_mlm_loss").x) == [float(s) for s in range(99, 1000, 100)]
-    np.testing.assert_allclose(trace_named(curves, "lr").y, [1e-3 * s for s in range(1000)])
+    np.testing.assert_allclose(trace_named(curves, "lr").y, [1e-3 * s for s in range(1000)], rtol=1e-6)
     assert curves.status.value.startswith("step 999")
     assert curves.redraws <= 3 + (time.monotonic() - started) / 0.3
 
@@ -77,7 +91,7 @@ def test_long_histories_are_downsampled_to_max_points():
     # the static fallback too: one polyline per series with at most max_points points
     static = parse_html(curves.static_html())
     assert static.tags.count("polyline") == 7
-    assert max(curves.static_html().split('points="')[i].count(",") for i in range(1, 8)) <= 100
+    assert max(curves.static_html().split('points="')[i].split('"')[0].count(",") for i in range(1, 8)) <= 100
     x, y = downsample(np.arange(10.0), np.arange(10.0) * 2, 4)
     assert len(x) <= 4 and x[0] == 0 and x[-1] == 9 and (y == 2 * x).all()
     x2, y2 = downsample_points([(float(i), 2.0 * i) for i in range(10)], 4)
@@ -97,40 +111,23 @@ def test_accepts_metrics_records_and_skips_missing_values():
     assert "eval MLM acc 0.3" in curves.status.value
 
 
-def test_call_and_redraw_costs_keep_training_overhead_under_3_percent():
-    """Training pays one __call__ per step and at most one redraw per min_interval (in the training thread or, via the
-    timer, competing for the GIL): overhead <= call / step_time + redraw / min_interval. Measured as this thread's CPU
-    time, minimum over repeats: the cost of the code, not of a busy machine (a wall-clock A/B of two training runs
-    is too noisy on two shared cores to resolve 3%)."""
-    curves = LossCurves()  # min_interval 0.5 s, max_points 1000
-    assert curves.min_interval == 0.5 and curves.max_points == 1000
-    curves.min_interval = 3600  # measure without automatic redraws
+def test_a_redraw_sends_only_the_downsampled_series_and_status():
+    """Training pays one __call__ per step and one redraw per min_interval; a redraw sends at most max_points
+    float32 pairs per series (the cost on training throughput is measured in benchmarks/widgets.py)."""
+    curves = LossCurves(min_interval=3600, max_points=1000)
     values = record(1, evaluated=True)  # all seven series
-    call_means = []
-    for batch in range(20):
-        started = time.thread_time()
-        for step in range(1000):
-            values["step"] = batch * 1000 + step
-            curves(values)
-        call_means.append((time.thread_time() - started) / 1000)
-    assert curves.records == 20_000
-    full, usual, wall = [], [], []
-    for _ in range(7):
-        curves(values)  # every series grew: all 7 downsampled series are sent again
-        started, started_wall = time.thread_time(), time.perf_counter()
-        curves.flush()
-        full.append(time.thread_time() - started)
-        wall.append(time.perf_counter() - started_wall)
-        curves(record(curves.records))  # a step without evaluation: the 3 training series
-        started = time.thread_time()
-        curves.flush()
-        usual.append(time.thread_time() - started)
-    call, redraw = min(call_means), min(full)
-    assert call < 50e-6, f"__call__ takes {call * 1e6:.0f} µs"
-    assert redraw / 0.5 < 0.03, f"a redraw of a 20000-step history takes {redraw * 1e3:.1f} ms"
-    assert min(usual) <= redraw
-    assert call / 5e-3 + redraw / 0.5 < 0.03  # with a 5 ms training step, as small as a tiny BERT's on a CPU
-    assert statistics.median(wall) < 0.1
+    for step in range(20_000):
+        values["step"] = step
+        curves(values)
+    curves.flush()
+    assert curves.redraws == 2  # the first record, then this flush
+    assert all(990 <= len(curves.drawn(key)[0]) <= 1000 for key in KEYS)
+    assert sum(len(data) for data in curves.chart.curves.values()) <= 7 * 1000 * 2 * 4  # float32 (x, y) pairs
+    before = dict(curves.chart.curves)
+    curves(record(20_000))  # a step without evaluation: only the 3 training series change
+    curves.flush()
+    changed = {key for key in KEYS if curves.chart.curves[key] != before[key]}
+    assert changed == {"train_mlm_loss", "train_nsp_loss", "lr"}
 
 
 def test_follows_trainer_fit_with_eval_records():
@@ -147,8 +144,9 @@ def test_follows_trainer_fit_with_eval_records():
                                                                      if r.train_mlm_loss is not None]
     assert [step for step, _ in curves.history["eval_nsp_loss"]] == [10.0, 20.0, 30.0, 40.0]
     assert curves.redraws <= 2 + elapsed / 0.2
-    assert wait_until(lambda: trace_named(curves, "lr").x[-1] == 40)
-    np.testing.assert_allclose(trace_named(curves, "train_nsp_loss").y, [r.train_nsp_loss for r in history])
+    assert wait_until(lambda: last_x(curves, "lr") == 40)
+    np.testing.assert_allclose(trace_named(curves, "train_nsp_loss").y, [r.train_nsp_loss for r in history],
+                               rtol=1e-6)
 
 
 def test_follows_a_background_run_and_the_stop_button_ends_it():
@@ -166,9 +164,10 @@ def test_follows_a_background_run_and_the_stop_button_ends_it():
         trainer.stop(wait=True, timeout=30)
     assert trainer.stop_reason == "stopped" and 5 <= trainer.step < 100_000
     assert curves.records == trainer.step == len(trainer.history)
-    assert wait_until(lambda: trace_named(curves, "train_nsp_loss").x[-1] == trainer.step)
+    assert wait_until(lambda: last_x(curves, "train_nsp_loss") == trainer.step)
     assert curves.stop_button.layout.display == "none"  # the run has ended
-    assert curves.status.value.startswith(f"stopped at step {trainer.step} · ")
+    assert curves.status.value.startswith(f"step {trainer.step} of 100000 · stopped · train MLM ")
+    assert curves.status.value.count("step") == 1
 
 
 def test_a_foreground_fit_shows_no_stop_button_and_says_it_finished():
@@ -176,7 +175,7 @@ def test_a_foreground_fit_shows_no_stop_button_and_says_it_finished():
     curves = LossCurves(trainer, min_interval=3600)
     trainer.fit()
     assert curves.records == 3 and curves.stop_button.layout.display == "none"
-    assert curves.status.value.startswith("finished at step 3 · step 3")
+    assert curves.status.value.startswith("step 3 of 3 · finished · ")
 
 
 def test_exports_static_and_interactive_html(tmp_path):
@@ -185,15 +184,57 @@ def test_exports_static_and_interactive_html(tmp_path):
         curves(record(step, evaluated=step % 10 == 0))
     static = curves.to_html(tmp_path / "curves.html", interactive=False)
     text = static.read_text()
-    assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 4 and "<script" not in text
+    assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 5 and "<script" not in text  # 4 in 1
     assert "http" not in text.replace("http://www.w3.org/2000/svg", "")  # no CDN, nothing fetched
     assert parse_html(text).tags.count("polyline") == 7
     interactive = curves.to_html(tmp_path / "live.html")
     text = interactive.read_text()
-    assert interactive.stat().st_size > 1_000_000  # plotly.js embedded: opens offline
-    assert "<script" in text and '"train MLM"' in text and "cdn.plot.ly/plotly" not in text.split("</head>")[0]
+    assert interactive.stat().st_size < 100_000  # the view's own code and the data, no plotly bundle
+    assert '<script type="module">' in text and "export default { render }" in text and "train MLM" in text
+    assert "http" not in text.replace("http://www.w3.org/2000/svg", "")
     bundle = curves._repr_mimebundle_()
-    assert bundle["text/html"] == curves.static_html() and "application/vnd.jupyter.widget-view+json" in bundle
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_svg_has_titles_axis_titles_legends_and_the_status(tmp_path):
+    trainer = tiny_trainer(max_steps=30, eval_interval=10)
+    curves = LossCurves(trainer, min_interval=3600, title="tiny <run> & co")
+    trainer.fit(12)
+    svg = curves.to_svg()
+    root = ET.fromstring(svg)
+    texts = ["".join(t.itertext()) for t in root.iter(f"{SVG_NS}text")]
+    assert texts[0] == "tiny <run> & co" and "<run>" not in svg  # escaped in the source, shown as written
+    assert texts[1] == curves.status_text() and texts[1].startswith("step 12 of 30 · finished · ")
+    for title, y_title in CHARTS:
+        assert title in texts and y_title in texts
+    assert texts.count("step") >= 4  # every x axis
+    for _, _, name, *_ in SERIES:
+        assert name in texts  # legends
+    classes = [e.get("class") for e in root.iter() if e.get("class")]
+    assert classes.count("bvl-axis-title") == 8 and classes.count("bvl-series") == 7
+    png = curves.save(tmp_path / "curves.png", scale=1.5)
+    width, height = (float(v) for v in (root.get("width"), root.get("height")))
+    assert struct.unpack(">II", png.read_bytes()[16:24]) == (round(width * 1.5), round(height * 1.5))
+    # the browser view gets the same titles: what it draws comes from these synced traits alone
+    panels = curves.chart.panels
+    assert [(p["title"], p["x_title"], p["y_title"]) for p in panels] == [(t, "step", y) for t, y in CHARTS]
+    assert curves.chart.total == 30 and curves.chart.title == "tiny <run> & co"
+    x, y = curves.drawn("train_nsp_loss")
+    assert x.tolist() == list(range(1, 13))
+    np.testing.assert_allclose(y, [r.train_nsp_loss for r in trainer.history], rtol=1e-6)
+    esm = curves.chart._esm if isinstance(curves.chart._esm, str) else Path(curves.chart._esm).read_text()
+    assert "textContent" in esm and "innerHTML" not in esm
+
+
+def test_status_line_before_during_and_after_a_run():
+    curves = LossCurves(min_interval=0)
+    assert curves.status.value == "waiting for the first step"
+    curves(record(5))
+    assert curves.status.value.startswith("step 5 · training · train MLM ")  # no trainer: no total known
+    trainer = tiny_trainer(max_steps=2)
+    curves.attach(trainer)
+    trainer.fit()
+    assert curves.status.value.startswith("step 2 of 2 · finished · ")
 
 
 def test_static_html_escapes_the_title():
@@ -218,12 +259,12 @@ def test_training_panel_start_trains_in_the_background_and_stops_at_the_last_ste
     assert panel.trainer.join(timeout=60)
     assert panel.trainer.step == 4 and panel.curves.records == 4
     assert len(panel.curves.history["eval_nsp_loss"]) == 1
-    assert panel.message.value == "" and panel.curves.status.value.startswith("finished at step 4 · ")
+    assert panel.message.value == "" and panel.curves.status.value.startswith("step 4 of 6 · finished · ")
     panel.start_button.click()  # the remaining 2 steps
     assert panel.trainer.join(timeout=60) and panel.trainer.step == 6 and panel.curves.records == 6
     panel.start_button.click()
     assert "last step" in panel.message.value
-    assert wait_until(lambda: trace_named(panel.curves, "lr").x[-1] == 6)
+    assert wait_until(lambda: last_x(panel.curves, "lr") == 6)
     assert panel.static_html() == panel.curves.static_html()
 
 
