@@ -35,7 +35,8 @@ class TokenInfo:
         return bool((self.segment[self.real] == 1).any())
 
 
-def token_info(tokens: Sequence[str], attention_mask: torch.Tensor | None, token_type_ids: torch.Tensor | None) -> TokenInfo:
+def token_info(tokens: Sequence[str], attention_mask: torch.Tensor | None,
+               token_type_ids: torch.Tensor | None) -> TokenInfo:
     """Token facts for one row (tensors are 1-D or None)."""
     T = len(tokens)
     real = np.ones(T, dtype=bool) if attention_mask is None else attention_mask.cpu().numpy().astype(bool)[:T]
@@ -78,27 +79,175 @@ def attention_matrix(attentions: Sequence[torch.Tensor], layer: int, head: int, 
     return attention_rollout(layers, mask)[0].numpy()
 
 
-def quantize(matrix: np.ndarray) -> tuple[np.ndarray, float]:
-    """8-bit copy scaled to the matrix maximum, and that maximum (value ≈ q / 255 * maximum)."""
-    top = float(matrix.max()) if matrix.size else 0.0
-    if top <= 0:
-        return np.zeros(matrix.shape, dtype=np.uint8), 0.0
-    return np.rint(matrix / top * 255).clip(0, 255).astype(np.uint8), top
+# 8-bit transport of the matrix on screen ------------------------------------------------------------------
+SCALES = ("linear", "row", "log")  # one colour scale for the matrix, each query row to its max, log10
+SPECIAL_MODES = ("show", "clip", "hide")  # [CLS]/[SEP] in the colour scale, left out of it, or not shown
+TOP_CODE = 254  # the top of the colour range; 255 marks a cell above it (a clipped [CLS]/[SEP] weight)
+OVER_CODE = 255
+DECADES = 4  # the log scale spans 10^-4 × max .. max
 
 
-def thumbnails(attentions: Sequence[torch.Tensor], row: int, size: int = 24,
-               real: np.ndarray | None = None) -> tuple[bytes, int]:
-    """Every layer × head map of one example, average-pooled to at most size × size, 8-bit, each scaled to its max.
+# ColorBrewer "Blues" (sequential, colour-blind safe, prints in grey), white at 0; one palette for every view
+_BLUES = ("#ffffff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b")
 
-    Returns (buffer of L*H*s*s bytes in layer, head, query, key order, s).
+
+def make_palette(stops: Sequence[str] = _BLUES) -> np.ndarray:
+    """(256, 3) uint8 colours for codes 0..255: the stops interpolated over 0..254, code 255 as the top colour."""
+    rgb = np.array([[int(c[i: i + 2], 16) for i in (1, 3, 5)] for c in stops], dtype=np.float64)
+    at = np.minimum(np.arange(256), TOP_CODE) / TOP_CODE * (len(stops) - 1)
+    return np.rint(np.stack([np.interp(at, np.arange(len(stops)), rgb[:, k]) for k in range(3)], axis=1)).astype(
+        np.uint8)
+
+
+PALETTE = make_palette()
+
+
+@dataclass(frozen=True)
+class HeatmapCodes:
+    """A matrix as 8-bit colour codes plus what turns each code back into a weight.
+
+    linear: weight = code × scale.  row: weight = code × row_scales[row].  log: weight = floor × (top / floor) **
+    (code / 254).  Cells above the colour range (clipped [CLS]/[SEP]) carry code 255 and their exact value in
+    overflow_values, at flat (row-major) positions overflow_index.
     """
-    keep = torch.as_tensor(np.flatnonzero(real)) if real is not None else None
-    maps = torch.stack([a[row] if keep is None else a[row][:, keep][:, :, keep] for a in attentions]).float()
-    L, H, T, S = maps.shape
-    s = min(size, T, S)
-    pooled = F.adaptive_avg_pool2d(maps.reshape(L * H, 1, T, S), s).reshape(L, H, s, s)
-    top = pooled.amax(dim=(-1, -2), keepdim=True).clamp_min(1e-12)
-    return (pooled / top * 255).round().clamp(0, 255).to(torch.uint8).numpy().tobytes(), s
+
+    codes: np.ndarray  # uint8 (R, C)
+    mode: str
+    scale: float  # linear: weight of one code step
+    row_scales: np.ndarray  # float32 (R,): per-row weight of one code step ("row"), else empty
+    log_range: tuple[float, float]  # (floor, top): the weights of codes 0 and 254 ("log"), else (0, 0)
+    overflow_index: np.ndarray  # uint32 (K,)
+    overflow_values: np.ndarray  # float32 (K,)
+
+
+def _running_codes(levels: np.ndarray) -> np.ndarray:
+    """Round each row so that every prefix sum stays within half a step: a row's decoded sum is off by <= 1/2 step.
+
+    levels are in code steps (>= 0, <= 254); each code is off by less than one step, and as the running sum is
+    monotonic no code is negative.
+    """
+    rounded = np.rint(np.cumsum(levels, axis=1, dtype=np.float64))
+    codes = np.diff(rounded, axis=1, prepend=0.0)
+    return codes.clip(0, OVER_CODE).astype(np.uint8)
+
+
+def encode_heatmap(matrix: np.ndarray, mode: str = "linear", ignore_rows: np.ndarray | None = None,
+                   ignore_cols: np.ndarray | None = None) -> HeatmapCodes:
+    """8-bit codes of the matrix on screen under a colour scale; ignored rows/columns ([CLS]/[SEP] when clipped)
+    do not set the top of the scale, and their cells above it travel exactly."""
+    if mode not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {mode!r}.")
+    values = np.asarray(matrix, dtype=np.float64)
+    R, C = values.shape
+    ignore_r = np.zeros(R, bool) if ignore_rows is None else np.asarray(ignore_rows, bool)
+    ignore_c = np.zeros(C, bool) if ignore_cols is None else np.asarray(ignore_cols, bool)
+    ignored = ignore_r[:, None] | ignore_c[None, :] if mode != "row" else np.broadcast_to(ignore_c, (R, C))
+    counted = np.where(ignored, -np.inf, values)
+    empty = np.zeros(0, np.float32)
+    if mode == "row":
+        top = counted.max(axis=1, initial=-np.inf) if C else np.zeros(R)
+        top = np.where(np.isfinite(top), top, values.max(axis=1, initial=0.0) if C else 0.0).clip(0)
+        over = values > top[:, None]
+        step = np.where(top > 0, top / TOP_CODE, 0.0)
+        levels = np.where(over, 0.0, values) / np.where(step > 0, step, 1.0)[:, None]
+        codes = _running_codes(levels)
+        scale, row_scales, log_range = 0.0, step.astype(np.float32), (0.0, 0.0)
+    else:
+        top = float(counted.max()) if counted.size and np.isfinite(counted.max()) else float(values.max(initial=0))
+        top = max(top, 0.0)
+        over = values > top
+        if mode == "linear":
+            step = top / TOP_CODE if top > 0 else 0.0
+            codes = _running_codes(np.where(over, 0.0, values) / (step or 1.0))
+            scale, row_scales, log_range = step, empty, (0.0, 0.0)
+        else:
+            top = top if top > 0 else 1.0
+            floor = top * 10.0 ** -DECADES
+            position = np.log10(values.clip(floor, top) / floor) / DECADES
+            codes = np.rint(position * TOP_CODE).astype(np.uint8)
+            scale, row_scales, log_range = 0.0, empty, (floor, top)
+    codes[over] = OVER_CODE
+    index = np.flatnonzero(over).astype(np.uint32)
+    return HeatmapCodes(codes, mode, float(scale), row_scales, (float(log_range[0]), float(log_range[1])), index,
+                        values.reshape(-1)[index].astype(np.float32))
+
+
+def decode_heatmap(encoded: HeatmapCodes) -> np.ndarray:
+    """The weights the front end shows for each cell (what hover and the colour bar read), as float64."""
+    codes = encoded.codes.astype(np.float64)
+    if encoded.mode == "linear":
+        weights = codes * encoded.scale
+    elif encoded.mode == "row":
+        weights = codes * encoded.row_scales.astype(np.float64)[:, None]
+    else:
+        floor, top = encoded.log_range
+        weights = floor * (top / floor) ** (np.minimum(codes, TOP_CODE) / TOP_CODE)
+    weights.reshape(-1)[encoded.overflow_index] = encoded.overflow_values
+    return weights
+
+
+def digest(codes: np.ndarray) -> str:
+    """A short fingerprint of the codes, the same the front end computes (a browser test compares the two)."""
+    flat = np.asarray(codes, dtype=np.int64).reshape(-1)
+    weights = np.arange(flat.size, dtype=np.int64) % 65521 + 1
+    return f"{int((flat * weights).sum()) % 2**32:08x}"
+
+
+def _nice_step(span: float, count: int = 4) -> float:
+    raw = span / count
+    power = 10.0 ** np.floor(np.log10(raw))
+    return float(next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw))
+
+
+def colorbar_ticks(encoded: HeatmapCodes) -> tuple[list[tuple[float, str]], str]:
+    """Ticks of the colour bar as (position 0..1 from the bottom, label in real weights) and the bar's title."""
+    if encoded.mode == "log":
+        floor, top = encoded.log_range
+        ticks = [(float(np.log10(10.0 ** k / floor) / np.log10(top / floor)), f"{10.0 ** k:g}")
+                 for k in range(int(np.ceil(np.log10(floor) - 1e-9)), int(np.floor(np.log10(top) + 1e-9)) + 1)]
+        return ticks, "attention weight (log scale)"
+    if encoded.mode == "row":
+        return [(v, f"{v:g}") for v in (0.0, 0.25, 0.5, 0.75, 1.0)], "attention weight ÷ its row's max"
+    top = encoded.scale * TOP_CODE
+    if top <= 0:
+        return [(0.0, "0")], "attention weight"
+    step = _nice_step(top)
+    values = np.arange(0.0, top * (1 + 1e-9), step)
+    return [(float(v / top), f"{round(float(v), 12):g}") for v in values], "attention weight"
+
+
+def weight_text(value: float) -> str:
+    """A weight as people read it: 0.0123, 0.5, 3.1e-05."""
+    if value == 0:
+        return "0"
+    return f"{value:.4f}" if abs(value) >= 1e-3 else f"{value:.2e}"
+
+
+def pooled_thumbnails(attentions: Sequence[torch.Tensor], row: int, size: int = 24, keep: np.ndarray | None = None,
+                      ignore: np.ndarray | None = None) -> tuple[np.ndarray, int, float]:
+    """Every layer × head map of one example, average-pooled to at most size × size, 8-bit under one shared scale.
+
+    keep: the token positions shown (padding and hidden [CLS]/[SEP] left out); ignore: among those, the tokens
+    whose rows and columns do not set the shared scale (clipped [CLS]/[SEP]). Returns codes (L, H, s, s) with
+    weight = code × scale and 255 above the scale, s, and scale.
+    """
+    positions = torch.as_tensor(np.arange(attentions[0].shape[-1]) if keep is None else np.asarray(keep))
+    T = len(positions)
+    s = max(1, min(size, T))
+    pooled, clipped = [], []
+    for attention in attentions:  # one layer at a time: (H, T, T) float, not all L*H maps at once
+        maps = attention[row].index_select(1, positions).index_select(2, positions).float()
+        pooled.append(F.adaptive_avg_pool2d(maps.unsqueeze(1), s).squeeze(1))
+        if ignore is not None and np.asarray(ignore).any():
+            mask = torch.as_tensor(~np.asarray(ignore, bool))
+            counted = maps * mask[:, None] * mask[None, :]
+            clipped.append(F.adaptive_avg_pool2d(counted.unsqueeze(1), s).squeeze(1))
+    stacked = torch.stack(pooled).numpy()  # (L, H, s, s)
+    top = float(torch.stack(clipped).max()) if clipped else float(stacked.max(initial=0.0))
+    scale = top / TOP_CODE if top > 0 else 0.0
+    codes = np.rint(stacked / (scale or 1.0)).clip(0, TOP_CODE).astype(np.uint8)
+    codes[stacked > top * (1 + 1e-6)] = OVER_CODE
+    return codes, s, scale
 
 
 def top_lines(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

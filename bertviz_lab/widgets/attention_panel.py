@@ -1,23 +1,24 @@
-"""AttentionPanel: a traced BERT's attention as a heatmap, a head view and a model view, with selectors."""
+"""AttentionPanel: a traced BERT's attention as a heatmap, a head view and a model view, each with its own toolbar."""
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import ipywidgets as widgets
 import numpy as np
-import plotly.graph_objects as go
 import torch
 
 from bertviz_lab.trace.hooks import Trace, trace
 from bertviz_lab.widgets import attention_data as D
-from bertviz_lab.widgets.attention_views import HeadView, ModelView
-from bertviz_lab.widgets.common import HEAD_COLORS, PLOT_TEMPLATE, Panel, encode_text, escape, evaluating
-from bertviz_lab.widgets.svg import heatmap as svg_heatmap
+from bertviz_lab.widgets.attention_views import HeadView, HeatmapView, ModelView
+from bertviz_lab.widgets.common import HEAD_COLORS, Panel, encode_text, evaluating
+from bertviz_lab.widgets.export import ExportBar
 
 VIEWS = ("heatmap", "head view", "model view")
-FLOAT_LIMIT = 256  # up to this many tokens the heatmap sends exact weights; beyond, 8-bit values
+SCALE_OPTIONS = (("linear", "linear"), ("per row", "row"), ("log", "log"))
+SCALE_TITLES = {"linear": "linear scale", "row": "each row scaled to its max", "log": "log scale"}
+_LABEL = {"description_width": "initial"}  # a label as wide as its text, beside its control
+_COMPACT = {**_LABEL, "button_width": "auto"}
 
 
 def trace_text(model: torch.nn.Module, tokenizer: Any, text: str, text_b: str | None = None) -> Trace:
@@ -29,58 +30,93 @@ def trace_text(model: torch.nn.Module, tokenizer: Any, text: str, text_b: str | 
     return recorded
 
 
-def axis_labels(tokens: list[str], positions: np.ndarray) -> list[str]:
-    """Unique, escaped axis labels ("3·the"): plotly would merge repeated tokens on a categorical axis.
+class HeadsShown:
+    """`panel.heads_shown.value = (0, 7)`: the heads the head view shows; its chips set the same `heads`."""
 
-    Escaped for plotly's pseudo-HTML, which decodes &lt; &gt; &amp; and numeric entities but shows &quot; as is:
-    quotes stay plain (harmless once < and > are escaped).
-    """
-    return [f"{i}·{html.escape(tokens[i], quote=False)}" for i in positions]
+    def __init__(self, view: HeadView) -> None:
+        self._view = view
+
+    @property
+    def value(self) -> tuple[int, ...]:
+        return tuple(self._view.heads)
+
+    @value.setter
+    def value(self, heads: Any) -> None:
+        self._view.heads = sorted({int(h) for h in heads})
+
+    @property
+    def options(self) -> tuple[int, ...]:
+        return tuple(range(self._view.num_heads))
+
+
+def _toolbar(*controls: widgets.Widget) -> widgets.HBox:
+    return widgets.HBox(list(controls), layout=widgets.Layout(flex_flow="row wrap", align_items="center",
+                                                              grid_gap="4px 16px"))
 
 
 class AttentionPanel(Panel):
-    """Layer/head selectors, aggregation (head, mean, rollout), special-token and sentence-pair filters, three views."""
+    """Layer/head selectors, aggregation (head, mean, rollout), colour scale, [CLS]/[SEP] and sentence-pair filters,
+    three views; each view has a toolbar with the controls that apply to it and an export button."""
 
     def __init__(self, trace: Trace | None = None, *, model: torch.nn.Module | None = None, tokenizer: Any = None,
                  text: str | None = None, text_b: str | None = None, layer: int = 0, head: int = 0,
-                 view: str = "heatmap", aggregation: str = "head", row: int = 0, head_view_k: int = 8) -> None:
+                 view: str = "heatmap", aggregation: str = "head", row: int = 0, head_view_k: int = 8,
+                 scale: str = "linear", special: str = "clip") -> None:
         self.model, self.tokenizer, self.row, self.head_view_k = model, tokenizer, row, head_view_k
+        if scale not in D.SCALES:
+            raise ValueError(f"scale must be one of {D.SCALES}, got {scale!r}.")
+        if special not in D.SPECIAL_MODES:
+            raise ValueError(f"special must be one of {D.SPECIAL_MODES}, got {special!r}.")
         self._marking_selection = False
         if trace is None:
             if model is None or tokenizer is None or text is None:
                 raise TypeError("AttentionPanel needs a Trace, or a model, a tokenizer and a text.")
             trace = trace_text(model, tokenizer, text, text_b)
         self.text, self.text_b = text, text_b
-        compact = {"description_width": "initial", "button_width": "auto"}
-        self.view = widgets.ToggleButtons(options=VIEWS, value=view, description="view", style=compact)
-        self.layer = widgets.Dropdown(description="layer", layout=widgets.Layout(width="150px"))
-        self.head = widgets.Dropdown(description="head", layout=widgets.Layout(width="150px"))
+        self.view = widgets.ToggleButtons(options=VIEWS, value=view, description="view", style=_COMPACT)
+        self.layer = widgets.Dropdown(description="layer", style=_LABEL, layout=widgets.Layout(width="auto"))
+        self.head = widgets.Dropdown(description="head", style=_LABEL, layout=widgets.Layout(width="auto"))
         self.aggregation = widgets.ToggleButtons(options=D.AGGREGATIONS, value=aggregation, description="show",
-                                                 style=compact)
-        self.hide_special = widgets.Checkbox(value=False, description="hide [CLS]/[SEP]", indent=False)
-        self.direction = widgets.ToggleButtons(options=D.DIRECTIONS, value="all", description="pair", style=compact)
-        self.heads_shown = widgets.SelectMultiple(description="heads", rows=4, layout=widgets.Layout(width="160px"))
+                                                 style=_COMPACT)
+        self.direction = widgets.ToggleButtons(options=D.DIRECTIONS, value="all", description="pair", style=_COMPACT)
+        self.scale = widgets.ToggleButtons(options=SCALE_OPTIONS, value=scale, description="colour scale",
+                                           style=_COMPACT, tooltips=["one scale for the whole matrix",
+                                                                     "each query row scaled to its own max",
+                                                                     "log10, four decades below the max"])
+        self.special = widgets.ToggleButtons(options=D.SPECIAL_MODES, value=special, description="[CLS]/[SEP]",
+                                             style=_COMPACT, tooltips=["in the colour scale", "left out of the "
+                                                                       "colour scale (shown saturated)", "not shown"])
+        # the head view has no colour scale: its one [CLS]/[SEP] choice is to hide them (kept in step with `special`)
+        self.hide_special = widgets.Checkbox(value=special == "hide", description="hide [CLS]/[SEP]", indent=False,
+                                             layout=widgets.Layout(width="auto"))
+        self._shown_special = special if special != "hide" else "clip"
         self.message = widgets.HTML()
-        self.heatmap = go.FigureWidget(data=[go.Heatmap(z=[[0]], colorscale="Blues", zmin=0)],
-                                       layout={"template": PLOT_TEMPLATE})
-        self.heatmap.update_layout(height=560, margin={"l": 90, "r": 20, "t": 40, "b": 90},
-                                   yaxis={"autorange": "reversed", "title": "query"}, xaxis={"title": "key"})
+        self.heatmap = HeatmapView()
         self.head_view = HeadView()
         self.model_view = ModelView()
+        self.heads_shown = HeadsShown(self.head_view)
+        self._model_view_key: tuple | None = None
         self.model_view.observe(self._open_thumbnail, names="selected")
-        # Every view stays mounted and is shown or hidden: re-mounting a plotly FigureWidget breaks its updates.
+        self.head_view.observe(lambda _: self._head_view_changed(), names="heads")
+        self.export_bar = ExportBar(self, "attention")
+        self.toolbars = {
+            "heatmap": _toolbar(self.layer, self.head, self.aggregation, self.direction, self.scale, self.special),
+            "head view": _toolbar(self.layer, self.direction, self.hide_special),
+            "model view": _toolbar(self.special),
+        }
+        self.toolbar = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap", align_items="center",
+                                                          grid_gap="4px 24px"))
+        # Every view stays mounted and is shown or hidden, so switching back draws nothing anew.
         self.slots = {name: widgets.Box([view_widget]) for name, view_widget in
                       zip(VIEWS, (self.heatmap, self.head_view, self.model_view))}
         self.stage = widgets.VBox(list(self.slots.values()))
-        controls = widgets.VBox([widgets.HBox([self.view]),
-                                 widgets.HBox([self.layer, self.head, self.aggregation]),
-                                 widgets.HBox([self.hide_special, self.direction, self.heads_shown])])
-        super().__init__([controls, self.message, self.stage])
+        super().__init__([self.view, self.toolbar, self.message, self.stage])
         self._suspended = False
         self.set_trace(trace, layer=layer, head=head)
-        for control in (self.view, self.layer, self.head, self.aggregation, self.hide_special, self.direction,
-                        self.heads_shown):
+        for control in (self.view, self.layer, self.aggregation, self.direction, self.scale, self.special):
             control.observe(lambda _: self.redraw(), names="value")
+        self.head.observe(self._head_chosen, names="value")
+        self.hide_special.observe(self._hide_special_toggled, names="value")
 
     # data ------------------------------------------------------------------------------------------------
     def set_trace(self, trace: Trace, layer: int | None = None, head: int | None = None) -> None:
@@ -91,30 +127,28 @@ class AttentionPanel(Panel):
         tokens = (trace.tokens or [[str(i) for i in range(attentions[0].shape[-1])]])[self.row]
         mask = trace.attention_mask
         types = trace.token_type_ids
-        self.trace, self.attentions = trace, attentions
-        self.info = D.token_info(tokens, None if mask is None else mask[self.row],
-                                 None if types is None else types[self.row])
         num_layers, num_heads = len(attentions), attentions[0].shape[1]
         layer = self.layer.value if layer is None and self.layer.value is not None else (layer or 0)
         head = self.head.value if head is None and self.head.value is not None else (head or 0)
         for name, value, limit in (("layer", layer, num_layers), ("head", head, num_heads)):
             if not 0 <= value < limit:
                 raise ValueError(f"{name} {value} does not exist; this model has {name}s 0..{limit - 1}.")
+        self.trace, self.attentions = trace, attentions
+        self.info = D.token_info(tokens, None if mask is None else mask[self.row],
+                                 None if types is None else types[self.row])
+        self._model_view_key = None
         self._suspended = True
         try:
             self.layer.options = list(range(num_layers))
             self.head.options = list(range(num_heads))
-            self.heads_shown.options = list(range(num_heads))
             self.layer.value, self.head.value = layer, head
-            self.heads_shown.value = tuple(range(num_heads))
+            # the heads the chips chose stay on for a new text of the same model; else the selected head alone
+            same_model = self.head_view.num_heads == num_heads
+            self.head_view.num_heads = num_heads
+            self.head_view.heads = list(self.head_view.heads) if same_model and self.head_view.heads else [head]
             self.direction.disabled = not self.info.has_pair
             if not self.info.has_pair:
                 self.direction.value = "all"
-            real = self.info.real
-            buffer, size = D.thumbnails(attentions, self.row, real=real)
-            with self.model_view.hold_sync():
-                self.model_view.num_layers, self.model_view.num_heads = num_layers, num_heads
-                self.model_view.size, self.model_view.thumbnails = size, buffer
         finally:
             self._suspended = False
         self.redraw()
@@ -133,7 +167,7 @@ class AttentionPanel(Panel):
 
     def positions(self) -> tuple[np.ndarray, np.ndarray]:
         """Query rows and key columns currently shown."""
-        return D.select_positions(self.info, self.hide_special.value, self.direction.value)
+        return D.select_positions(self.info, self.special.value == "hide", self.direction.value)
 
     def matrix(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The matrix on screen with its query and key positions."""
@@ -142,7 +176,24 @@ class AttentionPanel(Panel):
         queries, keys = self.positions()
         return full[np.ix_(queries, keys)], queries, keys
 
-    # drawing ---------------------------------------------------------------------------------------------
+    # controls --------------------------------------------------------------------------------------------
+    def _head_chosen(self, change: dict) -> None:
+        """A head picked in the dropdown is also the one the head view shows."""
+        if not self._suspended:
+            self.head_view.heads = [change["new"]]
+        self.redraw()
+
+    def _hide_special_toggled(self, change: dict) -> None:
+        if self._suspended:
+            return
+        self.special.value = "hide" if change["new"] else self._shown_special
+
+    def _head_view_changed(self) -> None:
+        """The chips changed the heads shown: the static copy and export follow."""
+        if not self._suspended and self.view.value == "head view":
+            self._name_export()
+            self.figure_changed()
+
     def _open_thumbnail(self, change: dict) -> None:
         if self._marking_selection:  # redraw() marking the shown head, not a click
             return
@@ -150,6 +201,7 @@ class AttentionPanel(Panel):
         self._suspended = True
         try:
             self.layer.value, self.head.value, self.aggregation.value = layer, head, "head"
+            self.head_view.heads = [head]
         finally:
             self._suspended = False
         if self.view.value == "heatmap":
@@ -157,6 +209,7 @@ class AttentionPanel(Panel):
         else:
             self.view.value = "heatmap"  # triggers the redraw
 
+    # drawing ---------------------------------------------------------------------------------------------
     def redraw(self) -> None:
         """Update the view on screen, sending only what it shows."""
         if self._suspended:
@@ -168,75 +221,139 @@ class AttentionPanel(Panel):
             self._suspended = True
             self.direction.value = "all"
             self._suspended = False
+        self._suspended = True
+        try:  # the head view's checkbox and the [CLS]/[SEP] choice say the same
+            self.hide_special.value = self.special.value == "hide"
+            if self.special.value != "hide":
+                self._shown_special = self.special.value
+        finally:
+            self._suspended = False
         view = self.view.value
         if view == "heatmap":
             self._draw_heatmap()
-            self._show("heatmap")
         elif view == "head view":
             self._draw_head_view()
-            self._show("head view")
         else:
-            self._marking_selection = True
-            try:
-                self.model_view.selected = [self.layer.value, self.head.value]
-            finally:
-                self._marking_selection = False
-            self._show("model view")
-
-    @property
-    def on_screen(self):
-        """The view widget currently shown (the heatmap FigureWidget, the HeadView or the ModelView)."""
-        return self.slots[self.view.value].children[0]
-
-    def _show(self, view: str) -> None:
+            self._draw_model_view()
+        self.toolbar.children = [self.toolbars[view], self.export_bar]
         for name, slot in self.slots.items():
             slot.layout.display = None if name == view else "none"
+        self._name_export()
+        self.figure_changed()
 
-    def _title(self) -> str:
+    @property
+    def on_screen(self) -> widgets.Widget:
+        """The view widget currently shown (the HeatmapView, the HeadView or the ModelView)."""
+        return self.slots[self.view.value].children[0]
+
+    def to_svg(self) -> str:
+        """The view on screen as a standalone SVG document."""
+        return self.on_screen.to_svg()
+
+    def static_html(self) -> str:
+        """The figure on screen as self-contained HTML (its SVG; no scripts, no network)."""
+        return f"<div class='bvl-static bvl-attention'>{self.to_svg()}</div>"
+
+    def _name_export(self) -> None:
+        view, layer = self.view.value, self.layer.value
+        if view == "heatmap":
+            what = f"head{self.head.value}" if self.aggregation.value == "head" else self.aggregation.value
+            self.export_bar.name = f"attention-layer{layer}-{what}"
+        elif view == "head view":
+            self.export_bar.name = f"attention-head-view-layer{layer}"
+        else:
+            self.export_bar.name = "attention-model-view"
+
+    def _what(self) -> str:
         aggregation = self.aggregation.value
-        what = {"head": f"head {self.head.value}", "mean": "mean of heads",
+        return {"head": f"head {self.head.value}", "mean": "mean of heads",
                 "rollout": f"rollout through layers 0..{self.layer.value}"}[aggregation]
-        return f"layer {self.layer.value} · {what}"
+
+    def _titles(self) -> tuple[str, str]:
+        """The heatmap's title (what is shown) and note (how to read it)."""
+        direction, special = self.direction.value, self.special.value
+        parts = [f"layer {self.layer.value}", self._what()]
+        notes = []
+        if direction != "all":
+            source, target = ("A", "B") if direction == "A→B" else ("B", "A")
+            parts.append(direction)
+            notes.append(f"sentence {source}'s tokens attending to sentence {target}'s: rows are a slice and do not "
+                         "sum to 1")
+        parts.append(SCALE_TITLES[self.scale.value])
+        if special == "clip" and self.info.special[self.info.real].any():
+            parts.append("[CLS]/[SEP] clipped")
+            notes.append("[CLS]/[SEP] are left out of the colour scale")
+        elif special == "hide":
+            parts.append("[CLS]/[SEP] hidden")
+            if direction == "all":
+                notes.append("rows leave [CLS]/[SEP] out and do not sum to 1")
+        return " · ".join(parts), "; ".join(notes)
 
     def _draw_heatmap(self) -> None:
         matrix, queries, keys = self.matrix()
-        tokens = self.info.tokens
-        x, y = axis_labels(tokens, keys), axis_labels(tokens, queries)
-        if max(len(queries), len(keys)) <= FLOAT_LIMIT:
-            z, hover = np.round(matrix, 5), "query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"
-            zmax = float(matrix.max()) if matrix.size else 1.0
-        else:
-            z, top = D.quantize(matrix)
-            hover = f"query %{{y}}<br>key %{{x}}<br>weight ≈ %{{z}}/255 × {top:.4f}<extra></extra>"
-            zmax = 255
-        with self.heatmap.batch_update():
-            trace = self.heatmap.data[0]
-            trace.z, trace.x, trace.y = z, x, y
-            trace.zmax, trace.hovertemplate = zmax or 1.0, hover
-            self.heatmap.layout.title = escape(self._title())
+        tokens, special = self.info.tokens, self.info.special
+        clip = self.special.value == "clip"
+        title, note = self._titles()
+        self.heatmap.show(matrix, [tokens[i] for i in queries], [tokens[i] for i in keys], queries, keys, title,
+                          note, mode=self.scale.value, ignore_rows=special[queries] if clip else None,
+                          ignore_cols=special[keys] if clip else None)
 
     def _draw_head_view(self) -> None:
-        heads = sorted(self.heads_shown.value) or [self.head.value]
         queries, keys = self.positions()
         attention = self.attentions[self.layer.value][self.row]
         index_parts, weight_parts = [], []
         k = min(self.head_view_k, len(keys))
-        for head in heads:
+        for head in range(attention.shape[0]):  # every head: the chips switch heads without the kernel
             matrix = attention[head].float().numpy()[np.ix_(queries, keys)]
             index, weight = D.top_lines(matrix, k)
             index_parts.append(index)
             weight_parts.append(weight)
         tokens = self.info.tokens
+        direction = self.direction.value
+        title = f"layer {self.layer.value}" + (f" · {direction} (rows are a slice)" if direction != "all" else "")
+        if self.special.value == "hide":
+            title += " · [CLS]/[SEP] hidden"
         view = self.head_view
         with view.hold_sync():  # one message: the front end never draws half-updated data
             view.query_tokens = [tokens[i] for i in queries]
             view.key_tokens = [tokens[i] for i in keys]
-            view.heads, view.colors, view.k = heads, [HEAD_COLORS[h % len(HEAD_COLORS)] for h in heads], k
+            view.num_heads = attention.shape[0]
+            view.colors = [HEAD_COLORS[h % len(HEAD_COLORS)] for h in range(attention.shape[0])]
+            view.k, view.title = k, title
             view.indices = np.concatenate(index_parts).tobytes()
             view.weights = np.concatenate(weight_parts).tobytes()
 
-    def static_html(self) -> str:
-        matrix, queries, keys = self.matrix()
-        tokens = self.info.tokens
-        return ("<div class='bvl-attention'>" + svg_heatmap(matrix, [tokens[i] for i in keys], [tokens[i] for i in queries],
-                                                            title=self._title()) + "</div>")
+    def _draw_model_view(self) -> None:
+        special = self.special.value
+        key = (id(self.trace), special)
+        if key != self._model_view_key:
+            keep = self.info.real & ~self.info.special if special == "hide" else self.info.real
+            positions = np.flatnonzero(keep)
+            ignore = self.info.special[positions] if special == "clip" else None
+            codes, size, scale = D.pooled_thumbnails(self.attentions, self.row, keep=positions, ignore=ignore)
+            encoded = D.HeatmapCodes(codes, "linear", scale, np.zeros(0, np.float32), (0.0, 0.0),
+                                     np.zeros(0, np.uint32), np.zeros(0, np.float32))
+            ticks, bar_title = D.colorbar_ticks(encoded)
+            T = len(positions)
+            tokens = [self.info.tokens[i] for i in positions]
+            pooled = T / size
+            L, H = len(self.attentions), self.attentions[0].shape[1]
+            hint = (f"rows: query tokens, columns: key tokens ({tokens[0]} … {tokens[-1]}, {T} tokens)"
+                    if T else "no tokens")
+            if size < T:
+                hint += f"; each cell the mean of ~{pooled:.0f} × {pooled:.0f} weights"
+                bar_title = "mean attention weight per cell"
+            title = f"{L} layers × {H} heads · {T} tokens · one colour scale"
+            title += {"clip": " · [CLS]/[SEP] clipped", "hide": " · [CLS]/[SEP] hidden", "show": ""}[special]
+            view = self.model_view
+            with view.hold_sync():
+                view.num_layers, view.num_heads, view.size = L, H, size
+                view.thumbnails, view.scale = codes.tobytes(), scale
+                view.bar_ticks, view.bar_title = [list(t) for t in ticks], bar_title
+                view.title, view.hint = title, hint
+            self._model_view_key = key
+        self._marking_selection = True
+        try:
+            self.model_view.selected = [self.layer.value, self.head.value]
+        finally:
+            self._marking_selection = False

@@ -1,161 +1,394 @@
-"""Browser-side attention views (anywidget): the bertviz-style head view and the all-layers model view.
+"""The attention panel's three browser views (anywidget): the heatmap, the bertviz-style head view, the model view.
 
-Both receive compact binary buffers (8-bit weights, 16-bit indices) and draw with SVG/canvas; token text is
-always set with textContent, never parsed as HTML.
+Each draws only from its synced traitlets (front ends in static/*.js), so a page reload, a second tab or Notebook 7
+draws the same figure, and each can write the same figure as a standalone SVG document for a paper. They receive
+compact binary buffers (8-bit codes, 16-bit indices); token text is always set with textContent, never parsed as HTML.
 """
 
 from __future__ import annotations
 
+import base64
+import math
+import struct
+import zlib
+from pathlib import Path
+from typing import Any, Sequence
+
 import anywidget
+import numpy as np
 import traitlets
 
-HEAD_VIEW_ESM = r"""
-function render({ model, el }) {
-  const root = document.createElement("div");
-  root.className = "bvl-head-view";
-  root.style.cssText = "font: 12px monospace; overflow: auto; max-height: 640px; position: relative;";
-  el.appendChild(root);
-  const SVG = "http://www.w3.org/2000/svg";
+from bertviz_lab.widgets import attention_data as D
+from bertviz_lab.widgets.common import escape
 
-  function draw() {
-    root.replaceChildren();
-    const queries = model.get("query_tokens"), keys = model.get("key_tokens");
-    const heads = model.get("heads"), colors = model.get("colors"), k = model.get("k");
-    const idxView = model.get("indices"), wView = model.get("weights");
-    const idx = new Uint16Array(idxView.buffer.slice(idxView.byteOffset, idxView.byteOffset + idxView.byteLength));
-    const w = new Uint8Array(wView.buffer, wView.byteOffset, wView.byteLength);
-    const rowH = 18, colW = 140, gap = 180, top = 8;
-    const height = top * 2 + Math.max(queries.length, keys.length) * rowH;
-    const svg = document.createElementNS(SVG, "svg");
-    svg.setAttribute("width", colW * 2 + gap);
-    svg.setAttribute("height", height);
-    root.appendChild(svg);
-    const lines = document.createElementNS(SVG, "g");
-    svg.appendChild(lines);
-    const all = [];
-    for (let h = 0; h < heads.length; h++) {
-      for (let q = 0; q < queries.length; q++) {
-        for (let j = 0; j < k; j++) {
-          const at = (h * queries.length + q) * k + j, weight = w[at] / 255;
-          if (weight < 0.01) continue;
-          const line = document.createElementNS(SVG, "line");
-          line.setAttribute("x1", colW); line.setAttribute("y1", top + q * rowH + rowH / 2);
-          line.setAttribute("x2", colW + gap); line.setAttribute("y2", top + idx[at] * rowH + rowH / 2);
-          line.setAttribute("stroke", colors[h % colors.length]);
-          line.setAttribute("stroke-width", 2);
-          line.setAttribute("stroke-opacity", weight);
-          line.dataset.q = q; line.dataset.key = idx[at];
-          lines.appendChild(line); all.push(line);
-        }
-      }
-    }
-    function label(text, x, y, anchor, side, index) {
-      const t = document.createElementNS(SVG, "text");
-      t.textContent = text;
-      t.setAttribute("x", x); t.setAttribute("y", y + rowH / 2 + 4);
-      t.setAttribute("text-anchor", anchor);
-      t.setAttribute("class", "bvl-token bvl-" + side);
-      t.style.cursor = "default";
-      t.addEventListener("mouseenter", () => {
-        for (const line of all) {
-          const mine = side === "query" ? line.dataset.q == index : line.dataset.key == index;
-          line.style.display = mine ? "" : "none";
-        }
-        t.style.fontWeight = "bold";
-      });
-      t.addEventListener("mouseleave", () => { for (const line of all) line.style.display = ""; t.style.fontWeight = ""; });
-      svg.appendChild(t);
-    }
-    queries.forEach((tok, i) => label(tok, colW - 6, top + i * rowH, "end", "query", i));
-    keys.forEach((tok, i) => label(tok, colW + gap + 6, top + i * rowH, "start", "key", i));
-    const legend = document.createElement("div");
-    legend.className = "bvl-head-legend";
-    heads.forEach((h, i) => {
-      const chip = document.createElement("span");
-      chip.textContent = "head " + h;
-      chip.style.cssText = "display:inline-block;margin:2px;padding:1px 5px;border-radius:4px;color:#fff;background:" + colors[i % colors.length];
-      legend.appendChild(chip);
-    });
-    root.prepend(legend);
-  }
-  draw();
-  for (const name of ["query_tokens", "key_tokens", "heads", "indices", "weights", "k"]) model.on("change:" + name, draw);
-}
-export default { render };
-"""
+STATIC = Path(__file__).with_name("static")
+LABEL_FONT = 11  # px, monospace: ~0.6 em a character
+CHAR_W = 6.7
+TITLE_FONT, NOTE_FONT = 14, 12
+MAX_SIDE, MAX_CELL = 600, 28  # the matrix is at most MAX_SIDE px a side, at one whole pixel (or more) per cell
+LABEL_PITCH = 13  # px between two token labels; at small cells only every k-th token is labelled
+MAX_LABEL_CHARS = 16
+RECT_LIMIT = 64 * 64  # up to this many cells the SVG draws one <rect> each, beyond one embedded PNG
+BAR_W, BAR_MIN_H = 14, 160
 
-MODEL_VIEW_ESM = r"""
-function render({ model, el }) {
-  const root = document.createElement("div");
-  root.className = "bvl-model-view";
-  root.style.cssText = "font: 11px sans-serif; overflow: auto; max-height: 720px;";
-  el.appendChild(root);
 
-  function draw() {
-    root.replaceChildren();
-    const L = model.get("num_layers"), H = model.get("num_heads"), s = model.get("size");
-    const view = model.get("thumbnails");
-    const data = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
-    const grid = document.createElement("div");
-    grid.style.cssText = "display:grid;gap:4px;grid-template-columns:auto repeat(" + H + ", 52px);align-items:center";
-    grid.appendChild(document.createElement("span"));
-    for (let h = 0; h < H; h++) {
-      const head = document.createElement("span");
-      head.textContent = "h" + h; head.style.textAlign = "center";
-      grid.appendChild(head);
-    }
-    const selected = model.get("selected") || [-1, -1];
-    for (let l = 0; l < L; l++) {
-      const name = document.createElement("span");
-      name.textContent = "layer " + l;
-      grid.appendChild(name);
-      for (let h = 0; h < H; h++) {
-        const canvas = document.createElement("canvas");
-        canvas.width = s; canvas.height = s;
-        canvas.className = "bvl-thumb";
-        canvas.title = "layer " + l + ", head " + h + " (click to open)";
-        canvas.style.cssText = "width:52px;height:52px;image-rendering:pixelated;cursor:pointer;border:2px solid " +
-          (selected[0] === l && selected[1] === h ? "#d62728" : "#ddd");
-        const ctx = canvas.getContext("2d"), image = ctx.createImageData(s, s);
-        const base = (l * H + h) * s * s;
-        for (let i = 0; i < s * s; i++) {
-          const v = data[base + i] / 255;
-          image.data[4 * i] = 255 - 225 * v; image.data[4 * i + 1] = 255 - 155 * v;
-          image.data[4 * i + 2] = 255; image.data[4 * i + 3] = 255;
-        }
-        ctx.putImageData(image, 0, 0);
-        canvas.addEventListener("click", () => { model.set("selected", [l, h]); model.save_changes(); });
-        grid.appendChild(canvas);
-      }
-    }
-    root.appendChild(grid);
-  }
-  draw();
-  for (const name of ["thumbnails", "num_layers", "num_heads", "size", "selected"]) model.on("change:" + name, draw);
-}
-export default { render };
-"""
+# drawing: the layout is computed here once and sent to the browser too, so live view and SVG are one drawing ---
+def png(codes: np.ndarray, palette: np.ndarray) -> bytes:
+    """A palette PNG (colour type 3) with one pixel per code: zlib-compressed rows, no imaging library needed."""
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    height, width = codes.shape
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    rows = np.concatenate([np.zeros((height, 1), np.uint8), codes], axis=1)  # filter byte 0 before each row
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 3, 0, 0, 0))
+            + chunk(b"PLTE", np.ascontiguousarray(palette, dtype=np.uint8).tobytes())
+            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 9)) + chunk(b"IEND", b""))
+
+
+def short_token(token: str) -> str:
+    """A token as an axis label: long ones cut with an ellipsis (hover and tooltips keep them whole)."""
+    return token if len(token) <= MAX_LABEL_CHARS else token[: MAX_LABEL_CHARS - 1] + "…"
+
+
+def _label(text: str, token: str) -> str:
+    """An escaped label; a cut token keeps its whole text as the label's tooltip."""
+    return escape(text) + (f"<title>{escape(token)}</title>" if token not in text else "")
+
+
+def cell_size(rows: int, cols: int) -> int:
+    """Whole pixels per cell, so a canvas of one pixel per cell scales up without blur."""
+    return max(1, min(MAX_CELL, MAX_SIDE // max(rows, cols, 1)))
+
+
+def tick_labels(tokens: Sequence[str], positions: Sequence[int], cell: int) -> list[tuple[int, str]]:
+    """(index, text) of the labels drawn along an axis: all where they fit, else every k-th with its position."""
+    stride = max(1, math.ceil(LABEL_PITCH / cell))
+    if stride == 1:
+        return [(i, short_token(t)) for i, t in enumerate(tokens)]
+    return [(i, f"{positions[i]}·{short_token(tokens[i])}") for i in range(0, len(tokens), stride)]
+
+
+def _label_width(ticks: Sequence[Sequence[Any]]) -> int:
+    return math.ceil(max((len(t[1]) for t in ticks), default=1) * CHAR_W) + 6
+
+
+def heatmap_layout(rows: int, cols: int, row_ticks: Sequence[tuple[int, str]], col_ticks: Sequence[tuple[int, str]],
+                   title: str, note: str, bar_ticks: Sequence[tuple[float, str]]) -> dict[str, int]:
+    """Pixel positions of the matrix, labels, title and colour bar (the live view draws with the same numbers)."""
+    cell = cell_size(rows, cols)
+    row_w, col_h = _label_width(row_ticks), _label_width(col_ticks)
+    top = 30 + (NOTE_FONT + 8 if note else 0)
+    left = 24 + row_w
+    width, height = cols * cell, rows * cell
+    bar_h = max(height, BAR_MIN_H)
+    bar_x = left + width + 24
+    total_w = max(bar_x + BAR_W + 6 + _label_width(bar_ticks) + 28, math.ceil(len(title) * 7.6) + 20,
+                  math.ceil(len(note) * 6.4) + 20)
+    total_h = top + max(height + 6 + col_h + 24, bar_h) + 10
+    return {"cell": cell, "left": left, "top": top, "width": width, "height": height, "row_label_w": row_w,
+            "col_label_h": col_h, "bar_x": bar_x, "bar_w": BAR_W, "bar_h": bar_h, "total_w": total_w,
+            "total_h": total_h}
+
+
+def colorbar(x: float, y: float, height: float, palette: np.ndarray, ticks: Sequence[Sequence[Any]],
+             title: str) -> str:
+    """A vertical colour bar (code 0 at the bottom), ticks in real weights at their positions, a rotated title."""
+    bands = 128  # stacked bands rather than a gradient: no element ids to clash between figures on one page
+    parts = ['<g class="bvl-colorbar"><g shape-rendering="crispEdges">']
+    for band in range(bands):
+        red, green, blue = palette[round(band * D.TOP_CODE / (bands - 1))]
+        y0, y1 = y + height * (1 - (band + 1) / bands), y + height * (1 - band / bands)
+        parts.append(f'<rect x="{x}" y="{y0:.2f}" width="{BAR_W}" height="{y1 - y0 + 0.3:.2f}" '
+                     f'fill="#{red:02x}{green:02x}{blue:02x}"/>')
+    parts.append(f'</g><rect x="{x}" y="{y}" width="{BAR_W}" height="{height}" fill="none" stroke="#888" '
+                 'stroke-width="0.5"/>')
+    for position, label in ticks:
+        ty = y + height * (1 - position)
+        parts.append(f'<line x1="{x + BAR_W}" y1="{ty:.1f}" x2="{x + BAR_W + 4}" y2="{ty:.1f}" stroke="#555"/>'
+                     f'<text class="bvl-colorbar-tick" x="{x + BAR_W + 6}" y="{ty + 4:.1f}" font-size="{LABEL_FONT}" '
+                     f'font-family="monospace">{escape(label)}</text>')
+    cx, cy = x + BAR_W + 6 + _label_width(ticks) + 12, y + height / 2
+    parts.append(f'<text class="bvl-colorbar-title" transform="translate({cx:.1f},{cy:.1f}) rotate(90)" '
+                 f'text-anchor="middle" font-size="12" font-family="sans-serif">{escape(title)}</text></g>')
+    return "".join(parts)
+
+
+def heatmap_svg(state: dict[str, Any], values: np.ndarray | None = None) -> str:
+    """A heatmap view's synced state as a standalone SVG document: title, axes, token labels, cells, colour bar.
+
+    values, the exact weights, become each cell's tooltip where cells are drawn one by one.
+    """
+    box = state["layout"]
+    rows, cols = len(state["row_tokens"]), len(state["col_tokens"])
+    codes = np.frombuffer(bytes(state["codes"]), dtype=np.uint8).reshape(rows, cols)
+    palette = np.frombuffer(bytes(state["palette"]), dtype=np.uint8).reshape(256, 3)
+    cell, left, top = box["cell"], box["left"], box["top"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-heatmap" width="{box["total_w"]}" '
+             f'height="{box["total_h"]}" font-family="monospace" font-size="{LABEL_FONT}">'
+             '<rect width="100%" height="100%" fill="#fff"/>'
+             f'<text class="bvl-title" x="8" y="20" font-size="{TITLE_FONT}" font-family="sans-serif" '
+             f'font-weight="bold">{escape(state["title"])}</text>']
+    if state["note"]:
+        parts.append(f'<text class="bvl-note" x="8" y="{20 + NOTE_FONT + 6}" font-size="{NOTE_FONT}" '
+                     f'font-family="sans-serif" fill="#555">{escape(state["note"])}</text>')
+    if rows * cols <= RECT_LIMIT:
+        parts.append('<g class="bvl-cells" shape-rendering="crispEdges">')
+        for r in range(rows):
+            for c in range(cols):
+                red, green, blue = palette[codes[r, c]]
+                tip = "" if values is None else (
+                    f"<title>{escape(state['row_tokens'][r])} → {escape(state['col_tokens'][c])}: "
+                    f"{D.weight_text(float(values[r, c]))}</title>")
+                parts.append(f'<rect x="{left + c * cell}" y="{top + r * cell}" width="{cell}" height="{cell}" '
+                             f'fill="#{red:02x}{green:02x}{blue:02x}">{tip}</rect>')
+        parts.append("</g>")
+    elif rows and cols:
+        data = base64.b64encode(png(codes, palette)).decode("ascii")
+        parts.append(f'<image class="bvl-cells" x="{left}" y="{top}" width="{cols * cell}" height="{rows * cell}" '
+                     'preserveAspectRatio="none" image-rendering="optimizeSpeed" style="image-rendering:pixelated" '
+                     f'href="data:image/png;base64,{data}"/>')
+    parts.append(f'<rect x="{left}" y="{top}" width="{cols * cell}" height="{rows * cell}" fill="none" '
+                 'stroke="#888" stroke-width="0.5"/>')
+    for r, text in state["row_ticks"]:
+        y = top + (r + 0.5) * cell + LABEL_FONT * 0.35
+        parts.append(f'<text class="bvl-token bvl-query" x="{left - 4}" y="{y:.1f}" text-anchor="end">'
+                     f"{_label(text, state['row_tokens'][r])}</text>")
+    for c, text in state["col_ticks"]:
+        x = left + (c + 0.5) * cell + LABEL_FONT * 0.35
+        parts.append(f'<text class="bvl-token bvl-key" transform="translate({x:.1f},{top + rows * cell + 4}) '
+                     f'rotate(-90)" text-anchor="end">{_label(text, state["col_tokens"][c])}</text>')
+    axis = 'font-family="sans-serif" font-size="12" fill="#333" text-anchor="middle" class="bvl-axis-title"'
+    parts.append(f'<text transform="translate(12,{top + rows * cell / 2:.1f}) rotate(-90)" {axis}>query</text>')
+    parts.append(f'<text x="{left + cols * cell / 2:.1f}" y="{top + rows * cell + box["col_label_h"] + 20}" '
+                 f"{axis}>key</text>")
+    parts.append(colorbar(box["bar_x"], top, box["bar_h"], palette, state["bar_ticks"], state["bar_title"]))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _array(buffer: bytes | memoryview, dtype: Any) -> np.ndarray:
+    return np.frombuffer(bytes(buffer), dtype=dtype)
+
+
+class HeatmapView(anywidget.AnyWidget):
+    """One attention matrix as 8-bit colour codes with what turns them back into weights (see
+    attention_data.HeatmapCodes), token labels, title and colour bar; hover asks the kernel for the exact weight."""
+
+    _esm = STATIC / "heatmap.js"
+    codes = traitlets.Bytes(b"").tag(sync=True)  # uint8 (rows, cols), row-major
+    mode = traitlets.Unicode("linear").tag(sync=True)  # linear | row | log
+    scale = traitlets.Float(0.0).tag(sync=True)  # linear: weight = code × scale
+    row_scales = traitlets.Bytes(b"").tag(sync=True)  # float32 (rows,): "row": weight = code × row_scales[row]
+    log_range = traitlets.List(traitlets.Float(), default_value=[0.0, 0.0]).tag(sync=True)  # "log": (floor, top)
+    overflow_index = traitlets.Bytes(b"").tag(sync=True)  # uint32: cells above the colour range (code 255) ...
+    overflow_values = traitlets.Bytes(b"").tag(sync=True)  # float32: ... and their exact weights
+    palette = traitlets.Bytes(D.PALETTE.tobytes()).tag(sync=True)  # (256, 3) uint8 colours of the codes
+    row_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)  # query tokens, top to bottom
+    col_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)  # key tokens, left to right
+    row_positions = traitlets.List(traitlets.Int()).tag(sync=True)  # their positions in the input
+    col_positions = traitlets.List(traitlets.Int()).tag(sync=True)
+    row_ticks = traitlets.List().tag(sync=True)  # [index, label] of the labels drawn (thinned out at large n)
+    col_ticks = traitlets.List().tag(sync=True)
+    bar_ticks = traitlets.List().tag(sync=True)  # [position 0..1 from the bottom, weight as text]
+    bar_title = traitlets.Unicode("attention weight").tag(sync=True)
+    title = traitlets.Unicode("").tag(sync=True)
+    note = traitlets.Unicode("").tag(sync=True)
+    layout = traitlets.Dict().tag(sync=True)  # heatmap_layout(): the same pixel positions as the SVG
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.values = np.zeros((0, 0), dtype=np.float32)  # the exact weights on screen (kernel side only)
+        self.on_msg(self._answer)
+
+    def show(self, matrix: np.ndarray, row_tokens: Sequence[str], col_tokens: Sequence[str],
+             row_positions: Sequence[int], col_positions: Sequence[int], title: str, note: str = "",
+             mode: str = "linear", ignore_rows: np.ndarray | None = None,
+             ignore_cols: np.ndarray | None = None) -> None:
+        """Send a matrix in one message: the front end never draws half-updated state."""
+        encoded = D.encode_heatmap(matrix, mode, ignore_rows, ignore_cols)
+        bar_ticks, bar_title = D.colorbar_ticks(encoded)
+        rows, cols = encoded.codes.shape
+        cell = cell_size(rows, cols)
+        row_ticks = tick_labels(list(row_tokens), list(row_positions), cell)
+        col_ticks = tick_labels(list(col_tokens), list(col_positions), cell)
+        self.values = np.asarray(matrix, dtype=np.float32)
+        with self.hold_sync():
+            self.codes = encoded.codes.tobytes()
+            self.mode, self.scale = encoded.mode, encoded.scale
+            self.row_scales, self.log_range = encoded.row_scales.tobytes(), list(encoded.log_range)
+            self.overflow_index = encoded.overflow_index.tobytes()
+            self.overflow_values = encoded.overflow_values.tobytes()
+            self.row_tokens, self.col_tokens = list(row_tokens), list(col_tokens)
+            self.row_positions, self.col_positions = [int(p) for p in row_positions], [int(p) for p in col_positions]
+            self.row_ticks, self.col_ticks = [list(t) for t in row_ticks], [list(t) for t in col_ticks]
+            self.bar_ticks, self.bar_title = [list(t) for t in bar_ticks], bar_title
+            self.title, self.note = title, note
+            self.layout = heatmap_layout(rows, cols, row_ticks, col_ticks, title, note, bar_ticks)
+
+    def encoded(self) -> D.HeatmapCodes:
+        """The synced state as HeatmapCodes, exactly what the front end holds."""
+        rows, cols = len(self.row_tokens), len(self.col_tokens)
+        return D.HeatmapCodes(_array(self.codes, np.uint8).reshape(rows, cols), self.mode, self.scale,
+                              _array(self.row_scales, np.float32), (self.log_range[0], self.log_range[1]),
+                              _array(self.overflow_index, np.uint32), _array(self.overflow_values, np.float32))
+
+    def weights(self) -> np.ndarray:
+        """The weights the front end reads back from the synced codes (hover, colour bar), as float64."""
+        return D.decode_heatmap(self.encoded())
+
+    def digest(self) -> str:
+        """The fingerprint the front end writes to data-digest after drawing these codes."""
+        return D.digest(_array(self.codes, np.uint8))
+
+    def _answer(self, _: Any, content: dict, buffers: list) -> None:
+        """Hover asks for a cell's exact weight: the 8-bit codes only carry it to within one colour step."""
+        if not isinstance(content, dict) or content.get("type") != "weight":
+            return
+        row, col = content.get("row"), content.get("col")
+        if not (isinstance(row, int) and isinstance(col, int) and 0 <= row < self.values.shape[0]
+                and 0 <= col < self.values.shape[1]):
+            return
+        self.send({"type": "weight", "row": row, "col": col, "seq": content.get("seq"),
+                   "value": float(self.values[row, col])})
+
+    def to_svg(self) -> str:
+        """The figure on screen as a standalone SVG document (cells exact to the colour, tooltips exact)."""
+        state = {name: getattr(self, name) for name in (
+            "codes", "palette", "layout", "row_tokens", "col_tokens", "row_positions", "col_positions", "row_ticks",
+            "col_ticks", "title", "note", "bar_ticks", "bar_title")}
+        exact = self.values if self.values.shape == (len(self.row_tokens), len(self.col_tokens)) else None
+        return heatmap_svg(state, exact)
 
 
 class HeadView(anywidget.AnyWidget):
-    """Query tokens on the left, key tokens on the right, a line per (query, key) per head; opacity = weight."""
+    """Query tokens on the left, key tokens on the right, a line per (query, key) per shown head; opacity = weight.
 
-    _esm = HEAD_VIEW_ESM
+    The lines of every head are sent once; the head chips in the browser toggle `heads` (click) or isolate one
+    (double click) without a round trip, and Python sees the choice in `heads`.
+    """
+
+    _esm = STATIC / "head_view.js"
     query_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     key_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    heads = traitlets.List(traitlets.Int()).tag(sync=True)
-    colors = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    num_heads = traitlets.Int(0).tag(sync=True)
+    heads = traitlets.List(traitlets.Int()).tag(sync=True)  # the heads shown, chosen with the chips
+    colors = traitlets.List(traitlets.Unicode()).tag(sync=True)  # one per head of the layer
     k = traitlets.Int(1).tag(sync=True)
-    indices = traitlets.Bytes(b"").tag(sync=True)  # uint16 (heads, queries, k), key positions
-    weights = traitlets.Bytes(b"").tag(sync=True)  # uint8 (heads, queries, k), 255 = probability 1
+    indices = traitlets.Bytes(b"").tag(sync=True)  # uint16 (num_heads, queries, k), positions in key_tokens
+    weights = traitlets.Bytes(b"").tag(sync=True)  # uint8 (num_heads, queries, k), 255 = probability 1
+    title = traitlets.Unicode("").tag(sync=True)
+    layout = traitlets.Dict({"row_h": 18, "col_w": 150, "gap": 180, "top": 8, "min_weight": 0.01}).tag(sync=True)
+
+    def lines(self) -> tuple[np.ndarray, np.ndarray]:
+        """Decoded (indices, weights 0..1), each (num_heads, queries, k)."""
+        shape = (self.num_heads, len(self.query_tokens), self.k)
+        return (_array(self.indices, np.uint16).reshape(shape),
+                _array(self.weights, np.uint8).reshape(shape).astype(np.float64) / 255)
+
+    def full_title(self) -> str:
+        """The title as the view shows it: layer, pair direction, the heads on."""
+        heads = ", ".join(str(h) for h in sorted(self.heads)) or "none (click a head)"
+        return f"{self.title} · head{'s' if len(self.heads) != 1 else ''} {heads}"
+
+    def to_svg(self) -> str:
+        """The head view as a standalone SVG document: chips of the shown heads, token columns, lines."""
+        box = self.layout
+        row_h, col_w, gap, min_weight = box["row_h"], box["col_w"], box["gap"], box["min_weight"]
+        queries, keys = self.query_tokens, self.key_tokens
+        heads = sorted(self.heads)
+        chips_y, top = 30, 52 + box["top"]
+        width = max(col_w * 2 + gap, math.ceil(len(self.full_title()) * 7.6) + 20, 16 + 64 * len(heads))
+        height = top + max(len(queries), len(keys), 1) * row_h + box["top"]
+        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-head-view" width="{width}" height="{height}" '
+                 f'font-family="monospace" font-size="12"><rect width="100%" height="100%" fill="#fff"/>'
+                 f'<text class="bvl-title" x="8" y="20" font-size="14" font-family="sans-serif" font-weight="bold">'
+                 f"{escape(self.full_title())}</text>"]
+        for slot, head in enumerate(heads):
+            x = 8 + 64 * slot
+            parts.append(f'<g class="bvl-head-chip"><rect x="{x}" y="{chips_y}" width="58" height="16" rx="4" '
+                         f'fill="{escape(self.colors[head % len(self.colors)])}"/><text x="{x + 29}" '
+                         f'y="{chips_y + 12}" text-anchor="middle" fill="#fff" font-family="sans-serif">head {head}'
+                         "</text></g>")
+        index, weight = self.lines() if self.num_heads else (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)))
+        parts.append('<g class="bvl-lines">')
+        for head in heads:
+            color = escape(self.colors[head % len(self.colors)])
+            for q in range(len(queries)):
+                for j in range(self.k):
+                    w = weight[head, q, j]
+                    if w < min_weight:
+                        continue
+                    y1, y2 = top + (q + 0.5) * row_h, top + (int(index[head, q, j]) + 0.5) * row_h
+                    parts.append(f'<line x1="{col_w}" y1="{y1:g}" x2="{col_w + gap}" y2="{y2:g}" stroke="{color}" '
+                                 f'stroke-width="2" stroke-opacity="{w:.3f}"/>')
+        parts.append("</g>")
+        for side, tokens, x, anchor in (("query", queries, col_w - 6, "end"), ("key", keys, col_w + gap + 6, "start")):
+            for i, token in enumerate(tokens):
+                parts.append(f'<text class="bvl-token bvl-{side}" x="{x}" y="{top + (i + 0.5) * row_h + 4:g}" '
+                             f'text-anchor="{anchor}">{_label(short_token(token), token)}</text>')
+        parts.append("</svg>")
+        return "".join(parts)
 
 
 class ModelView(anywidget.AnyWidget):
-    """Every layer × head as a thumbnail; clicking one sets `selected` = [layer, head]."""
+    """Every layer × head as a thumbnail under one shared colour scale; clicking one sets `selected` = [layer, head]."""
 
-    _esm = MODEL_VIEW_ESM
+    _esm = STATIC / "model_view.js"
     num_layers = traitlets.Int(0).tag(sync=True)
     num_heads = traitlets.Int(0).tag(sync=True)
     size = traitlets.Int(1).tag(sync=True)
-    thumbnails = traitlets.Bytes(b"").tag(sync=True)  # uint8 (layers, heads, size, size)
+    thumbnails = traitlets.Bytes(b"").tag(sync=True)  # uint8 (layers, heads, size, size): weight = code × scale
+    scale = traitlets.Float(0.0).tag(sync=True)
+    palette = traitlets.Bytes(D.PALETTE.tobytes()).tag(sync=True)
+    bar_ticks = traitlets.List().tag(sync=True)
+    bar_title = traitlets.Unicode("attention weight").tag(sync=True)
+    title = traitlets.Unicode("").tag(sync=True)
+    hint = traitlets.Unicode("").tag(sync=True)  # what a thumbnail's rows and columns are (its tooltip)
     selected = traitlets.List(traitlets.Int(), default_value=[0, 0]).tag(sync=True)
+    layout = traitlets.Dict({"thumb": 52, "gap": 6, "label_w": 64, "header_h": 20, "top": 30}).tag(sync=True)
+
+    def decoded(self) -> np.ndarray:
+        """Thumbnails as weights (L, H, s, s); code 255 (above the shared scale) reads as its top."""
+        shape = (self.num_layers, self.num_heads, self.size, self.size)
+        codes = _array(self.thumbnails, np.uint8).reshape(shape).astype(np.float64)
+        return np.minimum(codes, D.TOP_CODE) * self.scale
+
+    def to_svg(self) -> str:
+        """The model view as a standalone SVG document: labelled grid of thumbnails (PNG), one titled colour bar."""
+        box = self.layout
+        thumb, gap, label_w, header_h = box["thumb"], box["gap"], box["label_w"], box["header_h"]
+        L, H, s = self.num_layers, self.num_heads, self.size
+        top = box["top"] + NOTE_FONT + 8 + header_h
+        grid_w, grid_h = H * (thumb + gap), L * (thumb + gap)
+        bar_h = max(grid_h - gap, BAR_MIN_H)
+        bar_x = label_w + grid_w + 16
+        width = max(bar_x + BAR_W + 90, math.ceil(len(self.title) * 7.6) + 20, math.ceil(len(self.hint) * 6.4) + 20)
+        height = top + max(grid_h, bar_h) + 10
+        palette = _array(self.palette, np.uint8).reshape(256, 3)
+        codes = _array(self.thumbnails, np.uint8).reshape(L, H, s, s)
+        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-model-view" width="{width}" height="{height}" '
+                 'font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="#fff"/>'
+                 f'<text class="bvl-title" x="8" y="20" font-size="14" font-weight="bold">{escape(self.title)}</text>'
+                 f'<text class="bvl-note" x="8" y="{20 + NOTE_FONT + 6}" font-size="{NOTE_FONT}" fill="#555">'
+                 f"{escape(self.hint)}</text>"
+                 f'<text class="bvl-axes-hint" x="{label_w - 8}" y="{top - 6}" text-anchor="end" font-size="11" '
+                 'fill="#555">query ↓ key →</text>']
+        for h in range(H):
+            parts.append(f'<text class="bvl-head-label" x="{label_w + h * (thumb + gap) + thumb / 2}" y="{top - 6}" '
+                         f'text-anchor="middle">head {h}</text>')
+        for layer in range(L):
+            y = top + layer * (thumb + gap)
+            parts.append(f'<text class="bvl-layer-label" x="{label_w - 8}" y="{y + thumb / 2 + 4}" '
+                         f'text-anchor="end">layer {layer}</text>')
+            for h in range(H):
+                data = base64.b64encode(png(codes[layer, h], palette)).decode("ascii")
+                x = label_w + h * (thumb + gap)
+                parts.append(f'<image class="bvl-thumb" x="{x}" y="{y}" width="{thumb}" height="{thumb}" '
+                             f'preserveAspectRatio="none" image-rendering="optimizeSpeed" '
+                             f'style="image-rendering:pixelated" href="data:image/png;base64,{data}"/>'
+                             f'<rect x="{x}" y="{y}" width="{thumb}" height="{thumb}" fill="none" stroke="#ccc"/>')
+        parts.append(colorbar(bar_x, top, bar_h, palette, [tuple(t) for t in self.bar_ticks], self.bar_title))
+        parts.append("</svg>")
+        return "".join(parts)

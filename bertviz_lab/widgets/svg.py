@@ -156,39 +156,3 @@ def table_svg(headers: Sequence[str], rows: Sequence[Sequence], title: str = "",
             x += widths[c]
     parts.append("</svg>")
     return "".join(parts)
-
-
-def heatmap(matrix: np.ndarray, x_labels: Sequence[str], y_labels: Sequence[str], title: str = "",
-            max_cells: int = 64, cell: int = 10) -> str:
-    """A square-cell heatmap (white → blue); matrices larger than max_cells per side are averaged down."""
-    matrix = np.asarray(matrix, dtype=float)
-    rows, cols = matrix.shape
-    step_r, step_c = max(1, math.ceil(rows / max_cells)), max(1, math.ceil(cols / max_cells))
-    if step_r > 1 or step_c > 1:
-        pr, pc = -rows % step_r, -cols % step_c
-        padded = np.pad(matrix, ((0, pr), (0, pc)), constant_values=np.nan)
-        matrix = np.nanmean(padded.reshape(padded.shape[0] // step_r, step_r, padded.shape[1] // step_c, step_c), axis=(1, 3))
-        x_labels, y_labels = list(x_labels)[::step_c], list(y_labels)[::step_r]
-    top = float(np.nanmax(matrix)) if matrix.size and np.isfinite(matrix).any() else 1.0
-    top = top or 1.0
-    label_w = 80
-    h, w = matrix.shape
-    width, height = label_w + w * cell + 10, 20 + label_w + h * cell
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="monospace" '
-             f'font-size="8"><text x="4" y="12" font-size="11" font-family="sans-serif">{escape(title)}</text>']
-    for c, label in enumerate(x_labels[:w]):
-        x = label_w + c * cell + cell / 2
-        parts.append(f'<text transform="translate({x:.1f},{16 + label_w}) rotate(-60)">{escape(label)}</text>')
-    for r in range(h):
-        y = 20 + label_w + r * cell
-        if r < len(y_labels):
-            parts.append(f'<text x="{label_w - 2}" y="{y + cell - 2}" text-anchor="end">{escape(y_labels[r])}</text>')
-        for c in range(w):
-            value = matrix[r, c]
-            shade = 0.0 if not np.isfinite(value) else max(0.0, min(1.0, value / top))
-            red, green = int(255 - 225 * shade), int(255 - 155 * shade)
-            parts.append(f'<rect x="{label_w + c * cell}" y="{y}" width="{cell}" height="{cell}" '
-                         f'fill="rgb({red},{green},255)"><title>{escape(y_labels[r] if r < len(y_labels) else r)} → '
-                         f'{escape(x_labels[c] if c < len(x_labels) else c)}: {value:.3f}</title></rect>')
-    parts.append("</svg>")
-    return "".join(parts)

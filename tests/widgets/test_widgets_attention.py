@@ -1,23 +1,24 @@
-"""AttentionPanel: every selector shows the right numbers from the trace; head view and model view buffers; 512 tokens
-stay compact."""
+"""AttentionPanel: every selector shows the right numbers from the trace (read back from what the browser gets);
+head view and model view buffers; per-view toolbars; 512 tokens stay compact and turn back into weights."""
 
 from __future__ import annotations
 
+import ipywidgets as widgets
 import numpy as np
 import pytest
 import torch
+from widgets_testlib import tiny_config
 
 from bertviz_lab.model import BERT
 from bertviz_lab.trace import attention_rollout, trace
 from bertviz_lab.widgets import AttentionPanel
-from bertviz_lab.widgets.attention_panel import FLOAT_LIMIT, trace_text
-from bertviz_lab.widgets.attention_views import HeadView, ModelView
+from bertviz_lab.widgets import attention_data as D
+from bertviz_lab.widgets.attention_panel import trace_text
+from bertviz_lab.widgets.attention_views import HeadView, HeatmapView, ModelView
 from bertviz_lab.widgets.payload import sent_messages, state_bytes
-from widgets_testlib import plotly_shows, tiny_config
 
 TEXT_A = "The cat sat on the mat."
 TEXT_B = 'It was "warm" there.'
-Z_ATOL = 6e-6  # the heatmap sends weights rounded to 5 decimals
 
 
 @pytest.fixture
@@ -30,14 +31,18 @@ def single_panel(pretraining_model, tokenizer) -> AttentionPanel:
     return AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT_A)
 
 
-def shown(panel: AttentionPanel) -> tuple[np.ndarray, list[str], list[str]]:
-    """What the heatmap holds: z, x labels (keys), y labels (queries)."""
-    data = panel.heatmap.data[0]
-    return np.asarray(data.z, dtype=float), list(data.x), list(data.y)
+def shown(panel: AttentionPanel) -> tuple[np.ndarray, list[int], list[int]]:
+    """What the browser gets, turned back into weights: the matrix, key positions (columns), query positions (rows)."""
+    view = panel.heatmap
+    assert len(view.codes) == len(view.row_tokens) * len(view.col_tokens)
+    return view.weights(), list(view.col_positions), list(view.row_positions)
 
 
-def positions_of(labels: list[str]) -> list[int]:
-    return [int(label.split("·", 1)[0]) for label in labels]
+def assert_shows(panel: AttentionPanel, expected: np.ndarray) -> None:
+    """The decoded matrix is the expected one to within one code step (linear scale), cell by cell."""
+    z = shown(panel)[0]
+    assert z.shape == expected.shape
+    np.testing.assert_allclose(z, expected, rtol=0, atol=panel.heatmap.scale + 1e-7)
 
 
 def segments(panel: AttentionPanel) -> tuple[list[int], list[int]]:
@@ -50,20 +55,23 @@ def test_layer_and_head_selectors_show_that_head_of_the_trace(pair_panel):
     panel = pair_panel
     tokens = panel.trace.tokens[0]
     assert panel.layer.options == (0, 1, 2) and panel.head.options == (0, 1, 2, 3)
+    assert isinstance(panel.heatmap, HeatmapView) and panel.on_screen is panel.heatmap
     for layer in (0, 2, 1):
         for head in (3, 0, 2):
             panel.layer.value, panel.head.value = layer, head
             z, x, y = shown(panel)
             expected = panel.trace.attention(layer)[0, head].numpy()
             assert z.shape == expected.shape == (len(tokens), len(tokens))
-            np.testing.assert_allclose(z, expected, atol=Z_ATOL)
-            assert positions_of(x) == positions_of(y) == list(range(len(tokens)))
-            assert panel.heatmap.layout.title.text == f"layer {layer} · head {head}"
+            assert_shows(panel, expected)
+            assert x == y == list(range(len(tokens)))
+            assert panel.heatmap.row_tokens == panel.heatmap.col_tokens == tokens
+            assert panel.heatmap.title.startswith(f"layer {layer} · head {head} · linear scale")
+            assert panel.export_bar.name == f"attention-layer{layer}-head{head}"
     # the trace really is the model's attention on this text: rerun it independently
     with torch.inference_mode(), trace(pair_panel.model) as again:
         encoded = panel.tokenizer.encode_pretraining_inputs(TEXT_A, TEXT_B)
         panel.model(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
-    np.testing.assert_allclose(shown(panel)[0], again.attention(1)[0, 2].numpy(), atol=Z_ATOL)
+    assert_shows(panel, again.attention(1)[0, 2].numpy())
 
 
 def test_mean_and_rollout_aggregations(pair_panel):
@@ -72,20 +80,20 @@ def test_mean_and_rollout_aggregations(pair_panel):
     assert panel.head.disabled
     for layer in range(3):
         panel.layer.value = layer
-        np.testing.assert_allclose(shown(panel)[0], panel.trace.attention(layer)[0].mean(dim=0).numpy(), atol=Z_ATOL)
-        assert "mean of heads" in panel.heatmap.layout.title.text
+        assert_shows(panel, panel.trace.attention(layer)[0].mean(dim=0).numpy())
+        assert "mean of heads" in panel.heatmap.title and panel.export_bar.name == f"attention-layer{layer}-mean"
     panel.aggregation.value = "rollout"
     for layer in range(3):
         panel.layer.value = layer
         expected = attention_rollout(panel.trace.attentions[: layer + 1], panel.trace.attention_mask)[0].numpy()
-        z = shown(panel)[0]
-        np.testing.assert_allclose(z, expected, atol=Z_ATOL)
-        np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-4)
-        assert f"rollout through layers 0..{layer}" in panel.heatmap.layout.title.text
+        assert_shows(panel, expected)
+        # rows of the rollout sum to 1, and so do the decoded rows, to within half a code step
+        np.testing.assert_allclose(shown(panel)[0].sum(axis=1), 1.0, atol=panel.heatmap.scale / 2 + 1e-5)
+        assert f"rollout through layers 0..{layer}" in panel.heatmap.title
     assert not np.allclose(shown(panel)[0], panel.trace.attention(2)[0].mean(dim=0).numpy(), atol=1e-3)
     panel.aggregation.value = "head"
     assert not panel.head.disabled
-    np.testing.assert_allclose(shown(panel)[0], panel.trace.attention(2)[0, panel.head.value].numpy(), atol=Z_ATOL)
+    assert_shows(panel, panel.trace.attention(2)[0, panel.head.value].numpy())
 
 
 def test_hide_special_tokens_removes_their_rows_and_columns(pair_panel):
@@ -94,34 +102,85 @@ def test_hide_special_tokens_removes_their_rows_and_columns(pair_panel):
     tokens = panel.trace.tokens[0]
     keep = [i for i, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
     assert len(keep) == len(tokens) - 3
-    panel.hide_special.value = True
+    panel.special.value = "hide"
     z, x, y = shown(panel)
-    assert positions_of(x) == positions_of(y) == keep
-    assert not [label for label in x + y if "[CLS]" in label or "[SEP]" in label]
-    np.testing.assert_allclose(z, panel.trace.attention(1)[0, 3].numpy()[np.ix_(keep, keep)], atol=Z_ATOL)
-    panel.hide_special.value = False
-    assert shown(panel)[0].shape == (len(tokens), len(tokens))
+    assert x == y == keep and panel.hide_special.value  # the head view's checkbox says the same
+    assert not [t for t in panel.heatmap.row_tokens + panel.heatmap.col_tokens if t in ("[CLS]", "[SEP]")]
+    assert_shows(panel, panel.trace.attention(1)[0, 3].numpy()[np.ix_(keep, keep)])
+    assert "[CLS]/[SEP] hidden" in panel.heatmap.title and "do not sum to 1" in panel.heatmap.note
+    panel.hide_special.value = False  # back to what was chosen before hiding
+    assert panel.special.value == "clip" and shown(panel)[0].shape == (len(tokens), len(tokens))
+    panel.hide_special.value = True
+    assert panel.special.value == "hide"
 
 
-@pytest.mark.parametrize("hide_special", [False, True])
-def test_sentence_pair_directions_show_only_that_block(pair_panel, hide_special):
+def test_clipped_special_tokens_leave_the_colour_scale_but_keep_their_weights(pair_panel):
+    panel = pair_panel
+    panel.layer.value, panel.head.value = 2, 1
+    tokens = panel.trace.tokens[0]
+    special = np.array([t in ("[CLS]", "[SEP]") for t in tokens])
+    full = panel.trace.attention(2)[0, 1].numpy()
+    assert panel.special.value == "clip" and "[CLS]/[SEP] clipped" in panel.heatmap.title
+    top = full[np.ix_(~special, ~special)].max()  # the colour scale's top ignores [CLS]/[SEP] rows and columns
+    assert panel.heatmap.scale == pytest.approx(top / D.TOP_CODE, rel=1e-6)
+    codes = np.frombuffer(panel.heatmap.codes, np.uint8).reshape(full.shape)
+    over = np.flatnonzero((full > top) & (special[:, None] | special[None, :]))
+    assert over.size and np.array_equal(np.frombuffer(panel.heatmap.overflow_index, np.uint32), over)
+    assert (codes.reshape(-1)[over] == D.OVER_CODE).all()
+    weights = shown(panel)[0]
+    np.testing.assert_array_equal(weights.reshape(-1)[over], full.reshape(-1)[over])  # exact, not 8-bit
+    assert_shows(panel, full)
+    panel.special.value = "show"
+    assert panel.heatmap.scale == pytest.approx(full.max() / D.TOP_CODE, rel=1e-6)
+    assert len(panel.heatmap.overflow_index) == 0 and "clipped" not in panel.heatmap.title
+    assert_shows(panel, full)
+
+
+def test_colour_scales_per_row_and_log(pair_panel):
+    panel = pair_panel
+    panel.layer.value, panel.head.value, panel.special.value = 1, 0, "show"
+    full = panel.trace.attention(1)[0, 0].numpy().astype(np.float64)
+    panel.scale.value = "row"
+    view = panel.heatmap
+    assert view.mode == "row" and "each row scaled to its max" in view.title
+    steps = np.frombuffer(view.row_scales, np.float32)
+    np.testing.assert_allclose(steps, full.max(axis=1) / D.TOP_CODE, rtol=1e-6)
+    codes = np.frombuffer(view.codes, np.uint8).reshape(full.shape)
+    assert (codes.max(axis=1) >= D.TOP_CODE - 1).all()  # every row reaches the top of the scale
+    np.testing.assert_allclose(view.weights(), full, atol=steps.max() + 1e-7)
+    assert view.bar_title == "attention weight ÷ its row's max" and view.bar_ticks[-1] == [1.0, "1"]
+    panel.scale.value = "log"
+    floor, top = view.log_range
+    assert top == pytest.approx(full.max()) and floor == pytest.approx(top * 10.0 ** -D.DECADES)
+    relative = 10 ** (D.DECADES / (2 * D.TOP_CODE))  # half a code step on the log scale
+    above = full >= floor
+    ratio = view.weights()[above] / full[above]
+    assert (ratio <= relative * (1 + 1e-6)).all() and (ratio >= 1 / relative / (1 + 1e-6)).all()
+    assert view.bar_title == "attention weight (log scale)" and "log scale" in view.title
+    labels = [label for _, label in view.bar_ticks]
+    assert labels and all(float(label) in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0) for label in labels)
+
+
+@pytest.mark.parametrize("special", ["clip", "hide"])
+def test_sentence_pair_directions_show_only_that_block(pair_panel, special):
     panel = pair_panel
     assert not panel.direction.disabled
-    panel.layer.value, panel.head.value, panel.hide_special.value = 2, 1, hide_special
+    panel.layer.value, panel.head.value, panel.special.value = 2, 1, special
     a, b = segments(panel)
     tokens = panel.trace.tokens[0]
-    if hide_special:
+    if special == "hide":
         a = [i for i in a if tokens[i] not in ("[CLS]", "[SEP]")]
         b = [i for i in b if tokens[i] not in ("[CLS]", "[SEP]")]
     full = panel.trace.attention(2)[0, 1].numpy()
     for direction, queries, keys in (("A→B", a, b), ("B→A", b, a)):
         panel.direction.value = direction
         z, x, y = shown(panel)
-        assert positions_of(y) == queries and positions_of(x) == keys
-        np.testing.assert_allclose(z, full[np.ix_(queries, keys)], atol=Z_ATOL)
-    assert [tokens[i] for i in a][:3] == (["the", "cat", "sat"] if hide_special else ["[CLS]", "the", "cat"])
+        assert y == queries and x == keys
+        assert_shows(panel, full[np.ix_(queries, keys)])
+        assert direction in panel.heatmap.title and "rows are a slice and do not sum to 1" in panel.heatmap.note
+    assert [tokens[i] for i in a][:3] == (["the", "cat", "sat"] if special == "hide" else ["[CLS]", "the", "cat"])
     panel.direction.value = "all"
-    assert positions_of(shown(panel)[2]) == sorted(a + b)
+    assert shown(panel)[2] == sorted(a + b) and "slice" not in panel.heatmap.note
 
 
 def test_directions_need_a_sentence_pair(single_panel, pair_panel):
@@ -143,15 +202,55 @@ def test_padded_batch_row_leaves_padding_out(tokenizer, backbone):
     real = int(encoded["attention_mask"][0].sum())
     z, x, y = shown(panel)
     assert real < encoded["input_ids"].shape[1] and z.shape == (real, real)
-    assert not [label for label in x if "[PAD]" in label]
-    np.testing.assert_allclose(z, recorded.attention(2)[0, 1, :real, :real].numpy(), atol=Z_ATOL)
-    buffer = panel.model_view.thumbnails
-    assert len(buffer) == 3 * 4 * real * real  # thumbnails of the real tokens only (here not even pooled)
+    assert "[PAD]" not in panel.heatmap.col_tokens
+    assert_shows(panel, recorded.attention(2)[0, 1, :real, :real].numpy())
+    panel.view.value = "model view"
+    assert len(panel.model_view.thumbnails) == 3 * 4 * real * real  # thumbnails of the real tokens only
+
+
+def test_hover_gets_the_exact_weight_from_the_kernel(pair_panel):
+    view = pair_panel.heatmap
+    sent = []
+    view.send = lambda content, buffers=None: sent.append(content)  # what goes back to the browser
+    full = pair_panel.trace.attention(0)[0, 0].numpy()
+    view._handle_custom_msg({"type": "weight", "row": 2, "col": 5, "seq": 7}, [])
+    assert sent == [{"type": "weight", "row": 2, "col": 5, "seq": 7, "value": float(full[2, 5])}]
+    for bad in ({"type": "weight", "row": 99, "col": 0}, {"type": "weight", "row": "2", "col": 1}, {"type": "x"}):
+        view._handle_custom_msg(bad, [])
+    assert len(sent) == 1
+
+
+# toolbars -----------------------------------------------------------------------------------------------
+def test_each_view_has_a_toolbar_with_the_controls_that_apply(pair_panel):
+    panel = pair_panel
+    expected = {"heatmap": [panel.layer, panel.head, panel.aggregation, panel.direction, panel.scale, panel.special],
+                "head view": [panel.layer, panel.direction, panel.hide_special],
+                "model view": [panel.special]}
+    for view, controls in expected.items():
+        panel.view.value = view
+        bar, export = panel.toolbar.children
+        assert list(bar.children) == controls and export is panel.export_bar
+        assert panel.toolbar in panel.children
+        for control in controls:  # each with its label beside it (a checkbox's label is beside it anyway)
+            assert control.description
+            assert control is panel.hide_special or control.style.description_width == "initial"
+    assert panel.export_bar.name == "attention-model-view"
+    panel.view.value = "head view"
+    assert panel.export_bar.name == "attention-head-view-layer0"
+    assert not isinstance(panel.heads_shown, widgets.Widget)  # no "heads" list in any toolbar: the chips choose
+
+
+def test_export_writes_the_view_on_screen(pair_panel, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    pair_panel.layer.value, pair_panel.head.value = 2, 3
+    path = pair_panel.export_bar.export()
+    assert path.name.startswith("attention-layer2-head3-") and path.suffix == ".svg"
+    assert path.read_text(encoding="utf-8") == pair_panel.to_svg()
 
 
 # head view ----------------------------------------------------------------------------------------------
 def decoded_head_view(view: HeadView) -> tuple[np.ndarray, np.ndarray]:
-    shape = (len(view.heads), len(view.query_tokens), view.k)
+    shape = (view.num_heads, len(view.query_tokens), view.k)
     return (np.frombuffer(view.indices, dtype=np.uint16).reshape(shape),
             np.frombuffer(view.weights, dtype=np.uint8).reshape(shape))
 
@@ -162,38 +261,48 @@ def check_head_view(panel: AttentionPanel, layer: int, queries: list[int], keys:
     assert view.query_tokens == [tokens[i] for i in queries] and view.key_tokens == [tokens[i] for i in keys]
     assert view.k == min(panel.head_view_k, len(keys))
     indices, weights = decoded_head_view(view)
-    for slot, head in enumerate(view.heads):
+    for head in range(view.num_heads):  # every head's lines travel: the chips switch heads in the browser
         matrix = panel.trace.attention(layer)[0, head].numpy()[np.ix_(queries, keys)]
         for q in range(len(queries)):
             expected = np.argsort(-matrix[q], kind="stable")[: view.k]
-            assert set(indices[slot, q].tolist()) == set(expected.tolist())
-            np.testing.assert_array_equal(weights[slot, q], np.rint(matrix[q, indices[slot, q]] * 255))
+            assert set(indices[head, q].tolist()) == set(expected.tolist())
+            np.testing.assert_array_equal(weights[head, q], np.rint(matrix[q, indices[head, q]] * 255))
 
 
-def test_head_view_buffers_are_the_top_k_lines_of_the_shown_heads(pair_panel):
-    panel = pair_panel
+def test_head_view_starts_on_the_selected_head_and_chips_choose_heads(pretraining_model, tokenizer):
+    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT_A, text_b=TEXT_B, head=2)
     panel.layer.value = 1
     panel.view.value = "head view"
     assert isinstance(panel.on_screen, HeadView) and panel.slots["heatmap"].layout.display == "none"
     T = len(panel.trace.tokens[0])
-    assert panel.head_view.heads == [0, 1, 2, 3] and len(panel.head_view.colors) == 4
-    assert len(panel.head_view.indices) == 4 * T * 8 * 2 and len(panel.head_view.weights) == 4 * T * 8
+    view = panel.head_view
+    assert view.heads == [2] and view.num_heads == 4 and len(view.colors) == 4  # one head, not all four
+    assert len(view.indices) == 4 * T * 8 * 2 and len(view.weights) == 4 * T * 8
+    assert view.full_title() == "layer 1 · head 2"
     check_head_view(panel, 1, list(range(T)), list(range(T)))
-    panel.heads_shown.value = (3, 1)
-    assert panel.head_view.heads == [1, 3]
-    check_head_view(panel, 1, list(range(T)), list(range(T)))
+    changes = []
+    panel.on_figure_changed(lambda: changes.append(1))
+    view.heads = [1, 2]  # what a click on the "head 1" chip sends
+    assert panel.heads_shown.value == (1, 2) and changes  # Python knows, and the static copy follows
+    assert "heads 1, 2" in view.full_title() and "head 1" in panel.to_svg()
+    panel.heads_shown.value = (3, 0)  # the same from code
+    assert view.heads == [0, 3]
     panel.layer.value = 2
+    assert view.heads == [0, 3]  # a layer change keeps the chosen heads
     check_head_view(panel, 2, list(range(T)), list(range(T)))
     panel.direction.value = "A→B"
     a, b = segments(panel)
     check_head_view(panel, 2, a, b)
-    assert int(decoded_head_view(panel.head_view)[0].max()) < len(b)  # indices count within the key column
+    assert int(decoded_head_view(view)[0].max()) < len(b)  # indices count within the key column
+    assert "A→B" in view.title
+    panel.head.value = 1  # picking a head (in the heatmap's toolbar) shows that head alone
+    assert view.heads == [1]
 
 
 # model view ---------------------------------------------------------------------------------------------
 def test_model_view_thumbnails_and_click_opens_the_heatmap(pair_panel):
     panel = pair_panel
-    panel.layer.value, panel.head.value = 1, 2
+    panel.layer.value, panel.head.value, panel.special.value = 1, 2, "show"
     panel.view.value = "model view"
     view = panel.model_view
     # the view stays the model view (marking the current head is not a click)
@@ -202,21 +311,37 @@ def test_model_view_thumbnails_and_click_opens_the_heatmap(pair_panel):
     T = len(panel.trace.tokens[0])
     assert (view.num_layers, view.num_heads, view.size) == (3, 4, T)  # T < 24: one pixel per weight
     assert len(view.thumbnails) == 3 * 4 * T * T
-    thumbs = np.frombuffer(view.thumbnails, dtype=np.uint8).reshape(3, 4, T, T)
-    for layer in range(3):
-        for head in range(4):
-            weights = panel.trace.attention(layer)[0, head].numpy()
-            expected = np.rint(weights / weights.max() * 255)
-            assert np.abs(thumbs[layer, head].astype(int) - expected).max() <= 1
+    maps = np.stack([panel.trace.attention(layer)[0].numpy() for layer in range(3)])  # (L, H, T, T)
+    # one colour scale for every map: its top is the largest weight of all
+    assert view.scale == pytest.approx(maps.max() / D.TOP_CODE, rel=1e-6)
+    np.testing.assert_allclose(view.decoded(), maps, atol=view.scale / 2 + 1e-7)
+    assert view.bar_title == "attention weight" and view.bar_ticks[0] == [0.0, "0"]
+    assert "rows: query tokens, columns: key tokens" in view.hint and "one colour scale" in view.title
     view.selected = [2, 3]  # what a click in the browser does
-    assert panel.view.value == "heatmap" and panel.on_screen is panel.heatmap and panel.slots["heatmap"].layout.display is None
+    assert panel.view.value == "heatmap" and panel.on_screen is panel.heatmap
+    assert panel.slots["heatmap"].layout.display is None
     assert (panel.layer.value, panel.head.value, panel.aggregation.value) == (2, 3, "head")
-    np.testing.assert_allclose(shown(panel)[0], panel.trace.attention(2)[0, 3].numpy(), atol=Z_ATOL)
+    assert_shows(panel, panel.trace.attention(2)[0, 3].numpy())
     # clicking while the heatmap is on screen, also from the mean of heads, shows the clicked head
     panel.aggregation.value = "mean"
     view.selected = [0, 1]
     assert (panel.layer.value, panel.head.value, panel.aggregation.value) == (0, 1, "head")
-    np.testing.assert_allclose(shown(panel)[0], panel.trace.attention(0)[0, 1].numpy(), atol=Z_ATOL)
+    assert_shows(panel, panel.trace.attention(0)[0, 1].numpy())
+
+
+def test_model_view_clips_and_hides_special_tokens(pair_panel):
+    panel = pair_panel
+    panel.view.value = "model view"
+    view = panel.model_view
+    tokens = panel.trace.tokens[0]
+    special = np.array([t in ("[CLS]", "[SEP]") for t in tokens])
+    maps = np.stack([panel.trace.attention(layer)[0].numpy() for layer in range(3)])
+    assert panel.special.value == "clip" and "clipped" in view.title
+    assert view.scale == pytest.approx(maps[..., ~special, :][..., ~special].max() / D.TOP_CODE, rel=1e-6)
+    panel.special.value = "hide"
+    keep = ~special
+    assert view.size == keep.sum() and "hidden" in view.title
+    np.testing.assert_allclose(view.decoded(), maps[..., keep, :][..., keep], atol=view.scale / 2 + 1e-7)
 
 
 def test_new_text_updates_every_view(pair_panel):
@@ -226,9 +351,10 @@ def test_new_text_updates_every_view(pair_panel):
     tokens = panel.trace.tokens[0]
     assert tokens[:4] == ["[CLS]", "dogs", "bark", "loudly"]
     assert panel.head_view.query_tokens == tokens
+    panel.view.value = "model view"
     assert len(panel.model_view.thumbnails) == 3 * 4 * len(tokens) ** 2
     panel.view.value = "heatmap"
-    np.testing.assert_allclose(shown(panel)[0], panel.trace.attention(0)[0, 0].numpy(), atol=Z_ATOL)
+    assert_shows(panel, panel.trace.attention(0)[0, 0].numpy())
 
 
 def test_bad_arguments_raise_clear_errors(pretraining_model, tokenizer, pair_panel):
@@ -242,21 +368,22 @@ def test_bad_arguments_raise_clear_errors(pretraining_model, tokenizer, pair_pan
         AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text="  ")
     with pytest.raises(ValueError, match="fixed trace"):
         AttentionPanel(pair_panel.trace).set_text("no model to run")
+    with pytest.raises(ValueError, match="scale must be one of"):
+        AttentionPanel(pair_panel.trace, scale="sqrt")
+    with pytest.raises(ValueError, match="special must be one of"):
+        AttentionPanel(pair_panel.trace, special="drop")
 
 
-def test_axis_labels_show_the_tokens_as_plotly_draws_them(pair_panel):
-    tokens = pair_panel.trace.tokens[0]
-    assert '"' in tokens
-    z, x, y = shown(pair_panel)
-    assert [plotly_shows(label) for label in x] == [f"{i}·{t}" for i, t in enumerate(tokens)]
-    assert "query %{y}" in pair_panel.heatmap.data[0].hovertemplate and "%{x}" in pair_panel.heatmap.data[0].hovertemplate
-
-
-def test_static_fallback_in_the_mimebundle(pair_panel):
-    bundle = pair_panel._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert bundle["text/html"] == pair_panel.static_html()
-    assert bundle["text/html"].startswith("<div class='bvl-attention'><svg") and "<script" not in bundle["text/html"]
+def test_static_fallback_is_the_svg_on_screen(pair_panel):
+    changes = []
+    pair_panel.on_figure_changed(lambda: changes.append(1))
+    pair_panel.layer.value = 2
+    assert changes  # every redraw tells the static copy
+    static = pair_panel.static_html()
+    assert pair_panel.to_svg() in static and "<script" not in static and "bvl-attention" in static
+    for view in ("head view", "model view"):
+        pair_panel.view.value = view
+        assert pair_panel.on_screen.to_svg() in pair_panel.static_html()
 
 
 # 512 tokens ---------------------------------------------------------------------------------------------
@@ -281,16 +408,14 @@ def test_512_tokens_stay_compact(long_panel):
     assert panel.trace.attentions[0].shape == (1, H, T, T)
     full_size = L * H * T * T * 4  # every map as float32: 151 MB (bertviz's JSON of the same: ~860 MB)
 
-    # heatmap: one head, 8-bit beyond FLOAT_LIMIT tokens; an update sends one matrix of about 4 JSON bytes per cell
-    data = panel.heatmap.data[0]
-    assert T > FLOAT_LIMIT and np.asarray(data.z).dtype == np.uint8 and np.asarray(data.z).shape == (T, T)
-    assert data.zmax == 255 and "/255" in data.hovertemplate
+    # heatmap: one head as T*T 8-bit codes (256 KB) plus tokens and labels; plotly's JSON of the same was 1.2 MB
+    panel.view.value = "heatmap"
+    assert len(panel.heatmap.codes) == T * T
+    assert state_bytes(panel.heatmap) <= 300_000
     with sent_messages(panel.heatmap) as sizes:
         panel.layer.value = 7
-    assert 0 < sum(sizes) <= 1.5e6  # float32 z would be ~5.3 MB; 8-bit as JSON is ~1.2 MB
-    expected = panel.trace.attention(7)[0, 0].numpy()
-    decoded = np.asarray(panel.heatmap.data[0].z, dtype=float) / 255 * expected.max()
-    assert np.abs(decoded - expected).max() <= expected.max() / 255
+    assert 0 < sum(sizes) <= T * T + 16_000  # a layer change: the codes and a few numbers
+    assert len(panel.heatmap.col_ticks) <= T // 10  # labels thinned out to where they fit
 
     # model view: L*H thumbnails of 24x24 bytes (83 KB) plus a few hundred bytes of JSON; goal <= 2 MB
     panel.view.value = "model view"
@@ -300,10 +425,40 @@ def test_512_tokens_stay_compact(long_panel):
     assert model_view_bytes <= L * H * 24 * 24 + 4096
     assert model_view_bytes <= 2_000_000 and model_view_bytes * 1000 < full_size
 
-    # head view: k=8 lines per query for the 12 shown heads, 3 bytes each (uint16 key + uint8 weight), plus the
+    # head view: k=8 lines per query for all 12 heads, 3 bytes each (uint16 key + uint8 weight), plus the
     # two token columns as JSON (~10 bytes a token here): 147 KB + 10 KB
     panel.view.value = "head view"
     head_view_bytes = state_bytes(panel.head_view)
     k = panel.head_view.k
     assert k == 8 and len(panel.head_view.indices) == 2 * H * T * k
     assert head_view_bytes <= 3 * H * T * k + 2 * T * 12 + 4096
+    panel.view.value = "heatmap"
+
+
+@pytest.mark.parametrize("special", ["show", "clip"])
+def test_512_tokens_turn_back_into_weights(long_panel, special):
+    """Decoding the 8-bit codes with the sent scale gives every weight to within one code step, and each row's sum
+    to within half a step: rows are rounded so that their running sums stay within half a step (guaranteed, not
+    typical: plain rounding could be off by T/2 steps). Clipped [CLS]/[SEP] cells travel exactly."""
+    panel = long_panel
+    panel.layer.value, panel.head.value, panel.special.value = 5, 9, special
+    T = 512
+    expected = panel.trace.attention(5)[0, 9].numpy().astype(np.float64)
+    view = panel.heatmap
+    step = view.scale
+    assert view.mode == "linear" and 0 < step <= 1 / D.TOP_CODE
+    codes = np.frombuffer(view.codes, np.uint8).reshape(T, T)
+    overflow = dict(zip(np.frombuffer(view.overflow_index, np.uint32).tolist(),
+                        np.frombuffer(view.overflow_values, np.float32).tolist()))
+    decoded = codes * step  # what the browser computes: weight = code × scale ...
+    for flat, value in overflow.items():  # ... except for the few cells above the colour range
+        decoded.reshape(-1)[flat] = value
+    np.testing.assert_array_equal(decoded, view.weights())
+    assert np.abs(decoded - expected).max() <= step * (1 + 1e-6)
+    row_error = np.abs(decoded.sum(axis=1) - expected.sum(axis=1)).max()
+    assert row_error <= step / 2 * (1 + 1e-6) + 1e-6
+    np.testing.assert_allclose(decoded.sum(axis=1), 1.0, atol=1 / 255)  # the acceptance bound, with room to spare
+    # colour bar ticks are weights on the same scale
+    for position, label in view.bar_ticks:
+        assert float(label) == pytest.approx(position * step * D.TOP_CODE, rel=1e-6, abs=1e-12)
+    assert view.bar_title == "attention weight"

@@ -1,15 +1,15 @@
-"""A token such as `<img src=x onerror=alert(1)>` is shown as text everywhere: escaped in every HTML a panel produces
-(static fallbacks, HTML widgets, plotly labels and titles), set as textContent in the anywidget views."""
+"""A token such as `<img src=x onerror=alert(1)>` is shown as text everywhere: escaped in every HTML and SVG a panel
+produces (static fallbacks, HTML widgets, plotly labels and titles), set as textContent in the anywidget views."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from widgets_testlib import XSS, all_widgets, assert_safe_html, html_values, plotly_shows, strings_in
 
 from bertviz_lab.trace import trace
 from bertviz_lab.widgets import AttentionPanel, MaskingPreview, Workbench
-from bertviz_lab.widgets.attention_views import HEAD_VIEW_ESM, MODEL_VIEW_ESM
-from widgets_testlib import XSS, all_widgets, assert_safe_html, html_values, plotly_shows, strings_in
+from bertviz_lab.widgets.attention_views import STATIC
 
 TEXT = f"the cat {XSS} sat on the mat ."
 TEXT_B = f'it was " warm " & {XSS}'
@@ -28,18 +28,31 @@ def assert_plotly_safe(figure, tokens: list[str] | None = None) -> None:
         assert any(plotly_shows(label).endswith("·" + XSS) for label in data.y)
 
 
+def assert_heatmap_safe(panel: AttentionPanel) -> None:
+    """The heatmap view gets the tokens themselves (set with textContent in the browser) and its SVG escapes them."""
+    view = panel.heatmap
+    tokens = panel.trace.tokens[0]
+    assert view.row_tokens == [tokens[p] for p in view.row_positions]
+    assert view.col_tokens == [tokens[p] for p in view.col_positions]
+    assert_safe_html(view.to_svg(), must_show=XSS if XSS in view.row_tokens + view.col_tokens else None)
+
+
 def assert_attention_panel_safe(panel: AttentionPanel) -> None:
     for view in ("heatmap", "head view", "model view"):
         panel.view.value = view
         for markup in html_values(panel) + [panel.static_html(), panel._repr_mimebundle_()["text/html"]]:
             assert_safe_html(markup, must_show=None)
+    panel.view.value = "heatmap"
     assert_safe_html(panel.static_html())
-    assert_plotly_safe(panel.heatmap, panel.trace.tokens[0])
+    assert_heatmap_safe(panel)
     # the head view gets the token itself and sets it with textContent: the browser shows it, never parses it
     panel.view.value = "head view"
     assert XSS in panel.head_view.query_tokens
-    for esm in (HEAD_VIEW_ESM, MODEL_VIEW_ESM):
+    assert_safe_html(panel.static_html())
+    for name in ("heatmap.js", "head_view.js", "model_view.js"):
+        esm = (STATIC / name).read_text(encoding="utf-8")
         assert "innerHTML" not in esm and "insertAdjacentHTML" not in esm and "textContent" in esm
+    panel.view.value = "heatmap"
 
 
 def test_attention_panel_from_a_tokenizer(xss_model, xss_tokenizer):
@@ -49,7 +62,7 @@ def test_attention_panel_from_a_tokenizer(xss_model, xss_tokenizer):
     for direction in ("A→B", "B→A"):
         panel.direction.value = direction
         panel.view.value = "heatmap"
-        assert_plotly_safe(panel.heatmap, panel.trace.tokens[0])
+        assert_heatmap_safe(panel)
         assert_safe_html(panel.static_html())
 
 
@@ -60,10 +73,9 @@ def test_attention_panel_from_a_trace_with_attached_tokens(pretraining_model):
     recorded.attach_tokens(["[CLS]", "a", XSS, '"quoted"', "[SEP]"])
     panel = AttentionPanel(recorded)
     assert_attention_panel_safe(panel)
-    assert [plotly_shows(label) for label in panel.heatmap.data[0].x] == ["0·[CLS]", "1·a", f"2·{XSS}",
-                                                                          '3·"quoted"', "4·[SEP]"]
+    assert panel.heatmap.col_tokens == ["[CLS]", "a", XSS, '"quoted"', "[SEP]"]
     panel.hide_special.value = True
-    assert_plotly_safe(panel.heatmap, panel.trace.tokens[0])
+    assert_heatmap_safe(panel)
 
 
 @pytest.mark.parametrize("p,mask,random", [(1.0, 0.0, 0.0), (1.0, 1.0, 0.0), (1.0, 0.0, 1.0), (0.5, 0.8, 0.1)])
@@ -90,7 +102,7 @@ def test_workbench_and_every_html_widget(xss_model, xss_tokenizer):
     assert_safe_html(bench.static_html())
     for widget in all_widgets(bench):
         if hasattr(widget, "to_plotly_json"):
-            assert_plotly_safe(widget, bench.attention.trace.tokens[0] if widget is bench.attention.heatmap else None)
+            assert_plotly_safe(widget)
     # a text that fails shows an escaped error, too
     bench.text_box.value = ""
     bench.run()
