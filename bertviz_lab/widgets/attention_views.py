@@ -287,6 +287,20 @@ class HeadView(anywidget.AnyWidget):
         return (_array(self.indices, np.uint16).reshape(shape),
                 _array(self.weights, np.uint8).reshape(shape).astype(np.float64) / 255)
 
+    def strongest(self) -> float:
+        """The largest weight among the shown heads' lines: line opacity is weight ÷ this."""
+        if not self.num_heads or not self.heads or not len(self.query_tokens):
+            return 0.0
+        return float(self.lines()[1][sorted(h for h in self.heads if h < self.num_heads)].max(initial=0.0))
+
+    def note(self) -> str:
+        """How to read the lines (the view shows the same under its title)."""
+        strongest = self.strongest()
+        if not strongest:
+            return ""
+        return (f"line opacity: attention weight ÷ {strongest:.3f} (the strongest line shown); the {self.k} strongest "
+                "keys of each query")
+
     def full_title(self) -> str:
         """The title as the view shows it: layer, pair direction, the heads on."""
         heads = ", ".join(str(h) for h in sorted(self.heads)) or "none (click a head)"
@@ -297,14 +311,18 @@ class HeadView(anywidget.AnyWidget):
         box = self.layout
         row_h, col_w, gap, min_weight = box["row_h"], box["col_w"], box["gap"], box["min_weight"]
         queries, keys = self.query_tokens, self.key_tokens
-        heads = sorted(self.heads)
-        chips_y, top = 30, 52 + box["top"]
-        width = max(col_w * 2 + gap, math.ceil(len(self.full_title()) * 7.6) + 20, 16 + 64 * len(heads))
+        heads = sorted(h for h in self.heads if h < self.num_heads)
+        chips_y, top = 30 + NOTE_FONT + 8, 52 + NOTE_FONT + 8 + box["top"]
+        note, strongest = self.note(), self.strongest()
+        width = max(col_w * 2 + gap, math.ceil(len(self.full_title()) * 7.6) + 20, 16 + 64 * len(heads),
+                    math.ceil(len(note) * 6.4) + 20)
         height = top + max(len(queries), len(keys), 1) * row_h + box["top"]
         parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-head-view" width="{width}" height="{height}" '
                  f'font-family="monospace" font-size="12"><rect width="100%" height="100%" fill="#fff"/>'
                  f'<text class="bvl-title" x="8" y="20" font-size="14" font-family="sans-serif" font-weight="bold">'
-                 f"{escape(self.full_title())}</text>"]
+                 f"{escape(self.full_title())}</text>"
+                 f'<text class="bvl-note" x="8" y="{20 + NOTE_FONT + 6}" font-size="{NOTE_FONT}" '
+                 f'font-family="sans-serif" fill="#555">{escape(note)}</text>']
         for slot, head in enumerate(heads):
             x = 8 + 64 * slot
             parts.append(f'<g class="bvl-head-chip"><rect x="{x}" y="{chips_y}" width="58" height="16" rx="4" '
@@ -313,12 +331,12 @@ class HeadView(anywidget.AnyWidget):
                          "</text></g>")
         index, weight = self.lines() if self.num_heads else (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)))
         parts.append('<g class="bvl-lines">')
-        for head in heads:
+        for head in heads if strongest else ():
             color = escape(self.colors[head % len(self.colors)])
             for q in range(len(queries)):
                 for j in range(self.k):
-                    w = weight[head, q, j]
-                    if w < min_weight:
+                    w = weight[head, q, j] / strongest
+                    if not w >= min_weight:
                         continue
                     y1, y2 = top + (q + 0.5) * row_h, top + (int(index[head, q, j]) + 0.5) * row_h
                     parts.append(f'<line x1="{col_w}" y1="{y1:g}" x2="{col_w + gap}" y2="{y2:g}" stroke="{color}" '
@@ -347,7 +365,7 @@ class ModelView(anywidget.AnyWidget):
     title = traitlets.Unicode("").tag(sync=True)
     hint = traitlets.Unicode("").tag(sync=True)  # what a thumbnail's rows and columns are (its tooltip)
     selected = traitlets.List(traitlets.Int(), default_value=[0, 0]).tag(sync=True)
-    layout = traitlets.Dict({"thumb": 52, "gap": 6, "label_w": 64, "header_h": 20, "top": 30}).tag(sync=True)
+    layout = traitlets.Dict({"thumb": 52, "gap": 6, "label_w": 90, "header_h": 20, "top": 30}).tag(sync=True)
 
     def decoded(self) -> np.ndarray:
         """Thumbnails as weights (L, H, s, s); code 255 (above the shared scale) reads as its top."""
@@ -373,7 +391,7 @@ class ModelView(anywidget.AnyWidget):
                  f'<text class="bvl-title" x="8" y="20" font-size="14" font-weight="bold">{escape(self.title)}</text>'
                  f'<text class="bvl-note" x="8" y="{20 + NOTE_FONT + 6}" font-size="{NOTE_FONT}" fill="#555">'
                  f"{escape(self.hint)}</text>"
-                 f'<text class="bvl-axes-hint" x="{label_w - 8}" y="{top - 6}" text-anchor="end" font-size="11" '
+                 f'<text class="bvl-axes-hint" x="8" y="{top - 6}" font-size="11" '
                  'fill="#555">query ↓ key →</text>']
         for h in range(H):
             parts.append(f'<text class="bvl-head-label" x="{label_w + h * (thumb + gap) + thumb / 2}" y="{top - 6}" '

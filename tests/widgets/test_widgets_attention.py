@@ -279,6 +279,8 @@ def test_head_view_starts_on_the_selected_head_and_chips_choose_heads(pretrainin
     assert view.heads == [2] and view.num_heads == 4 and len(view.colors) == 4  # one head, not all four
     assert len(view.indices) == 4 * T * 8 * 2 and len(view.weights) == 4 * T * 8
     assert view.full_title() == "layer 1 · head 2"
+    strongest = decoded_head_view(view)[1][2].max() / 255  # opacity = weight ÷ the strongest line shown
+    assert view.strongest() == pytest.approx(strongest) and f"÷ {strongest:.3f}" in view.note()
     check_head_view(panel, 1, list(range(T)), list(range(T)))
     changes = []
     panel.on_figure_changed(lambda: changes.append(1))

@@ -30,12 +30,15 @@ function render({ model, el }) {
   const title = document.createElement("div");
   title.className = "bvl-title";
   title.style.cssText = "font: bold 14px system-ui, sans-serif; margin: 4px 0;";
+  const note = document.createElement("div");
+  note.className = "bvl-note";
+  note.style.cssText = "font: 12px system-ui, sans-serif; color: #555;";
   const chips = document.createElement("div");
   chips.className = "bvl-head-legend";
   chips.title = "click: show or hide a head · double click: only this head";
   const scroller = document.createElement("div");
   scroller.style.cssText = "overflow: auto; max-height: 640px;";
-  root.append(title, chips, scroller);
+  root.append(title, note, chips, scroller);
   el.appendChild(root);
 
   function setHeads(heads) {
@@ -85,15 +88,24 @@ function render({ model, el }) {
     scroller.appendChild(svg);
     const lines = svgEl(svg, "g", { class: "bvl-lines" });
     const all = [];
+    // opacity: weight ÷ the strongest line shown, so diffuse heads at long inputs (weights ~1/n) stay visible
+    let strongest = 0;
+    for (const h of shown) {
+      for (let at = h * queries.length * k; at < (h + 1) * queries.length * k && h < numHeads; at++) {
+        strongest = Math.max(strongest, w[at]);
+      }
+    }
+    note.textContent = strongest ? `line opacity: attention weight ÷ ${(strongest / 255).toFixed(3)} (the ` +
+      `strongest line shown); the ${k} strongest keys of each query` : "";
     for (const h of shown) {
       if (h >= numHeads) continue;
       for (let q = 0; q < queries.length; q++) {
         for (let j = 0; j < k; j++) {
-          const at = (h * queries.length + q) * k + j, weight = w[at] / 255;
-          if (weight < minWeight) continue;
+          const at = (h * queries.length + q) * k + j, weight = w[at] / strongest;
+          if (!(weight >= minWeight)) continue;
           const line = svgEl(lines, "line", { x1: colW, y1: top + (q + 0.5) * rowH, x2: colW + gap,
             y2: top + (idx[at] + 0.5) * rowH, stroke: colors[h % colors.length], "stroke-width": 2,
-            "stroke-opacity": weight });
+            "stroke-opacity": weight.toFixed(3) });
           line.dataset.q = q; line.dataset.key = idx[at]; line.dataset.head = h;
           all.push(line);
         }
