@@ -17,7 +17,14 @@ from IPython.core.error import UsageError
 
 from bertviz_lab.magics import BertInspectMagics
 from bertviz_lab.model import BERTForMaskedLM
-from bertviz_lab.widgets import AttentionPanel, Workbench
+from bertviz_lab.widgets import AttentionPanel, Workbench, named_models
+
+
+@pytest.fixture(autouse=True)
+def forget_named_models():
+    """Models loaded by name from this module's temporary caches are not kept for other tests."""
+    yield
+    named_models._load_once.cache_clear()
 
 
 class Shell:

@@ -21,11 +21,18 @@ from bertviz_lab.model import (
     BERTForSequenceClassification,
     BERTForTokenClassification,
 )
-from bertviz_lab.widgets import Workbench, open_view
+from bertviz_lab.widgets import Workbench, named_models, open_view
 from bertviz_lab.widgets.predictions import prediction_html
 
 NER = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC"}
 TEXT = "Ada Lovelace lived in London."
+
+
+@pytest.fixture(autouse=True)
+def forget_named_models():
+    """Models loaded by name from this module's temporary caches are not kept for other tests."""
+    yield
+    named_models._load_once.cache_clear()
 
 
 def tags(html: str) -> list[str]:
