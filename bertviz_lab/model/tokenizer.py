@@ -57,6 +57,8 @@ _CONFIG_KEYS = (
     "model_max_length",
 )
 _SPECIAL_ATTRS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")  # Hugging Face's order
+# transformers writes int(1e30) as model_max_length when a checkpoint sets none: treat it as unset, not as a limit.
+_UNSET_MAX_LENGTH = 10**12
 # What a tokenizer_config.json without these keys means (transformers' BertTokenizer defaults).
 _NORMALIZER_DEFAULTS: dict[str, Any] = {"do_lower_case": True, "strip_accents": None, "tokenize_chinese_chars": True}
 
@@ -152,10 +154,9 @@ def _read_settings(folder: Path) -> dict[str, Any] | None:
             value = value["content"]
         if value is not None or key in config:
             settings[key] = value
-    if settings.get("model_max_length") is not None:
-        settings["model_max_length"] = int(settings["model_max_length"])
-    else:
-        settings.pop("model_max_length", None)
+    limit = settings.pop("model_max_length", None)
+    if limit is not None and int(limit) < _UNSET_MAX_LENGTH:
+        settings["model_max_length"] = int(limit)
     return settings
 
 

@@ -270,6 +270,14 @@ def test_cased_model_stays_cased(monkeypatch, tmp_path):
     assert tokenizer.tokenize("Hello hello") == ["Hello", "hello"] and tokenizer.model_max_length == 128
 
 
+def test_an_unset_model_max_length_is_not_a_limit(tmp_path):
+    cased_vocab(tmp_path)
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": 1000000000000000019884624838656}')
+    tokenizer = BERTTokenizerFast.from_pretrained(tmp_path)  # transformers' int(1e30): "no limit was saved"
+    assert tokenizer.model_max_length == 512
+    assert len(tokenizer.encode("word " * 600, truncation=True)) == 512
+
+
 # errors ----------------------------------------------------------------------------------------------
 def test_not_cached_offline_names_the_cache_and_hf_hub_offline(monkeypatch, tmp_path):
     offline_cache(monkeypatch, tmp_path / "empty")
