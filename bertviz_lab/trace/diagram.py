@@ -94,16 +94,26 @@ def _mermaid_lines(item: Cluster | Node, indent: str, out: list[str]) -> None:
     out.append(f"{indent}end")
 
 
+def mermaid_init(font_size: int) -> str:
+    """Mermaid's init directive setting the diagram's text size (px), understood by every mermaid since 8.x."""
+    if isinstance(font_size, bool) or not isinstance(font_size, int) or font_size < 1:
+        raise ValueError(f"font_size must be a positive int (pixels), got {font_size!r}.")
+    return f'%%{{init: {{"themeVariables": {{"fontSize": "{font_size}px"}}}}}}%%'
+
+
 def to_mermaid(model_or_trace: Trace | nn.Module, input_shape: tuple[int, ...] | None = None, inputs: Any = None,
                depth: int | None = 3, direction: str = "LR", show_shapes: bool = True,
-               collapse_repeats: bool = True) -> MermaidDiagram:
+               collapse_repeats: bool = True, font_size: int | None = None) -> MermaidDiagram:
     """A mermaid flowchart: containers as subgraphs, repeated siblings as `Name x N`, leaves with (in) → (out).
 
     Give a Trace, or a model with input_shape (token ids of zeros for a BERT) or inputs (a tensor, a tuple of
     positional arguments, or a dict of keyword arguments). depth: how many levels of modules to open (None: all).
+    font_size (px) adds an init directive: front ends shrink a diagram wider than the page, so a readable one is
+    narrow too (direction="TB" stacks the modules).
     """
     graph = _graph(model_or_trace, input_shape, inputs, depth, direction, show_shapes, collapse_repeats)
-    out = [f"flowchart {direction}"]
+    out = [mermaid_init(font_size)] if font_size is not None else []
+    out.append(f"flowchart {direction}")
     out.append(f"  {graph.input.id}([{_mermaid_label(graph.input.lines)}])")
     _mermaid_lines(graph.root, "  ", out)
     out.append(f"  {graph.output.id}([{_mermaid_label(graph.output.lines)}])")
@@ -131,37 +141,41 @@ def _dot_label(lines: list[str]):
     return graphviz.nohtml("\\n".join(line.replace("\\", "\\\\") for line in lines if line))
 
 
-def _add_cluster(graph: Any, cluster: Cluster) -> None:
+def _add_cluster(graph: Any, cluster: Cluster, font_size: float) -> None:
     with graph.subgraph(name=f"cluster_{cluster.id}") as sub:
         sub.attr(label=_dot_label([cluster.label]), style="rounded", color="#8888aa", fontname="Helvetica",
-                 fontsize="11")
+                 fontsize=f"{font_size:g}")
         for child in cluster.children:
             if isinstance(child, Node):
                 sub.node(child.id, _dot_label(child.lines))
             else:
-                _add_cluster(sub, child)
+                _add_cluster(sub, child, font_size)
 
 
 def to_graphviz(model_or_trace: Trace | nn.Module, input_shape: tuple[int, ...] | None = None, inputs: Any = None,
                 depth: int | None = 3, direction: str = "LR", show_shapes: bool = True,
-                collapse_repeats: bool = True, check_dot: bool = True):
+                collapse_repeats: bool = True, check_dot: bool = True, font_size: float | None = None):
     """The same graph as to_mermaid as a graphviz.Digraph (clusters for containers); notebooks show it as SVG.
 
     check_dot=False builds the Digraph even where Graphviz's `dot` program is missing (it cannot render then).
+    font_size: the text size of every label in points (default 10 in boxes, 11 on clusters).
     """
     if check_dot:
         graphviz = _require_graphviz()
     else:
         import graphviz
+    if font_size is not None and (isinstance(font_size, bool) or not isinstance(font_size, (int, float))
+                                  or not font_size > 0):
+        raise ValueError(f"font_size must be a positive number (points), got {font_size!r}.")
     graph = _graph(model_or_trace, input_shape, inputs, depth, direction, show_shapes, collapse_repeats)
     dot = graphviz.Digraph(name=graph.root.label.split(":")[0].strip() or "model",
                            graph_attr={"rankdir": "TB" if direction == "TD" else direction, "fontname": "Helvetica"},
                            node_attr={"shape": "box", "style": "rounded,filled", "fillcolor": "#eef2ff",
-                                      "fontname": "Helvetica", "fontsize": "10"},
+                                      "fontname": "Helvetica", "fontsize": f"{font_size or 10:g}"},
                            edge_attr={"color": "#555555"})
     for node in (graph.input, graph.output):
         dot.node(node.id, _dot_label(node.lines), shape="oval", fillcolor="#fff4dd")
-    _add_cluster(dot, graph.root)
+    _add_cluster(dot, graph.root, font_size or 11)
     for a, b in graph.edges:
         dot.edge(a, b)
     return dot

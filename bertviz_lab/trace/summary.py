@@ -55,7 +55,8 @@ class Summary:
         right = {3}  # numbers align right
 
         def line(cells: tuple[str, ...]) -> str:
-            return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+            padded = (c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+            return "  ".join(padded).rstrip()
 
         rule = "=" * max(len(line(r)) for r in table)
         return "\n".join([rule, line(HEADERS), rule, *(line(r) for r in table[1:]), rule, *self._totals(), rule])
@@ -69,12 +70,70 @@ class Summary:
         for row in self.rows:
             module, *rest = row.cells()
             cells = [f'<td style="padding-left:{0.3 + row.depth}em;text-align:left">{esc(module.strip())}</td>']
-            cells += [f'<td style="text-align:{"right" if i == 2 else "left"}">{esc(c)}</td>' for i, c in enumerate(rest)]
+            cells += [f'<td style="text-align:{"right" if i == 2 else "left"}">{esc(c)}</td>'
+                      for i, c in enumerate(rest)]
             body.append("<tr>" + "".join(cells) + "</tr>")
         foot = "<br/>".join(esc(t) for t in self._totals())
         return (f'<table class="bertviz-summary"><caption>{esc(self.model_class)}</caption>'
                 f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
                 f'<tfoot><tr><td colspan="{len(HEADERS)}" style="text-align:left">{foot}</td></tr></tfoot></table>')
+
+
+    def collapsible_html(self, open_depth: int = 0) -> str:
+        """The table as rows that fold: each module with submodules is a <details> (works without scripts), open
+        down to `open_depth`; the model and its top-level modules show, the rest one click away."""
+        esc = html.escape
+        widths = (24, 17, 15, 12, 6)  # em: module (with its indent), class, output shape, parameters, trainable
+
+        def cells(values: tuple[str, ...], depth: int, bold: bool = False) -> str:
+            out = []
+            for i, (value, width) in enumerate(zip(values, widths)):
+                style = f"display:inline-block;box-sizing:border-box;width:{width}em;padding:1px 6px;vertical-align:top"
+                if i == 0:
+                    style += f";padding-left:{0.4 + depth}em;overflow:hidden;text-overflow:ellipsis"
+                if i == 3:
+                    style += ";text-align:right"
+                if bold:
+                    style += ";font-weight:bold"
+                out.append(f'<span style="{style}">{esc(value)}</span>')
+            return "".join(out)
+
+        def block(start: int, end: int) -> list[str]:
+            """Rows start..end-1 (siblings and their descendants, in call order) as HTML."""
+            out, i = [], start
+            while i < end:
+                row, j = self.rows[i], i + 1
+                while j < end and self.rows[j].depth > row.depth:
+                    j += 1
+                module, *rest = row.cells()
+                line = cells((module.strip(), *rest), row.depth)
+                if j > i + 1:
+                    opened = ' open=""' if row.depth < open_depth else ""
+                    out.append(f'<details class="bvl-param-group" data-depth="{row.depth}"{opened}>'
+                               f'<summary class="bvl-param-row" style="cursor:pointer;white-space:nowrap">{line}'
+                               f"</summary>{''.join(block(i + 1, j))}</details>")
+                else:
+                    out.append(f'<div class="bvl-param-row" style="white-space:nowrap;padding-left:1.1em">{line}</div>')
+                i = j
+            return out
+
+        roots, i = [], 0
+        while i < len(self.rows):  # the model's own row stays visible, its top-level modules fold
+            row, j = self.rows[i], i + 1
+            while j < len(self.rows) and self.rows[j].depth > row.depth:
+                j += 1
+            module, *rest = row.cells()
+            roots.append(f'<div class="bvl-param-row bvl-param-root" style="white-space:nowrap;padding-left:1.1em">'
+                         f"{cells((module.strip(), *rest), row.depth, bold=True)}</div>")
+            roots.extend(block(i + 1, j))
+            i = j
+        head = (f'<div class="bvl-param-head" style="white-space:nowrap;padding-left:1.1em;border-bottom:1px solid '
+                f'#ccc">{cells(HEADERS, 0, bold=True)}</div>')
+        foot = "<br/>".join(esc(t) for t in self._totals())
+        return (f'<div class="bvl-param-table" style="font-size:13px;overflow-x:auto">'
+                f'<div style="font-weight:bold;margin:2px 0">{esc(self.model_class)}</div>{head}{"".join(roots)}'
+                f'<div class="bvl-param-totals" style="border-top:1px solid #ccc;margin-top:2px;padding:2px 6px">'
+                f"{foot}</div></div>")
 
 
 def _trainable(call: "Call") -> str:
@@ -99,7 +158,8 @@ def summarize(trace: "Trace", depth: int | None = None, pass_index: int = 0) -> 
             continue
         parent = by_index.get(call.parent) if call.parent is not None else None
         base = parent.path if parent is not None else ""
-        name = call.path[len(base) + 1:] if base and call.path.startswith(base + ".") else (call.path or call.class_name)
+        inside = base and call.path.startswith(base + ".")
+        name = call.path[len(base) + 1:] if inside else (call.path or call.class_name)
         rows.append(SummaryRow(call.depth, name, call.class_name, format_specs(call.outputs) if call.outputs is not None
                                else "?", call.num_params, _trainable(call), call.shares_params))
     tops = [c for c in calls if c.parent is None]

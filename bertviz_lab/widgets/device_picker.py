@@ -9,8 +9,11 @@ import torch
 
 from bertviz_lab.device import DeviceInfo, describe_devices, select_device
 from bertviz_lab.widgets.common import Panel, escape, table
+from bertviz_lab.widgets.export import ExportBar
+from bertviz_lab.widgets.svg import table_svg
 
 DeviceCallback = Callable[[torch.device], None]
+HEADERS = ("device", "available", "detail")
 
 
 def model_memory_bytes(model: torch.nn.Module) -> int:
@@ -43,12 +46,17 @@ class DevicePicker(Panel):
         self.buttons: dict[str, widgets.Button] = {}
         for info in self.devices:
             button = widgets.Button(description=info.label if info.available else f"{info.label} (unavailable)",
-                                    disabled=not info.available, tooltip=info.reason or f"move the model to {info.name}",
+                                    disabled=not info.available,
+                                    tooltip=info.reason or f"move the model to {info.name}",
                                     layout=widgets.Layout(width="auto"))
             button.on_click(lambda _, name=info.name: self.move_to(name))
             self.buttons[info.name] = button
         self.status = widgets.HTML()
-        super().__init__([widgets.HBox(list(self.buttons.values())), self.status])
+        self.export = ExportBar(self, "device")
+        toolbar = widgets.HBox([widgets.Label("move the model to"), *self.buttons.values(), self.export],
+                               layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
+        toolbar.add_class("bvl-toolbar")
+        super().__init__([toolbar, self.status])
         self._refresh()
 
     @property
@@ -82,14 +90,25 @@ class DevicePicker(Panel):
         for name, button in self.buttons.items():
             button.button_style = "primary" if name == current else ""
         self.status.value = self.static_html()
+        self.figure_changed()
+
+    def summary(self) -> str:
+        """'model on cpu: weights 1.2 MiB' (and the CUDA memory allocated there)."""
+        text = f"model on {self._current_name()}: weights {format_bytes(model_memory_bytes(self.model))}"
+        if self.device.type == "cuda":
+            text += f"; CUDA memory allocated {format_bytes(torch.cuda.memory_allocated(self.device))}"
+        return text
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(device, available, detail) per device this machine knows about."""
+        return [(info.name, "yes" if info.available else "no", info.label if info.available else info.reason)
+                for info in self.devices]
 
     def static_html(self) -> str:
-        current = self._current_name()
-        memory = model_memory_bytes(self.model)
-        lines = [f"<b>model on {escape(current)}</b>: weights {escape(format_bytes(memory))}"]
-        if self.device.type == "cuda":
-            allocated = torch.cuda.memory_allocated(self.device)
-            lines.append(f"; CUDA memory allocated {escape(format_bytes(allocated))}")
-        rows = [(info.name, "yes" if info.available else "no", info.label if info.available else info.reason)
-                for info in self.devices]
-        return "<div class='bvl-devices'>" + "".join(lines) + table(["device", "available", "detail"], rows) + "</div>"
+        where, _, rest = self.summary().partition(": ")
+        return (f"<div class='bvl-devices'><b>{escape(where)}</b>: {escape(rest)}"
+                + table(HEADERS, self.rows()) + "</div>")
+
+    def to_svg(self) -> str:
+        """The devices table under the summary line, as SVG."""
+        return table_svg(HEADERS, self.rows(), title=self.summary())

@@ -6,11 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from trace_testlib import parse_mermaid, reachable, tiny_config
 
-from bertviz_lab.model import BERTForPreTraining, bert_for_pre_training_base, create_bert_model
+from bertviz_lab.model import (
+    BERTForPreTraining,
+    bert_for_pre_training_base,
+    create_bert_model,
+)
 from bertviz_lab.trace import MermaidDiagram, to_graphviz, to_mermaid, trace
 from bertviz_lab.trace.diagram import mermaid_escape
-from trace_testlib import parse_mermaid, reachable, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +50,8 @@ def test_mermaid_of_bert_base_has_lucids_structure(base_trace):
     assert "(1,8,30522)" in chart.nodes[output][0] and "(1,2)" in chart.nodes[output][0]
     assert "input_ids: (1,8)" in chart.nodes[chart.node_id("input")][0]
     decoder = chart.node_id("decoder")
-    assert {(decoder, output), (nsp, output), (chart.node_id("input"), chart.node_id("Embedding x 3"))} <= set(chart.edges)
+    embedding = chart.node_id("Embedding x 3")
+    assert {(decoder, output), (nsp, output), (chart.node_id("input"), embedding)} <= set(chart.edges)
     assert (chart.node_id("Tanh"), nsp) in chart.edges  # NSP reads the pooled state, the MLM head the sequence
     assert (chart.node_id("BERTLayer x 12"), chart.node_id("BERTPredictionHeadTransform")) in chart.edges
     assert reachable(chart, chart.node_id("input")) == set(chart.nodes)  # connected from the input on
@@ -72,6 +77,21 @@ def test_graphviz_renders_svg(base_trace):
     assert svg.count('class="cluster"') == 7  # the model, bert, embeddings, encoder, pooler, cls, predictions
 
 
+def test_font_size_options(base_trace):
+    """A font size for the rendered text: mermaid's init directive (the first line), graphviz's fontsize."""
+    diagram = to_mermaid(base_trace, direction="TB", depth=2, font_size=16)
+    first, rest = diagram.source.split("\n", 1)
+    assert first == '%%{init: {"themeVariables": {"fontSize": "16px"}}}%%'
+    assert rest == to_mermaid(base_trace, direction="TB", depth=2).source  # the chart itself is unchanged
+    with pytest.raises(ValueError, match="font_size"):
+        to_mermaid(base_trace, font_size=0)
+    dot = to_graphviz(base_trace, font_size=14, check_dot=False).source
+    assert "fontsize=14" in dot and "fontsize=10" not in dot and "fontsize=11" not in dot
+    assert "fontsize=10" in to_graphviz(base_trace, check_dot=False).source  # the default as before
+    with pytest.raises(ValueError, match="font_size"):
+        to_graphviz(base_trace, font_size=-1, check_dot=False)
+
+
 def test_missing_dot_says_to_install_graphviz(base_trace, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="install Graphviz"):
@@ -83,7 +103,8 @@ def test_depth_collapse_and_shapes_options():
     torch.manual_seed(0)
     model = BERTForPreTraining(tiny_config()).eval()
     everything = parse_mermaid(str(to_mermaid(model, input_shape=(2, 5), depth=None)))
-    assert everything.node_id("qkv") and "intermediate: BERTIntermediate" in [s for s, _ in everything.subgraphs.values()]
+    labels = [s for s, _ in everything.subgraphs.values()]
+    assert everything.node_id("qkv") and "intermediate: BERTIntermediate" in labels
     outputs = [sid for sid, (label, _) in everything.subgraphs.items() if label == "output: BERTOutput"]
     ffn_out = outputs[1]  # layer 0: attention.output first, then the feed-forward's output
     last_norm = next(i for i, (label, parents) in everything.nodes.items()
@@ -113,7 +134,8 @@ def test_dict_outputs_keyword_inputs_and_plain_modules():
     torch.manual_seed(0)
     model = create_bert_model(vocab_size=100, max_seq_length=16, d_model=32, num_heads=4, d_ff=64, num_layers=2)
     ids = torch.randint(0, 100, (2, 6))
-    chart = parse_mermaid(str(to_mermaid(model.eval(), inputs={"input_ids": ids, "segment_ids": torch.zeros_like(ids)})))
+    inputs = {"input_ids": ids, "segment_ids": torch.zeros_like(ids)}
+    chart = parse_mermaid(str(to_mermaid(model.eval(), inputs=inputs)))
     output = chart.nodes[chart.node_id("output")][0]
     assert "mlm_logits: (2,6,100)" in output and "pooled_output: (2,32)" in output
     assert "segment_ids: (2,6)" in chart.nodes[chart.node_id("input")][0]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from trace_testlib import padded_batch, tiny_config
 
 from bertviz_lab.model import BERTForPreTraining
 from bertviz_lab.trace import Summary, trace
-from trace_testlib import padded_batch, tiny_config
 
 
 @pytest.fixture
@@ -61,3 +61,22 @@ def test_html_is_escaped():
     html = t.summary()._repr_html_()
     assert "Odd&lt;b&gt;&amp;Name" in html and "<b>" not in html
     assert "Odd<b>&Name" in str(t.summary())
+
+
+def test_collapsible_html_folds_every_module_with_submodules(pretraining_summary):
+    import xml.etree.ElementTree as ET
+
+    _, t = pretraining_summary
+    summary = t.summary()
+    root = ET.fromstring(summary.collapsible_html().replace("<br/>", " "))
+    rows = [e for e in root.iter() if "bvl-param-row" in (e.get("class") or "")]
+    assert len(rows) == len(summary.rows)
+    first_cells = [next(e.iter("span")).text for e in rows]
+    assert first_cells == [row.module for row in summary.rows]  # every row, in call order
+    groups = list(root.iter("details"))
+    parents = [row for i, row in enumerate(summary.rows[:-1]) if summary.rows[i + 1].depth > row.depth]
+    assert len(groups) == len(parents) - 1  # all but the model's own row, which stays visible
+    assert not [g for g in groups if "open" in g.attrib]
+    opened = ET.fromstring(summary.collapsible_html(open_depth=2).replace("<br/>", " "))
+    assert {g.get("data-depth") for g in opened.iter("details") if "open" in g.attrib} == {"1"}
+    assert "Total params" in summary.collapsible_html()

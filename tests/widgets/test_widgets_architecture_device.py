@@ -1,7 +1,11 @@
-"""ArchitecturePanel (mermaid / graphviz diagram, depth, collapse, shapes, parameter table) and DevicePicker (exactly the
-available devices, disabled ones with the reason, moves and callbacks, clear errors)."""
+"""ArchitecturePanel (mermaid / graphviz diagram, depth, collapse, shapes, folding parameter table, export) and
+DevicePicker (exactly the available devices, disabled ones with the reason, moves and callbacks, errors, export)."""
 
 from __future__ import annotations
+
+import shutil
+import struct
+import xml.etree.ElementTree as ET
 
 import graphviz
 import pytest
@@ -10,22 +14,23 @@ import torch
 from bertviz_lab.device import available_devices, describe_devices
 from bertviz_lab.trace import MermaidDiagram
 from bertviz_lab.widgets import ArchitecturePanel, DevicePicker
-from bertviz_lab.widgets.architecture_panel import example_inputs
+from bertviz_lab.widgets.architecture_panel import STATIC, example_inputs
 from bertviz_lab.widgets.device_picker import format_bytes, model_memory_bytes
-from widgets_testlib import parse_html
 
 
 # ArchitecturePanel ---------------------------------------------------------------------------------------
 @pytest.fixture
 def architecture(pretraining_model) -> ArchitecturePanel:
-    return ArchitecturePanel(pretraining_model)
+    return ArchitecturePanel(pretraining_model, renderer="mermaid")
 
 
 def test_mermaid_diagram_of_a_tiny_pretraining_bert(architecture):
     diagram = architecture.diagram()
     assert isinstance(diagram, MermaidDiagram)
     text = str(diagram)
-    assert text.startswith("flowchart")
+    init, flowchart = text.split("\n", 1)
+    assert init == '%%{init: {"themeVariables": {"fontSize": "16px"}}}%%'  # readable text as rendered
+    assert flowchart.startswith("flowchart TB")  # top to bottom: narrow enough not to be shrunk
     for part in ("BERTForPreTraining", "embeddings: BERTEmbeddings", "encoder: BERTEncoder", "BERTLayer x 3",
                  "layer.0-2", "pooler: BERTPooler", "cls: BERTPreTrainingHeads", "predictions", "seq_relationship",
                  "(1,8) → (1,8,128)", "(1,8,128) → (1,8,30522)", "(1,128) → (1,2)", "-->"):
@@ -61,16 +66,69 @@ def test_graphviz_renderer(architecture):
         ArchitecturePanel(architecture.model, renderer="svg")
 
 
-def test_parameter_table_and_static_fallback(architecture, pretraining_model):
+def test_parameter_table_is_collapsed_to_the_top_levels(architecture, pretraining_model):
     table = architecture.table.value
-    parsed = parse_html(table)
-    assert parsed.tags.count("table") == 1 and "tr" in parsed.tags
     total = sum(p.numel() for p in pretraining_model.parameters())
     assert f"{total:,}" in table and "BERTLayer" in table and "(1,8,30522)" in table
+    root = ET.fromstring(table.replace("<br/>", " "))
+    groups = list(root.iter("details"))
+    assert groups and not [g for g in groups if "open" in g.attrib]  # every module with submodules folds
+    hidden = {id(row) for group in groups for row in group.iter() if row is not group[0]}
+    visible = [row for row in root.iter() if "bvl-param-row" in (row.get("class") or "") and id(row) not in hidden]
+    names = [next(span for span in row.iter("span")).text for row in visible]
+    assert names == ["BERTForPreTraining", "bert", "cls"]  # the model and its top-level modules
+    rows = architecture.trace.summary().rows
+    assert len([r for r in root.iter() if "bvl-param-row" in (r.get("class") or "")]) == len(rows)
+    assert [int(g.get("data-depth")) for g in groups if g.get("data-depth") == "1"] == [1, 1]
+    assert "<script" not in table
+
+
+def test_static_fallback_draws_graphviz_or_shows_the_mermaid_source(architecture, pretraining_model, monkeypatch):
     static = architecture._repr_mimebundle_()["text/html"]
-    assert static == architecture.static_html()
-    assert "<pre class='mermaid'>flowchart" in static and "&lt;br/&gt;" in static and f"{total:,}" in static
-    assert "<script" not in static
+    assert static == architecture.static_html() and "<script" not in static
+    total = sum(p.numel() for p in pretraining_model.parameters())
+    assert f"{total:,}" in static and "bvl-param-table" in static
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    architecture._svg_cache.clear()
+    without_dot = architecture.static_html()
+    assert "install Graphviz" in without_dot and "<pre class='mermaid'>%%{init" in without_dot
+    assert "&lt;br/&gt;" in without_dot
+    with pytest.raises(FileNotFoundError, match="Graphviz"):
+        architecture.to_svg()
+
+
+@pytest.mark.needs_program("dot")
+def test_graphviz_svg_export_and_view(pretraining_model, tmp_path):
+    panel = ArchitecturePanel(pretraining_model)
+    assert panel.renderer.value == "graphviz"  # the default where dot exists: fit, zoom and pan
+    assert panel.graph_view.layout.display is None and panel.diagram_output.layout.display == "none"
+    view = panel.graph_view
+    assert view.svg.startswith("<svg") and "BERTLayer x 3" in view.svg and 'viewBox="' in view.svg
+    assert (view.zoom, view.font_size, view.min_font_px) == (1.0, 14.0, 12.0)
+    svg = panel.to_svg()
+    root = ET.fromstring(svg)
+    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert texts[0] == "BERTForPreTraining · depth 3 · repeats collapsed · shapes"
+    assert "BERTLayer x 3" in texts and any("(1,8,128) → (1,8,30522)" in t for t in texts)
+    font_sizes = {float(t.get("font-size")) for t in root.iter("{http://www.w3.org/2000/svg}text")
+                  if t.get("font-family", "").startswith("Helvetica")}
+    assert font_sizes == {14.0}  # every label in 14 pt, which the view shows at 12 px or more
+    png = panel.save(tmp_path / "architecture.png", scale=2)
+    width, height = float(root.get("width")), float(root.get("height"))
+    assert struct.unpack(">II", png.read_bytes()[16:24]) == (round(width * 2), round(height * 2))
+    panel.depth.value = 1
+    assert "BERTLayer" not in panel.graph_view.svg
+    esm = (STATIC / "architecture.js").read_text()
+    assert "innerHTML" not in esm and 'createElement("img")' in esm  # the SVG shown as an image: inert
+
+
+def test_missing_dot_falls_back_to_mermaid_and_says_so(pretraining_model, monkeypatch):
+    import bertviz_lab.trace.diagram as diagram
+
+    monkeypatch.setattr(diagram.shutil, "which", lambda name: None)
+    panel = ArchitecturePanel(pretraining_model, renderer="graphviz")
+    assert "Graphviz" in panel.error.value and "mermaid instead" in panel.error.value
+    assert panel.diagram_output.layout.display is None and panel.graph_view.layout.display == "none"
 
 
 def test_new_inputs_are_traced_again(architecture, pretraining_model):
@@ -111,8 +169,8 @@ def test_moving_calls_back_with_the_device(backbone):
     assert picker.buttons["cpu"].button_style == "primary"
     assert next(backbone.parameters()).device.type == "cpu"
     memory = model_memory_bytes(backbone)
-    assert memory == sum(t.numel() * t.element_size() for t in {id(t): t for t in
-                                                                 [*backbone.parameters(), *backbone.buffers()]}.values())
+    tensors = {id(t): t for t in [*backbone.parameters(), *backbone.buffers()]}.values()
+    assert memory == sum(t.numel() * t.element_size() for t in tensors)
     assert f"weights {format_bytes(memory)}" in picker.status.value and "model on cpu" in picker.status.value
     assert picker._repr_mimebundle_()["text/html"] == picker.static_html()
 
@@ -128,6 +186,19 @@ def test_unavailable_devices_raise_naming_the_available_ones(backbone, name):
     message = str(error.value)
     assert name in message and all(device in message for device in available_devices())
     assert seen == [] and next(backbone.parameters()).device.type == "cpu"
+
+
+def test_device_summary_exports_as_an_svg_table(backbone, tmp_path):
+    picker = DevicePicker(backbone)
+    svg = picker.to_svg()
+    root = ET.fromstring(svg)
+    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert texts[0] == picker.summary() and texts[0].startswith("model on cpu: weights ")
+    assert texts[1:4] == ["device", "available", "detail"]
+    for info in describe_devices():
+        assert info.name in texts and (info.label if info.available else info.reason) in texts
+    png = picker.save(tmp_path / "devices.png")
+    assert struct.unpack(">II", png.read_bytes()[16:24]) == (int(root.get("width")), int(root.get("height")))
 
 
 def test_format_bytes():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import struct
 import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -21,7 +20,7 @@ from bertviz_lab.train import (
     synthetic_to_training_batch,
 )
 from bertviz_lab.widgets import LossCurves, TrainingPanel
-from bertviz_lab.widgets.loss_curves import CHARTS, KEYS, SERIES, downsample, downsample_points
+from bertviz_lab.widgets.loss_curves import CHARTS, KEYS, SERIES, STATIC, downsample, downsample_points
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
@@ -222,7 +221,7 @@ def test_svg_has_titles_axis_titles_legends_and_the_status(tmp_path):
     x, y = curves.drawn("train_nsp_loss")
     assert x.tolist() == list(range(1, 13))
     np.testing.assert_allclose(y, [r.train_nsp_loss for r in trainer.history], rtol=1e-6)
-    esm = curves.chart._esm if isinstance(curves.chart._esm, str) else Path(curves.chart._esm).read_text()
+    esm = (STATIC / "loss_curves.js").read_text()
     assert "textContent" in esm and "innerHTML" not in esm
 
 
