@@ -69,6 +69,7 @@ class Workbench(Panel):
         self.masking = MaskingPreview(self.tokenizer, text, model=self.model, text_b=text_b)
         self.architecture = ArchitecturePanel(self.model, inputs=self._inputs(text, text_b))
         self.training = TrainingPanel()
+        self.masking.offer_model_from(self.training.ensure_trainer)  # a model with an MLM head, on request
         self.device = DevicePicker(self.model, on_change=self._rerun)
         self.tabs = widgets.Tab(children=[self.attention, self.masking, self.architecture, self.training, self.device])
         for index, title in enumerate(("Attention", "Masking", "Architecture", "Training", "Device")):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from html import unescape
+
 import numpy as np
 import pytest
 import torch
@@ -134,3 +136,30 @@ def test_open_view_errors(pretraining_model, tokenizer):
         open_view(pretraining_model, tokenizer, "text", view="attention", layer=5)
     with pytest.raises(ValueError, match="cuda:9"):
         open_view(pretraining_model, tokenizer, "text", view="device", device="cuda:9")
+
+
+SMALL_RUN = {"data": {"corpus": "builtin", "tokenizer": "minilm", "sequence_length": 32, "batch_size": 8},
+             "model": {"preset": "tiny", "dim_model": 32, "num_heads": 2, "dim_ff": 64, "num_layers": 1},
+             "training": {"steps": 3, "eval_interval": 0, "device": "cpu"},
+             "logging": {"progress": False, "log_interval": 0}}
+
+
+def test_the_masking_tab_takes_the_training_tabs_model(backbone, tokenizer):
+    bench = Workbench(backbone, tokenizer, text="The cat sat on the mat.", text_b="It was warm.")
+    bench.training.run_config = SMALL_RUN
+    masking = bench.masking
+    assert masking.predictions == [] and masking.offer.layout.display is None  # no MLM head: the offer shows
+    assert bench.training.trainer is None  # nothing built before the click
+    masking.take_button.click()
+    trainer = bench.training.trainer
+    assert trainer is not None and masking.trainer is trainer and bench.training.curves.trainer is trainer
+    assert masking.tokenizer is trainer.tokenizer and masking.predictions and masking.next_sentence is not None
+    assert masking.offer.layout.display == "none"
+    bench.training.start_button.click()  # trains in the background; the masking tab refreshes as it goes
+    assert trainer.join(timeout=120) and trainer.step == 3
+    assert "Training tab's model (step 3 of 3)" in unescape(masking.view.value)
+    for name, value in trainer.model.state_dict().items():
+        assert torch.equal(masking.model.state_dict()[name], value), name
+    bench.text_box.value = "Dogs bark at night."
+    bench.run()  # the new text reaches the masking tab, read with the training run's tokenizer
+    assert bench.error.value == "" and masking.text == "Dogs bark at night." and masking.predictions
