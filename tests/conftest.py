@@ -3,10 +3,16 @@ and the system programs some tests need (skipped with the install command where 
 
 from __future__ import annotations
 
-import pytest
-import torch
+import os
 
-from system_programs import PROGRAMS, REQUIRE_ENV, required
+# Tests never reach the network: every checkpoint is a local folder or a Hub cache a test lays out. Set for the whole
+# session before anything imports huggingface_hub, so no test depends on which file happened to be imported first.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from system_programs import PROGRAMS, REQUIRE_ENV, required  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):

