@@ -49,6 +49,11 @@ class HeadsShown:
         return tuple(range(self._view.num_heads))
 
 
+def _labelled(text: str, control: widgets.Widget) -> widgets.HBox:
+    """A label beside its control (a ToggleButtons' own description is drawn above its buttons)."""
+    return widgets.HBox([widgets.Label(text), control], layout=widgets.Layout(align_items="center", width="auto"))
+
+
 def _toolbar(*controls: widgets.Widget) -> widgets.HBox:
     return widgets.HBox(list(controls), layout=widgets.Layout(flex_flow="row wrap", align_items="center",
                                                               grid_gap="4px 16px"))
@@ -73,19 +78,18 @@ class AttentionPanel(Panel):
                 raise TypeError("AttentionPanel needs a Trace, or a model, a tokenizer and a text.")
             trace = trace_text(model, tokenizer, text, text_b)
         self.text, self.text_b = text, text_b
-        self.view = widgets.ToggleButtons(options=VIEWS, value=view, description="view", style=_COMPACT)
+        self.view = widgets.ToggleButtons(options=VIEWS, value=view, style=_COMPACT)
         self.layer = widgets.Dropdown(description="layer", style=_LABEL, layout=widgets.Layout(width="auto"))
         self.head = widgets.Dropdown(description="head", style=_LABEL, layout=widgets.Layout(width="auto"))
-        self.aggregation = widgets.ToggleButtons(options=D.AGGREGATIONS, value=aggregation, description="show",
-                                                 style=_COMPACT)
-        self.direction = widgets.ToggleButtons(options=D.DIRECTIONS, value="all", description="pair", style=_COMPACT)
-        self.scale = widgets.ToggleButtons(options=SCALE_OPTIONS, value=scale, description="colour scale",
-                                           style=_COMPACT, tooltips=["one scale for the whole matrix",
-                                                                     "each query row scaled to its own max",
-                                                                     "log10, four decades below the max"])
-        self.special = widgets.ToggleButtons(options=D.SPECIAL_MODES, value=special, description="[CLS]/[SEP]",
-                                             style=_COMPACT, tooltips=["in the colour scale", "left out of the "
-                                                                       "colour scale (shown saturated)", "not shown"])
+        self.aggregation = widgets.ToggleButtons(options=D.AGGREGATIONS, value=aggregation, style=_COMPACT)
+        self.direction = widgets.ToggleButtons(options=D.DIRECTIONS, value="all", style=_COMPACT)
+        self.scale = widgets.ToggleButtons(
+            options=SCALE_OPTIONS, value=scale, style=_COMPACT,
+            tooltips=["one scale for the whole matrix", "each query row scaled to its own max",
+                      "log10, four decades below the max"])
+        self.special = widgets.ToggleButtons(
+            options=D.SPECIAL_MODES, value=special, style=_COMPACT,
+            tooltips=["in the colour scale", "left out of the colour scale (shown saturated)", "not shown"])
         # the head view has no colour scale: its one [CLS]/[SEP] choice is to hide them (kept in step with `special`)
         self.hide_special = widgets.Checkbox(value=special == "hide", description="hide [CLS]/[SEP]", indent=False,
                                              layout=widgets.Layout(width="auto"))
@@ -99,10 +103,15 @@ class AttentionPanel(Panel):
         self.model_view.observe(self._open_thumbnail, names="selected")
         self.head_view.observe(lambda _: self._head_view_changed(), names="heads")
         self.export_bar = ExportBar(self, "attention")
+        self.labelled = {control: _labelled(text, control) for control, text in (
+            (self.view, "view"), (self.aggregation, "show"), (self.direction, "pair"), (self.scale, "colour scale"),
+            (self.special, "[CLS]/[SEP]"))}
+        aggregation_, direction_, scale_, special_ = (self.labelled[c] for c in (self.aggregation, self.direction,
+                                                                                  self.scale, self.special))
         self.toolbars = {
-            "heatmap": _toolbar(self.layer, self.head, self.aggregation, self.direction, self.scale, self.special),
-            "head view": _toolbar(self.layer, self.direction, self.hide_special),
-            "model view": _toolbar(self.special),
+            "heatmap": _toolbar(self.layer, self.head, aggregation_, direction_, scale_, special_),
+            "head view": _toolbar(self.layer, direction_, self.hide_special),
+            "model view": _toolbar(special_),
         }
         self.toolbar = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap", align_items="center",
                                                           grid_gap="4px 24px"))
@@ -110,7 +119,7 @@ class AttentionPanel(Panel):
         self.slots = {name: widgets.Box([view_widget]) for name, view_widget in
                       zip(VIEWS, (self.heatmap, self.head_view, self.model_view))}
         self.stage = widgets.VBox(list(self.slots.values()))
-        super().__init__([self.view, self.toolbar, self.message, self.stage])
+        super().__init__([self.labelled[self.view], self.toolbar, self.message, self.stage])
         self._suspended = False
         self.set_trace(trace, layer=layer, head=head)
         for control in (self.view, self.layer, self.aggregation, self.direction, self.scale, self.special):

@@ -223,17 +223,28 @@ def test_hover_gets_the_exact_weight_from_the_kernel(pair_panel):
 # toolbars -----------------------------------------------------------------------------------------------
 def test_each_view_has_a_toolbar_with_the_controls_that_apply(pair_panel):
     panel = pair_panel
-    expected = {"heatmap": [panel.layer, panel.head, panel.aggregation, panel.direction, panel.scale, panel.special],
-                "head view": [panel.layer, panel.direction, panel.hide_special],
-                "model view": [panel.special]}
+    expected = {"heatmap": [("layer", panel.layer), ("head", panel.head), ("show", panel.aggregation),
+                            ("pair", panel.direction), ("colour scale", panel.scale), ("[CLS]/[SEP]", panel.special)],
+                "head view": [("layer", panel.layer), ("pair", panel.direction),
+                              ("hide [CLS]/[SEP]", panel.hide_special)],
+                "model view": [("[CLS]/[SEP]", panel.special)]}
+
+    def labelled(item: widgets.Widget) -> tuple[str, widgets.Widget]:
+        """A control with its label beside it: a Label then the control in one row, or the control's own
+        description where ipywidgets draws it beside (dropdown, checkbox)."""
+        if isinstance(item, widgets.HBox):
+            label, control = item.children
+            assert isinstance(label, widgets.Label) and not control.description
+            return label.value, control
+        assert isinstance(item, (widgets.Dropdown, widgets.Checkbox))
+        return item.description, item
+
     for view, controls in expected.items():
         panel.view.value = view
         bar, export = panel.toolbar.children
-        assert list(bar.children) == controls and export is panel.export_bar
+        assert [labelled(item) for item in bar.children] == controls and export is panel.export_bar
         assert panel.toolbar in panel.children
-        for control in controls:  # each with its label beside it (a checkbox's label is beside it anyway)
-            assert control.description
-            assert control is panel.hide_special or control.style.description_width == "initial"
+    assert labelled(panel.children[0]) == ("view", panel.view)
     assert panel.export_bar.name == "attention-model-view"
     panel.view.value = "head view"
     assert panel.export_bar.name == "attention-head-view-layer0"
