@@ -44,7 +44,7 @@ def png(codes: np.ndarray, palette: np.ndarray) -> bytes:
     rows = np.concatenate([np.zeros((height, 1), np.uint8), codes], axis=1)  # filter byte 0 before each row
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 3, 0, 0, 0))
             + chunk(b"PLTE", np.ascontiguousarray(palette, dtype=np.uint8).tobytes())
-            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 9)) + chunk(b"IEND", b""))
+            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)) + chunk(b"IEND", b""))
 
 
 def short_token(token: str) -> str:
@@ -333,14 +333,16 @@ class HeadView(anywidget.AnyWidget):
         parts.append('<g class="bvl-lines">')
         for head in heads if strongest else ():
             color = escape(self.colors[head % len(self.colors)])
+            parts.append(f'<g stroke="{color}" stroke-width="2">')
             for q in range(len(queries)):
                 for j in range(self.k):
                     w = weight[head, q, j] / strongest
                     if not w >= min_weight:
                         continue
                     y1, y2 = top + (q + 0.5) * row_h, top + (int(index[head, q, j]) + 0.5) * row_h
-                    parts.append(f'<line x1="{col_w}" y1="{y1:g}" x2="{col_w + gap}" y2="{y2:g}" stroke="{color}" '
-                                 f'stroke-width="2" stroke-opacity="{w:.3f}"/>')
+                    parts.append(f'<line x1="{col_w}" y1="{y1:g}" x2="{col_w + gap}" y2="{y2:g}" '
+                                 f'stroke-opacity="{w:.3f}"/>')
+            parts.append("</g>")
         parts.append("</g>")
         for side, tokens, x, anchor in (("query", queries, col_w - 6, "end"), ("key", keys, col_w + gap + 6, "start")):
             for i, token in enumerate(tokens):
