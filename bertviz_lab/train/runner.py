@@ -257,6 +257,7 @@ class BertRunner:
     def run(self) -> dict[str, Any]:
         """Build everything, train, evaluate on the held-out data, return the results (see the class docstring)."""
         trainer = self.build_trainer()
+        level = logger.level
         handler = self._log_to_file()
         try:
             steps_before = trainer.step
@@ -266,6 +267,7 @@ class BertRunner:
             final = trainer.evaluate() if self.test_data else {}
             return self._results(final, seconds, trainer.step - steps_before, self.train_data, self.test_data)
         finally:
+            logger.setLevel(level)  # logging.level is this run's, not the process's
             if handler is not None:
                 logger.removeHandler(handler)
                 handler.close()
