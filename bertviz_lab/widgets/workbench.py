@@ -75,6 +75,9 @@ class Workbench(Panel):
         for index, title in enumerate(("Attention", "Masking", "Architecture", "Training", "Device")):
             self.tabs.set_title(index, title)
         self.tabs.selected_index = TABS.index(tab)
+        for panel in self.panels().values():
+            panel.on_figure_changed(self.figure_changed)
+        self.tabs.observe(lambda _: self.figure_changed(), names="selected_index")
         self.run_button.on_click(lambda _: self.run())
         header = widgets.VBox([widgets.HBox([self.text_box, self.run_button]), self.text_b_box, self.error,
                                self.predictions])
@@ -103,9 +106,20 @@ class Workbench(Panel):
         self.masking.update()
         self.architecture.rerun()
 
+    def panels(self) -> dict[str, Panel]:
+        """The tabs' panels by tab name."""
+        return dict(zip(TABS, self.tabs.children))
+
     def static_html(self) -> str:
-        return ("<div class='bvl-workbench'>" + f"<p><b>text</b>: {escape(self.text_box.value)}</p>"
-                + self.predictions.value + self.attention.static_html() + self.masking.static_html() + "</div>")
+        """Every tab's static figure, one section each, the selected tab's open (no scripts needed)."""
+        selected = TABS[self.tabs.selected_index or 0]
+        sections = "".join(
+            f"<details class='bvl-tab' data-tab='{name}'{' open' if name == selected else ''}>"
+            f"<summary><b>{name.capitalize()}</b></summary>{panel.static_copy.html()}</details>"
+            for name, panel in self.panels().items())
+        text = escape(self.text_box.value) + (f" · <b>B</b>: {escape(self.text_b_box.value)}"
+                                               if self.text_b_box.value.strip() else "")
+        return f"<div class='bvl-workbench'><p><b>text</b>: {text}</p>{self.predictions.value}{sections}</div>"
 
 
 def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,

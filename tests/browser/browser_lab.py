@@ -95,8 +95,10 @@ class LabServer:
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
             "--ServerApp.terminals_enabled=False", "--LabApp.expose_app_in_browser=True",
+            "--JupyterNotebookApp.expose_app_in_browser=True",  # Notebook 7 pages on the same server
             # The overrides live in the private data dir, not in the installed Lab's settings folder.
             f"--LabApp.app_settings_dir={self.base / 'data' / 'lab' / 'settings'}",
+            f"--JupyterNotebookApp.app_settings_dir={self.base / 'data' / 'lab' / 'settings'}",
         ]
         log = open(self.log_path, "wb")
         try:
