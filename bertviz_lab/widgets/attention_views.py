@@ -120,7 +120,7 @@ def heatmap_svg(state: dict[str, Any], values: np.ndarray | None = None) -> str:
 
     values, the exact weights, become each cell's tooltip where cells are drawn one by one.
     """
-    box = state["layout"]
+    box = state["geometry"]
     rows, cols = len(state["row_tokens"]), len(state["col_tokens"])
     codes = np.frombuffer(bytes(state["codes"]), dtype=np.uint8).reshape(rows, cols)
     palette = np.frombuffer(bytes(state["palette"]), dtype=np.uint8).reshape(256, 3)
@@ -195,7 +195,7 @@ class HeatmapView(anywidget.AnyWidget):
     bar_title = traitlets.Unicode("attention weight").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     note = traitlets.Unicode("").tag(sync=True)
-    layout = traitlets.Dict().tag(sync=True)  # heatmap_layout(): the same pixel positions as the SVG
+    geometry = traitlets.Dict().tag(sync=True)  # heatmap_layout(): the same pixel positions as the SVG
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -225,7 +225,7 @@ class HeatmapView(anywidget.AnyWidget):
             self.row_ticks, self.col_ticks = [list(t) for t in row_ticks], [list(t) for t in col_ticks]
             self.bar_ticks, self.bar_title = [list(t) for t in bar_ticks], bar_title
             self.title, self.note = title, note
-            self.layout = heatmap_layout(rows, cols, row_ticks, col_ticks, title, note, bar_ticks)
+            self.geometry = heatmap_layout(rows, cols, row_ticks, col_ticks, title, note, bar_ticks)
 
     def encoded(self) -> D.HeatmapCodes:
         """The synced state as HeatmapCodes, exactly what the front end holds."""
@@ -256,7 +256,7 @@ class HeatmapView(anywidget.AnyWidget):
     def to_svg(self) -> str:
         """The figure on screen as a standalone SVG document (cells exact to the colour, tooltips exact)."""
         state = {name: getattr(self, name) for name in (
-            "codes", "palette", "layout", "row_tokens", "col_tokens", "row_positions", "col_positions", "row_ticks",
+            "codes", "palette", "geometry", "row_tokens", "col_tokens", "row_positions", "col_positions", "row_ticks",
             "col_ticks", "title", "note", "bar_ticks", "bar_title")}
         exact = self.values if self.values.shape == (len(self.row_tokens), len(self.col_tokens)) else None
         return heatmap_svg(state, exact)
@@ -279,7 +279,7 @@ class HeadView(anywidget.AnyWidget):
     indices = traitlets.Bytes(b"").tag(sync=True)  # uint16 (num_heads, queries, k), positions in key_tokens
     weights = traitlets.Bytes(b"").tag(sync=True)  # uint8 (num_heads, queries, k), 255 = probability 1
     title = traitlets.Unicode("").tag(sync=True)
-    layout = traitlets.Dict({"row_h": 18, "col_w": 150, "gap": 180, "top": 8, "min_weight": 0.01}).tag(sync=True)
+    geometry = traitlets.Dict({"row_h": 18, "col_w": 150, "gap": 180, "top": 8, "min_weight": 0.01}).tag(sync=True)
 
     def lines(self) -> tuple[np.ndarray, np.ndarray]:
         """Decoded (indices, weights 0..1), each (num_heads, queries, k)."""
@@ -308,7 +308,7 @@ class HeadView(anywidget.AnyWidget):
 
     def to_svg(self) -> str:
         """The head view as a standalone SVG document: chips of the shown heads, token columns, lines."""
-        box = self.layout
+        box = self.geometry
         row_h, col_w, gap, min_weight = box["row_h"], box["col_w"], box["gap"], box["min_weight"]
         queries, keys = self.query_tokens, self.key_tokens
         heads = sorted(h for h in self.heads if h < self.num_heads)
@@ -367,7 +367,7 @@ class ModelView(anywidget.AnyWidget):
     title = traitlets.Unicode("").tag(sync=True)
     hint = traitlets.Unicode("").tag(sync=True)  # what a thumbnail's rows and columns are (its tooltip)
     selected = traitlets.List(traitlets.Int(), default_value=[0, 0]).tag(sync=True)
-    layout = traitlets.Dict({"thumb": 52, "gap": 6, "label_w": 90, "header_h": 20, "top": 30}).tag(sync=True)
+    geometry = traitlets.Dict({"thumb": 52, "gap": 6, "label_w": 90, "header_h": 20, "top": 30}).tag(sync=True)
 
     def decoded(self) -> np.ndarray:
         """Thumbnails as weights (L, H, s, s); code 255 (above the shared scale) reads as its top."""
@@ -377,7 +377,7 @@ class ModelView(anywidget.AnyWidget):
 
     def to_svg(self) -> str:
         """The model view as a standalone SVG document: labelled grid of thumbnails (PNG), one titled colour bar."""
-        box = self.layout
+        box = self.geometry
         thumb, gap, label_w, header_h = box["thumb"], box["gap"], box["label_w"], box["header_h"]
         L, H, s = self.num_layers, self.num_heads, self.size
         top = box["top"] + NOTE_FONT + 8 + header_h

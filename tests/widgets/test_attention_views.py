@@ -149,3 +149,13 @@ def test_front_ends_set_text_only_as_text():
         source = (STATIC / name).read_text(encoding="utf-8")
         assert "innerHTML" not in source and "insertAdjacentHTML" not in source and "outerHTML" not in source
         assert "textContent" in source and "export default { render }" in source
+
+
+def test_the_views_keep_the_layout_trait_of_ipywidgets():
+    """A synced trait named `layout` would shadow DOMWidget's Layout and break every front-end view of the widget."""
+    import ipywidgets
+
+    from bertviz_lab.widgets.attention_views import HeadView, HeatmapView, ModelView
+
+    for view in (HeatmapView(), HeadView(), ModelView()):
+        assert isinstance(view.layout, ipywidgets.Layout), type(view).__name__

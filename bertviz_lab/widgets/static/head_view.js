@@ -73,7 +73,7 @@ function render({ model, el }) {
     const queries = model.get("query_tokens"), keys = model.get("key_tokens");
     const numHeads = model.get("num_heads"), colors = model.get("colors"), k = model.get("k");
     const shown = [...model.get("heads")].sort((a, b) => a - b);
-    const box = model.get("layout");
+    const box = model.get("geometry");
     const idxRaw = bytes(model.get("indices"));
     const idx = new Uint16Array(idxRaw.slice().buffer);
     const w = bytes(model.get("weights"));
@@ -141,7 +141,7 @@ function render({ model, el }) {
     queueMicrotask(() => { pending = false; draw(); });
   }
   const names = ["query_tokens", "key_tokens", "num_heads", "heads", "colors", "k", "indices", "weights", "title",
-    "layout"];
+    "geometry"];
   for (const name of names) model.on("change:" + name, schedule);
   draw();
   return () => { for (const name of names) model.off("change:" + name, schedule); };

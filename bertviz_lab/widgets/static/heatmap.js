@@ -1,6 +1,6 @@
 // The attention heatmap. Cells: a canvas with one pixel per weight, scaled up by CSS (pixelated), filled with
 // putImageData from the 8-bit codes; title, axes, token labels and colour bar: SVG, at the pixel positions the kernel
-// computed (`layout`, the same numbers as the exported SVG). Everything comes from the synced state, so every new
+// computed (`geometry`, the same numbers as the exported SVG). Everything comes from the synced state, so every new
 // view (a reload, a second tab, Notebook 7) draws the same figure. Token text is only ever set with textContent.
 const SVG_NS = "http://www.w3.org/2000/svg";
 const TOP_CODE = 254; // code of the colour range's top; 255 = above it (a clipped [CLS]/[SEP] weight)
@@ -126,7 +126,7 @@ function render({ model, el }) {
 
   function draw() {
     const started = performance.now();
-    const box = model.get("layout") || {};
+    const box = model.get("geometry") || {};
     const rowTokens = model.get("row_tokens"), colTokens = model.get("col_tokens");
     const rows = rowTokens.length, cols = colTokens.length;
     const codes = bytes(model.get("codes"));
@@ -217,7 +217,7 @@ function render({ model, el }) {
   }
   const names = ["codes", "mode", "scale", "row_scales", "log_range", "overflow_index", "overflow_values", "palette",
     "row_tokens", "col_tokens", "row_positions", "col_positions", "row_ticks", "col_ticks", "bar_ticks",
-    "bar_title", "title", "note", "layout"];
+    "bar_title", "title", "note", "geometry"];
   for (const name of names) model.on("change:" + name, schedule);
   draw();
   return () => {

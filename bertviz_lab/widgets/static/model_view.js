@@ -51,7 +51,7 @@ function render({ model, el }) {
   function draw() {
     root.replaceChildren();
     const L = model.get("num_layers"), H = model.get("num_heads"), s = model.get("size");
-    const box = model.get("layout"), thumb = box.thumb;
+    const box = model.get("geometry"), thumb = box.thumb;
     const data = bytes(model.get("thumbnails")), palette = bytes(model.get("palette"));
     if (data.length !== L * H * s * s) return;
     const title = document.createElement("div");
@@ -125,7 +125,7 @@ function render({ model, el }) {
     queueMicrotask(() => { pending = false; draw(); });
   }
   const names = ["thumbnails", "num_layers", "num_heads", "size", "selected", "scale", "palette", "bar_ticks",
-    "bar_title", "title", "hint", "layout"];
+    "bar_title", "title", "hint", "geometry"];
   for (const name of names) model.on("change:" + name, schedule);
   draw();
   return () => { for (const name of names) model.off("change:" + name, schedule); };
