@@ -261,7 +261,7 @@ class AttentionPanel(Panel):
 
     def static_html(self) -> str:
         """The figure on screen as self-contained HTML (its SVG; no scripts, no network)."""
-        return f"<div class='bvl-static bvl-attention'>{self.to_svg()}</div>"
+        return f"<div class='bvl-figure bvl-attention'>{self.to_svg()}</div>"
 
     def _name_export(self) -> None:
         view, layer = self.view.value, self.layer.value

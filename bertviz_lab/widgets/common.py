@@ -70,7 +70,7 @@ class Panel(widgets.VBox):
 
     def static_html(self) -> str:
         """Self-contained HTML of the panel's current state (no scripts, no network)."""
-        return f"<div class='bvl-static'>{self.to_svg()}</div>"
+        return f"<div class='bvl-figure'>{self.to_svg()}</div>"
 
     @property
     def static_copy(self):

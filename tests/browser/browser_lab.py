@@ -299,6 +299,19 @@ PLOTLY_SUMMARY = """(el) => {
           x: length(t.x), y: length(t.y), z: t.type === 'heatmap' ? digest(t.z) : null}))};
 }"""
 
+# The live heatmap (div.bvl-heatmap) says what it drew: its title, size and a digest of its codes, and the canvas
+# shows whether anything was painted.
+HEATMAP_DRAWN = """(el) => {
+  const canvas = el.querySelector('canvas.bvl-heatmap-cells');
+  let ink = false;
+  if (canvas && canvas.width) {
+    const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+    for (let i = 0; i < data.length; i += 4) if (data[i] < 250 || data[i + 1] < 250) { ink = true; break; }
+  }
+  return {title: el.dataset.title || '', rows: Number(el.dataset.rows || 0), cols: Number(el.dataset.cols || 0),
+          digest: el.dataset.digest || '', draws: Number(el.dataset.draws || 0), ink};
+}"""
+
 CANVAS_INK = """(root) => {
   let drawn = 0;
   const canvases = root.querySelectorAll('canvas.bvl-thumb');

@@ -21,8 +21,8 @@ from typing import Any, Callable, Iterator
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from browser_lab import (CANVAS_INK, CELL_REPORT, CONTENT_BOX, DOM_ERRORS, KERNEL_READY, MASK_CHIPS, NOTEBOOK_TO_TOP,
-                         PLOTLY_SUMMARY, README_IMAGES_ENV, REPO, RUN_ALL, RUN_STATE, SCREENSHOTS, SVG_IMAGE,
+from browser_lab import (CANVAS_INK, CELL_REPORT, CONTENT_BOX, DOM_ERRORS, HEATMAP_DRAWN, KERNEL_READY, MASK_CHIPS,
+                         NOTEBOOK_TO_TOP, PLOTLY_SUMMARY, README_IMAGES_ENV, REPO, RUN_ALL, RUN_STATE, SCREENSHOTS, SVG_IMAGE,
                          allowed_url, delete_sessions, strip_ansi)
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
@@ -139,34 +139,33 @@ def wait_for(run: Run, what: str, condition: Callable[[], Any], timeout_s: float
 
 
 def heatmap_of(panel: Any) -> Any:
-    return panel.locator(".js-plotly-plot").filter(has=panel.page.locator(".heatmaplayer")).first
+    """The live heatmap (the static copy's SVG shares the class, not the div)."""
+    return panel.locator("div.bvl-heatmap").first
 
 
 def read_heatmap(run: Run, panel: Any) -> dict:
-    """Wait until the panel's heatmap is drawn with data; its title and a digest of its z."""
+    """Wait until the panel's heatmap is drawn with data; its title and what it drew (size and digest)."""
     heat = heatmap_of(panel)
-    heat.locator(".heatmaplayer image").first.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
-    summary = wait_for(run, "the heatmap has no data", lambda: (s := plotly(heat))["traces"] and
-                       (s["traces"][0]["z"] or {}).get("rows", 0) > 1 and s)
-    trace = summary["traces"][0]
-    assert trace["type"] == "heatmap" and trace["z"]["cols"] > 1, summary
-    return {"title": summary["title"], "z": trace["z"]}
+    heat.locator("canvas.bvl-heatmap-cells").wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+    drawn = wait_for(run, "the heatmap has no data", lambda: (d := heat.evaluate(HEATMAP_DRAWN))["rows"] > 1 and d)
+    assert drawn["cols"] > 1 and drawn["ink"], drawn
+    return drawn
 
 
 def choose_another_layer(run: Run, panel: Any) -> None:
     """Pick another layer in the panel's "layer" dropdown: the heatmap's data and title must follow."""
     before = read_heatmap(run, panel)
     select = panel.locator(".widget-dropdown").filter(
-        has=run.page.locator("label", has_text=re.compile(r"^layer$"))).locator("select")
+        has=run.page.locator("label", has_text=re.compile(r"^layer$"))).locator("select").first
     options = select.locator("option").all_inner_texts()
     current = select.evaluate("(s) => s.options[s.selectedIndex].textContent")
     assert len(options) > 1, f"the layer selector offers {options}"
     other = next(o for o in reversed(options) if o != current)
     select.select_option(label=other)
     heat = heatmap_of(panel)
-    after = wait_for(run, f"choosing layer {other} (was {current}) did not change the heatmap's data "
+    after = wait_for(run, f"choosing layer {other} (was {current}) did not change the heatmap "
                           f"(title still {before['title']!r})",
-                     lambda: (s := plotly(heat))["traces"] and s["traces"][0]["z"] != before["z"] and s, 20)
+                     lambda: (d := heat.evaluate(HEATMAP_DRAWN))["digest"] != before["digest"] and d, 20)
     assert f"layer {other}" in after["title"], f"heatmap title after choosing layer {other}: {after['title']!r}"
 
 
@@ -206,7 +205,8 @@ def check_workbench(run: Run) -> None:
     with run.step("workbench: tabs and the attention heatmap"):
         bench = run.outputs(".widget-tab").first
         bench.wait_for(timeout=DRAW_TIMEOUT_MS)
-        bench.locator(".js-plotly-plot .heatmaplayer image").first.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+        bench.locator("div.bvl-heatmap canvas.bvl-heatmap-cells").first.wait_for(state="attached",
+                                                                                  timeout=DRAW_TIMEOUT_MS)
         tabs = [t.strip() for t in bench.locator(".lm-TabBar-tab").all_inner_texts()]
         assert tabs[:5] == ["Attention", "Masking", "Architecture", "Training", "Device"], tabs
         run.pictures["workbench_attention"] = bench
@@ -217,9 +217,9 @@ def check_attention(run: Run) -> None:
     check_attention_panel(run)
     with run.step("the 512-token panel draws its heatmap with every token"):
         def long_heatmaps() -> list[int]:
-            graphs = run.page.locator(".js-plotly-plot")
-            return [t["z"]["rows"] for i in range(graphs.count()) for t in plotly(graphs.nth(i))["traces"]
-                    if t["z"] and t["z"]["rows"] >= 500]
+            heatmaps = run.page.locator("div.bvl-heatmap")
+            return [rows for i in range(heatmaps.count())
+                    if (rows := int(heatmaps.nth(i).get_attribute("data-rows") or 0)) >= 500]
         sizes = wait_for(run, "no heatmap of the long input (>= 500 rows)", long_heatmaps)
         assert max(sizes) <= 512, sizes
 

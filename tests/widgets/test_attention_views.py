@@ -74,7 +74,7 @@ def test_each_view_is_a_standalone_svg_with_escaped_tokens(nasty_panel, view):
         assert texts(bars[0], "bvl-colorbar-title")[0].startswith(("attention weight", "mean attention weight"))
         ticks = texts(bars[0], "bvl-colorbar-tick")
         assert len(ticks) >= 2 and all(float(t) >= 0 for t in ticks) and float(ticks[-1]) < 1  # weights, not codes
-    assert nasty_panel.static_html() == f"<div class='bvl-static bvl-attention'>{svg}</div>"
+    assert nasty_panel.static_html() == f"<div class='bvl-figure bvl-attention'>{svg}</div>"
 
 
 @pytest.mark.parametrize("view", VIEWS)
