@@ -38,6 +38,7 @@ KEYS = tuple(key for _, key, *_ in SERIES)
 # (chart title, y axis title); every x axis is the optimizer step
 CHARTS = (("MLM loss", "loss"), ("NSP loss", "loss"), ("accuracy", "accuracy"), ("learning rate", "learning rate"))
 X_TITLE = "step"
+STATIC_POINTS = 400  # per series in the static figure: a chart is ~350 px wide
 
 
 def record_to_dict(record: Any) -> dict[str, Any]:
@@ -112,7 +113,8 @@ class LossCurves(Panel):
         self._state = ""  # "training", or how the last run ended ("finished", "stopped", ...)
         self._lock = threading.Lock()  # guards history and the pending timer
         self._draw_lock = threading.Lock()  # one redraw at a time (the timer thread and the training thread)
-        self._pending: threading.Timer | None = None
+        self._pending: threading.Timer | None = None  # draws the last records when no further step comes
+        self._drawn_records = 0
         self._drawn = [0] * len(KEYS)  # points of each series at the last redraw (histories only grow)
         self._packed: dict[str, bytes] = {}
         self.on_redraw: list[Callable[[], None]] = []  # e.g. the Training tab, whose figure these curves are
@@ -170,12 +172,29 @@ class LossCurves(Panel):
                 if value is not None and np.isfinite(value):
                     points.append((step, float(value)))
             self._last_values = values
-            wait = self.min_interval - (time.monotonic() - self._last_draw)
-            if wait > 0 and self._pending is None:  # draw the latest records soon even if no further record arrives
-                self._pending = threading.Timer(wait, self.flush)
-                self._pending.daemon = True
-                self._pending.start()
-        if wait <= 0:
+            due = time.monotonic() - self._last_draw >= self.min_interval
+            if not due:
+                self._schedule_trailing()
+        if due:  # drawn here, between two steps: a redraw never competes with a step's threads
+            self.flush()
+
+    def _schedule_trailing(self) -> None:
+        """A timer that draws the last records once the run pauses or ends (call with the lock held)."""
+        if self._pending is None:
+            delay = max(self._last_draw + 2 * self.min_interval - time.monotonic(), 0.05)
+            self._pending = threading.Timer(delay, self._trailing)
+            self._pending.daemon = True
+            self._pending.start()
+
+    def _trailing(self) -> None:
+        """While steps keep coming the training thread draws and this only looks; after the last one it draws."""
+        with self._lock:
+            self._pending = None
+            undrawn = self._drawn_records != self.records
+            if undrawn and time.monotonic() - self._last_draw < self.min_interval:
+                self._schedule_trailing()
+                return
+        if undrawn:
             self.flush()
 
     def flush(self) -> None:
@@ -185,9 +204,7 @@ class LossCurves(Panel):
 
     def _draw(self) -> None:
         with self._lock:
-            if self._pending is not None:
-                self._pending.cancel()
-                self._pending = None
+            self._drawn_records = self.records
             counts = [len(self.history[key]) for key in KEYS]
             grown = {key: downsample_points(self.history[key], self.max_points)
                      for key, count, drawn in zip(KEYS, counts, self._drawn) if count != drawn}
@@ -220,12 +237,15 @@ class LossCurves(Panel):
         data = self.chart.curves.get(key)
         return unpack(data) if data else (np.zeros(0), np.zeros(0))
 
-    def to_svg(self) -> str:
+    def to_svg(self, max_points: int | None = None) -> str:
         """The four charts with titles, axis titles and legends, under the run's title and status line."""
+        max_points = max_points or min(self.max_points, STATIC_POINTS)
         charts = []
         x_range = (0.0, float(self.total_steps)) if self.total_steps else None
+        with self._lock:  # the training thread appends meanwhile
+            points = {key: downsample_points(self.history[key], max_points) for key in KEYS}
         for index, (title, y_title) in enumerate(CHARTS):
-            lines = {name: (*downsample_points(self.history[key], self.max_points), color, dashed)
+            lines = {name: (*points[key], color, dashed)
                      for chart, key, name, color, dashed in SERIES if chart == index}
             charts.append(line_chart(lines, title, width=420, height=250, x_title=X_TITLE, y_title=y_title,
                                      x_range=x_range))

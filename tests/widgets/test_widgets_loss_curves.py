@@ -165,7 +165,7 @@ def test_follows_a_background_run_and_the_stop_button_ends_it():
     assert curves.records == trainer.step == len(trainer.history)
     assert wait_until(lambda: last_x(curves, "train_nsp_loss") == trainer.step)
     assert curves.stop_button.layout.display == "none"  # the run has ended
-    assert curves.status.value.startswith(f"step {trainer.step} of 100000 · stopped · train MLM ")
+    assert curves.status.value.startswith(f"step {trainer.step} of 100000 · stopped · ")
     assert curves.status.value.count("step") == 1
 
 
