@@ -120,7 +120,7 @@ class BertRunner:
                               f"({self.config['data']['sequence_length']}).")
         try:
             return PRESETS[section["preset"]](vocab_size=vocab_size, max_position_embeddings=positions, **overrides)
-        except ValueError as error:
+        except (TypeError, ValueError) as error:  # BERTConfig: TypeError for a wrong type, ValueError for a value
             raise ConfigError(f"model section: {error}") from error
 
     def _checkpoint_to_resume(self) -> Path | None:
