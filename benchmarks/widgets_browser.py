@@ -1,0 +1,145 @@
+"""What a user waits for in the browser: a layer change repainted, `%bert_inspect` drawn, and what a saved notebook
+weighs. JupyterLab and Debian's Chromium (headless), offline, on this machine.
+
+    python benchmarks/widgets_browser.py
+
+- repaint: the attention heatmap of MiniLM at 128 and 512 tokens; from choosing another layer in the page to the
+  canvas showing it (median of 7); goal at 512 tokens: 0.3 s.
+- `%bert_inspect`: in a warm kernel (after `%load_ext bertviz_lab` finished its warm-up), from running the cell to
+  the heatmap drawn; goal 0.5 s.
+- size: `00_workbench.ipynb` executed by `jupyter nbconvert --execute` (which stores every widget's state);
+  goal 2 MB.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "browser")]
+
+from browser_lab import CHROMIUM_ARGS, KERNEL_READY, RUN_ALL, RUN_STATE, LabServer  # noqa: E402
+from system_programs import CHROMIUM  # noqa: E402
+
+SETUP = """from bertviz_lab.widgets import AttentionPanel
+from bertviz_lab.widgets.workbench import default_model_and_tokenizer
+model, tokenizer = default_model_and_tokenizer()
+words = ("the quick brown fox jumps over the lazy dog while the cat watches from the warm window " * 60).split()
+def text_of(tokens):
+    for count in range(tokens, 0, -1):
+        text = " ".join(words[:count])
+        if len(tokenizer.encode(text, max_length=10**6)) <= tokens:
+            return text
+"""
+
+# Choose the next layer in the panel's layer dropdown, then wait for the heatmap's canvas to change.
+REPAINT = """async (output) => {
+  const canvas = output.querySelector('canvas.bvl-heatmap-cells');
+  const select = [...output.querySelectorAll('.widget-dropdown')]
+    .find((d) => /layer/.test(d.textContent)).querySelector('select');
+  const digest = () => { const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+                         let s = 0; for (let i = 0; i < d.length; i += 97) s += d[i] * (i % 13 + 1); return s; };
+  const before = digest();
+  const next = (select.selectedIndex + 1) % select.options.length;
+  const start = performance.now();
+  select.selectedIndex = next;
+  select.dispatchEvent(new Event('change', {bubbles: true}));
+  while (digest() === before) {
+    await new Promise((resolve) => requestAnimationFrame(resolve));
+    if (performance.now() - start > 20000) return -1;
+  }
+  return (performance.now() - start) / 1000;
+}"""
+
+DRAWN_HEATMAPS = """() => [...document.querySelectorAll('canvas.bvl-heatmap-cells')].filter((c) => {
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  for (let i = 0; i < d.length; i += 4) if (d[i] < 250) return true;
+  return false;
+}).length"""
+
+
+def notebook(path: Path, cells: list[str]) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def open_and_run(page, server, path: str) -> None:
+    page.goto(f"{server.url}/lab/tree/{path}?reset&token={server.token}", wait_until="domcontentloaded")
+    page.wait_for_function(KERNEL_READY, arg=path, timeout=120_000, polling=250)
+    page.evaluate(RUN_ALL)
+    assert page.wait_for_function(RUN_STATE, timeout=300_000, polling=500).json_value() == "done"
+
+
+def repaint(page, server) -> None:
+    notebook(server.root / "notebooks" / "repaint.ipynb",
+             [SETUP] + [f"AttentionPanel(model=model, tokenizer=tokenizer, text=text_of({n}))" for n in (128, 512)])
+    open_and_run(page, server, "notebooks/repaint.ipynb")
+    page.wait_for_function(f"() => ({DRAWN_HEATMAPS})() >= 2", timeout=60_000)
+    outputs = page.locator(".jp-OutputArea-output:has(canvas.bvl-heatmap-cells)")
+    print("| tokens | layer change to repainted heatmap (median of 7) | min | max |")
+    print("|---|---|---|---|")
+    for index, tokens in enumerate((128, 512)):
+        output = outputs.nth(index)
+        output.scroll_into_view_if_needed()
+        output.evaluate(REPAINT)  # warm up
+        times = [output.evaluate(REPAINT) for _ in range(7)]
+        print(f"| {tokens} | {statistics.median(times):.3f} s | {min(times):.3f} s | {max(times):.3f} s |", flush=True)
+
+
+def magic(page, server) -> None:
+    cells = ["%load_ext bertviz_lab\nfrom bertviz_lab.magics import wait_for_warm_up\nwait_for_warm_up()",
+             '%bert_inspect --view attention "The cat sat on the mat because it was warm."']
+    notebook(server.root / "notebooks" / "magic.ipynb", cells[:1] + ["pass"])
+    open_and_run(page, server, "notebooks/magic.ipynb")
+    times = []
+    for _ in range(3):
+        page.evaluate("""(source) => { const nb = window.jupyterapp.shell.currentWidget.content;
+                         nb.activeCellIndex = 1; nb.activeCell.model.sharedModel.setSource(source);
+                         nb.activeCell.model.outputs.clear(); }""", cells[1])
+        start = time.perf_counter()
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-cell')")
+        page.wait_for_function(f"() => ({DRAWN_HEATMAPS})() >= 1", timeout=60_000, polling="raf")
+        times.append(time.perf_counter() - start)
+    print(f"| warm `%bert_inspect --view attention` to a drawn heatmap | {statistics.median(times):.2f} s "
+          f"(runs: {', '.join(f'{t:.2f}' for t in times)}) |", flush=True)
+
+
+def saved_size() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "executed.ipynb"
+        subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+                        str(REPO / "notebooks" / "00_workbench.ipynb"), "--output", str(out)],
+                       check=True, capture_output=True, cwd=REPO / "notebooks", timeout=900)
+        print(f"| executed `00_workbench.ipynb` (nbconvert --execute, widget state kept) | "
+              f"{out.stat().st_size / 1e6:.2f} MB |", flush=True)
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as base:
+        server = LabServer(Path(base))
+        server.start()
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                                     args=CHROMIUM_ARGS)
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                repaint(page, server)
+                magic(page, server)
+                browser.close()
+        finally:
+            server.stop()
+    saved_size()
+
+
+if __name__ == "__main__":
+    main()
