@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 import time
 from pathlib import Path
@@ -35,10 +36,12 @@ SERIES = (
     (3, "lr", "learning rate", "#7f7f7f", False),
 )
 KEYS = tuple(key for _, key, *_ in SERIES)
+SHOWN = ("step", *KEYS)
 # (chart title, y axis title); every x axis is the optimizer step
 CHARTS = (("MLM loss", "loss"), ("NSP loss", "loss"), ("accuracy", "accuracy"), ("learning rate", "learning rate"))
 X_TITLE = "step"
 STATIC_POINTS = 400  # per series in the static figure: a chart is ~350 px wide
+STATIC_INTERVAL = 2.0  # seconds between static-copy updates while a run goes (its end is always drawn)
 
 
 def record_to_dict(record: Any) -> dict[str, Any]:
@@ -48,6 +51,15 @@ def record_to_dict(record: Any) -> dict[str, Any]:
     if dataclasses.is_dataclass(record):
         return dataclasses.asdict(record)
     return dict(vars(record))
+
+
+def shown_values(record: Any) -> dict[str, Any]:
+    """The step and the drawn metrics of a record (a mapping or an object): cheaper than a whole copy per step."""
+    if isinstance(record, dict):
+        return {key: record.get(key) for key in SHOWN}
+    if dataclasses.is_dataclass(record) or not isinstance(record, Mapping):  # the Trainer's MetricsRecord
+        return {key: getattr(record, key, None) for key in SHOWN}
+    return {key: record.get(key) for key in SHOWN}
 
 
 def _kept(count: int, max_points: int) -> np.ndarray:
@@ -96,7 +108,19 @@ class CurvesView(anywidget.AnyWidget):
     title = traitlets.Unicode("").tag(sync=True)
     total = traitlets.Int(0).tag(sync=True)  # the run's last step (the x axes reach it); 0 when unknown
     panels = traitlets.List().tag(sync=True)
-    curves = traitlets.Dict().tag(sync=True)  # metric key -> pack(x, y)
+    # one trait per series, pack(x, y): a redraw sends only the series that grew
+    train_mlm_loss = traitlets.Bytes(b"").tag(sync=True)
+    eval_mlm_loss = traitlets.Bytes(b"").tag(sync=True)
+    train_nsp_loss = traitlets.Bytes(b"").tag(sync=True)
+    eval_nsp_loss = traitlets.Bytes(b"").tag(sync=True)
+    eval_mlm_accuracy = traitlets.Bytes(b"").tag(sync=True)
+    eval_nsp_accuracy = traitlets.Bytes(b"").tag(sync=True)
+    lr = traitlets.Bytes(b"").tag(sync=True)
+
+    @property
+    def curves(self) -> dict[str, bytes]:
+        """Every series' packed points by metric key."""
+        return {key: getattr(self, key) for key in KEYS}
 
 
 class LossCurves(Panel):
@@ -116,7 +140,7 @@ class LossCurves(Panel):
         self._pending: threading.Timer | None = None  # draws the last records when no further step comes
         self._drawn_records = 0
         self._drawn = [0] * len(KEYS)  # points of each series at the last redraw (histories only grow)
-        self._packed: dict[str, bytes] = {}
+        self._static_at = float("-inf")  # when the static copy last followed (at most every STATIC_INTERVAL)
         self.on_redraw: list[Callable[[], None]] = []  # e.g. the Training tab, whose figure these curves are
         self.chart = CurvesView(title=title, panels=chart_specs())
         self.status = widgets.HTML("waiting for the first step")
@@ -160,23 +184,24 @@ class LossCurves(Panel):
 
     def __call__(self, record: Any) -> None:
         """Trainer callback: store the record, redraw when the last redraw is old enough."""
-        values = record_to_dict(record)
-        if self.trainer is not None and self.trainer.is_running:  # a background run: the notebook can click Stop
-            self.stop_button.layout.display = None
+        values = shown_values(record)
+        if self.trainer is not None and self.stop_button.layout.display == "none" and self.trainer.is_running:
+            self.stop_button.layout.display = None  # a background run: the notebook can click Stop
         self._state = "training"
-        step = float(values.get("step", self.records))
+        step = float(self.records if values["step"] is None else values["step"])
         with self._lock:
             self.records += 1
             for key, points in self.history.items():
-                value = values.get(key)
-                if value is not None and np.isfinite(value):
+                value = values[key]
+                if value is not None and math.isfinite(value):
                     points.append((step, float(value)))
             self._last_values = values
             due = time.monotonic() - self._last_draw >= self.min_interval
             if not due:
                 self._schedule_trailing()
         if due:  # drawn here, between two steps: a redraw never competes with a step's threads
-            self.flush()
+            with self._draw_lock:
+                self._draw(final=False)
 
     def _schedule_trailing(self) -> None:
         """A timer that draws the last records once the run pauses or ends (call with the lock held)."""
@@ -198,26 +223,30 @@ class LossCurves(Panel):
             self.flush()
 
     def flush(self) -> None:
-        """Redraw now with everything received so far."""
+        """Redraw now with everything received so far (the static copy follows too)."""
         with self._draw_lock:
-            self._draw()
+            self._draw(final=True)
 
-    def _draw(self) -> None:
+    def _draw(self, final: bool) -> None:
+        """Send the series that grew and the status line; the static copy follows on `final` draws (a run's end,
+        a pause) and otherwise at most every STATIC_INTERVAL seconds: it is for when the kernel is gone."""
         with self._lock:
             self._drawn_records = self.records
             counts = [len(self.history[key]) for key in KEYS]
             grown = {key: downsample_points(self.history[key], self.max_points)
                      for key, count, drawn in zip(KEYS, counts, self._drawn) if count != drawn}
-        self._packed.update({key: pack(x, y) for key, (x, y) in grown.items()})
         self._drawn = counts
-        if grown:
-            self.chart.curves = dict(self._packed)
+        with self.chart.hold_sync():  # one message
+            for key, (x, y) in grown.items():
+                setattr(self.chart, key, pack(x, y))
         self.status.value = escape(self.status_text())
-        self._last_draw = time.monotonic()
+        self._last_draw = now = time.monotonic()
         self.redraws += 1
-        self.figure_changed()
-        for callback in self.on_redraw:
-            callback()
+        if final or now - self._static_at >= STATIC_INTERVAL:
+            self._static_at = now
+            self.figure_changed()
+            for callback in self.on_redraw:
+                callback()
 
     def status_text(self) -> str:
         """'step 171 of 300 · stopped · train MLM 4.2 · …': where the run is, how it goes, the latest values."""
@@ -225,7 +254,8 @@ class LossCurves(Panel):
         if not values:
             return "waiting for the first step"
         total = self.total_steps
-        parts = [f"step {values.get('step', self.records)}" + (f" of {total}" if total else "")]
+        step = self.records if values.get("step") is None else values["step"]
+        parts = [f"step {step}" + (f" of {total}" if total else "")]
         if self._state:
             parts.append(self._state)
         parts += [f"{name} {values[key]:.4g}" for _, key, name, *_ in SERIES
@@ -234,7 +264,7 @@ class LossCurves(Panel):
 
     def drawn(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """The (x, y) points of one series as the browser view has them."""
-        data = self.chart.curves.get(key)
+        data = getattr(self.chart, key)
         return unpack(data) if data else (np.zeros(0), np.zeros(0))
 
     def to_svg(self, max_points: int | None = None) -> str:
@@ -260,7 +290,7 @@ class LossCurves(Panel):
             path.write_text(f"<!DOCTYPE html><html><body>{self.to_svg()}</body></html>", encoding="utf-8")
             return path
         state = {"title": self.chart.title, "total": self.chart.total, "panels": self.chart.panels,
-                 "curves": {key: data.hex() for key, data in self.chart.curves.items()}}
+                 **{key: data.hex() for key, data in self.chart.curves.items()}}
         code = (STATIC / "loss_curves.js").read_text(encoding="utf-8")
         page = _STANDALONE.replace("__TITLE__", escape(self.title)).replace(
             "__STATE__", _script_json(state)).replace("__CODE__", _script_json(code))
@@ -278,8 +308,10 @@ _STANDALONE = """<!DOCTYPE html>
 <body><div id="bvl-curves"></div>
 <script type="module">
 const state = __STATE__;
-for (const [key, hex] of Object.entries(state.curves)) {
-  state.curves[key] = new DataView(Uint8Array.from(hex.match(/../g) || [], (h) => parseInt(h, 16)).buffer);
+for (const panel of state.panels) {
+  for (const { key } of panel.series) {
+    state[key] = new DataView(Uint8Array.from(state[key].match(/../g) || [], (h) => parseInt(h, 16)).buffer);
+  }
 }
 const model = { get: (name) => state[name], on: () => {}, off: () => {} };
 const url = URL.createObjectURL(new Blob([__CODE__], { type: "text/javascript" }));

@@ -146,7 +146,7 @@ class MaskingPreview(Panel):
             self.set_text(self.text, self.text_b)
         self._show_offer()
 
-    def follow(self, trainer: Any, interval: float = 1.0) -> None:
+    def follow(self, trainer: Any, interval: float = 2.0) -> None:
         """Predict with the model `trainer` trains, with its tokenizer; the predictions refresh as it trains.
 
         The preview works on a copy of the model whose weights it refreshes between training steps (at most once

@@ -21,6 +21,7 @@ from bertviz_lab.train import (
 )
 from bertviz_lab.widgets import LossCurves, TrainingPanel
 from bertviz_lab.widgets.loss_curves import CHARTS, KEYS, SERIES, STATIC, downsample, downsample_points
+from bertviz_lab.widgets.payload import sent_messages
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
@@ -124,9 +125,11 @@ def test_a_redraw_sends_only_the_downsampled_series_and_status():
     assert sum(len(data) for data in curves.chart.curves.values()) <= 7 * 1000 * 2 * 4  # float32 (x, y) pairs
     before = dict(curves.chart.curves)
     curves(record(20_000))  # a step without evaluation: only the 3 training series change
-    curves.flush()
+    with sent_messages(curves.chart) as sizes:
+        curves.flush()
     changed = {key for key in KEYS if curves.chart.curves[key] != before[key]}
     assert changed == {"train_mlm_loss", "train_nsp_loss", "lr"}
+    assert len(sizes) == 1 and 3 * 1000 * 8 * 0.99 <= sizes[0] <= 3 * 1000 * 8 + 1000  # one message, 3 series
 
 
 def test_follows_trainer_fit_with_eval_records():

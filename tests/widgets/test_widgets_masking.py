@@ -235,7 +235,7 @@ def test_without_an_mlm_head_it_offers_the_training_tabs_model(tokenizer, backbo
     assert "No predictions" not in shown
     assert_safe_html(preview.view.value)
     before = [p for _, top in preview.predictions for _, p in top]
-    trainer.fit()  # the preview refreshes between steps (at most once a second) and when the run ends
+    trainer.fit()  # the preview refreshes between steps (at most every 2 s) and when the run ends
     assert trainer.step == 4 and "Training tab's model (step 4 of 4)" in unescape(preview.view.value)
     for name, value in trainer.model.state_dict().items():
         assert torch.equal(preview.model.state_dict()[name], value), name

@@ -1,5 +1,6 @@
-// Live training curves: four small line charts drawn as SVG from the synced arrays alone, so a page reload, a
-// second tab or a reopened notebook with a live kernel draws the same curves again. Text is set with textContent.
+// Live training curves: four small line charts drawn as SVG from the synced arrays alone (one float32 (x, y) buffer
+// per series), so a page reload, a second tab or a reopened notebook with a live kernel draws the same curves again.
+// Text is set with textContent.
 const SVG = "http://www.w3.org/2000/svg";
 const PAD = { left: 62, right: 14, top: 28, bottom: 58 };
 
@@ -35,7 +36,7 @@ function node(name, attrs, parent, text) {
   return item;
 }
 
-function drawPanel(cell, panel, curves, total) {
+function drawPanel(cell, panel, model, total) {
   const width = Math.max(260, Math.floor(cell.clientWidth || 420));
   const height = Math.max(200, Math.min(300, Math.round(width * 0.6)));
   const plotW = width - PAD.left - PAD.right, plotH = height - PAD.top - PAD.bottom;
@@ -49,7 +50,7 @@ function drawPanel(cell, panel, curves, total) {
     class: "bvl-axis-title bvl-y-title" }, svg, panel.y_title);
   node("rect", { x: PAD.left, y: PAD.top, width: plotW, height: plotH, fill: "none", stroke: "#c8ccd4" }, svg);
 
-  const series = panel.series.map((s) => ({ ...s, xy: floats(curves[s.key]) }));
+  const series = panel.series.map((s) => ({ ...s, xy: floats(model.get(s.key)) }));
   let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
   for (const s of series) {
     for (let i = 0; i < s.xy.length; i += 2) {
@@ -144,13 +145,15 @@ function render({ model, el }) {
   function draw() {
     frame = 0;
     title.textContent = model.get("title");
-    const panels = model.get("panels") || [], curves = model.get("curves") || {}, total = model.get("total") || 0;
+    const panels = model.get("panels") || [], total = model.get("total") || 0;
     while (grid.children.length > panels.length) grid.lastChild.remove();
     while (grid.children.length < panels.length) grid.appendChild(document.createElement("div"));
-    panels.forEach((panel, i) => grid.children[i].replaceChildren(drawPanel(grid.children[i], panel, curves, total)));
+    panels.forEach((panel, i) => grid.children[i].replaceChildren(drawPanel(grid.children[i], panel, model, total)));
   }
   const schedule = () => { if (!frame) frame = requestAnimationFrame(draw); };
-  const names = ["change:curves", "change:total", "change:title", "change:panels"];
+  // every series is a trait of its own (named by its metric key): a redraw sends only the ones that grew
+  const keys = (model.get("panels") || []).flatMap((panel) => panel.series.map((s) => s.key));
+  const names = ["change:total", "change:title", "change:panels", ...keys.map((key) => "change:" + key)];
   for (const name of names) model.on(name, schedule);
   let drawnWidth = 0;  // redraw when the width changes (a drawing changes only the height)
   const observer = new ResizeObserver((entries) => {
