@@ -84,8 +84,8 @@ class ArchitecturePanel(Panel):
         self.model, self.direction = model, direction
         self.inputs = inputs if inputs is not None else example_inputs(model, input_shape)
         self._svg_cache: dict[tuple, str] = {}
-        self.renderer = widgets.ToggleButtons(options=RENDERERS, value=renderer, description="draw with",
-                                              style={**LABELLED, "button_width": "auto"})
+        # ToggleButtons draw their own description above the buttons: the label is a Label beside them
+        self.renderer = widgets.ToggleButtons(options=RENDERERS, value=renderer, style={"button_width": "auto"})
         self.depth = widgets.IntSlider(value=depth, min=1, max=8, description="depth", style=LABELLED,
                                        layout=widgets.Layout(width="220px"))
         self.collapse = widgets.Checkbox(value=True, description="collapse repeats", indent=False,
@@ -97,7 +97,8 @@ class ArchitecturePanel(Panel):
         self.diagram_output = widgets.Output()  # mermaid, drawn by the front end's own renderer
         self.graph_view = DiagramView()
         self.table = widgets.HTML()
-        toolbar = widgets.HBox([self.renderer, self.depth, self.collapse, self.shapes, self.export],
+        toolbar = widgets.HBox([widgets.Label("draw with"), self.renderer, self.depth, self.collapse, self.shapes,
+                                self.export],
                                layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
         toolbar.add_class("bvl-toolbar")
         super().__init__([toolbar, self.error, self.diagram_output, self.graph_view,
