@@ -11,7 +11,7 @@ import torch
 from bertviz_lab.trace.hooks import Trace, trace
 from bertviz_lab.widgets import attention_data as D
 from bertviz_lab.widgets.attention_views import HeadView, HeatmapView, ModelView
-from bertviz_lab.widgets.common import HEAD_COLORS, Panel, encode_text, evaluating
+from bertviz_lab.widgets.common import HEAD_COLORS, Panel, Truncation, encode_text, evaluating
 from bertviz_lab.widgets.export import ExportBar
 
 VIEWS = ("heatmap", "head view", "model view")
@@ -21,13 +21,16 @@ _LABEL = {"description_width": "initial"}  # a label as wide as its text, beside
 _COMPACT = {**_LABEL, "button_width": "auto"}
 
 
-def trace_text(model: torch.nn.Module, tokenizer: Any, text: str, text_b: str | None = None) -> Trace:
-    """Run the model once on a text (pair) and record every layer's attention."""
-    encoded, inputs = encode_text(model, tokenizer, text, text_b)
+def trace_text(model: torch.nn.Module, tokenizer: Any, text: str,
+               text_b: str | None = None) -> tuple[Trace, Truncation]:
+    """Run the model once on a text (pair), cut to fit the model, and record every layer's attention; also say
+    what the cut kept."""
+    encoded_text = encode_text(model, tokenizer, text, text_b)
+    encoded, inputs = encoded_text
     with evaluating(model), torch.inference_mode(), trace(model, attentions=True, shapes=False, tokens=encoded,
                                                           tokenizer=tokenizer) as recorded:
         model(**inputs)
-    return recorded
+    return recorded, encoded_text.truncation
 
 
 class HeadsShown:
@@ -76,8 +79,11 @@ class AttentionPanel(Panel):
         if trace is None:
             if model is None or tokenizer is None or text is None:
                 raise TypeError("AttentionPanel needs a Trace, or a model, a tokenizer and a text.")
-            trace = trace_text(model, tokenizer, text, text_b)
+            trace, self.truncation = trace_text(model, tokenizer, text, text_b)
+        else:
+            self.truncation = None
         self.text, self.text_b = text, text_b
+        self.truncation_notice = widgets.HTML(self.truncation.notice_html() if self.truncation else "")
         self.view = widgets.ToggleButtons(options=VIEWS, value=view, style=_COMPACT)
         self.layer = widgets.Dropdown(description="layer", style=_LABEL, layout=widgets.Layout(width="auto"))
         self.head = widgets.Dropdown(description="head", style=_LABEL, layout=widgets.Layout(width="auto"))
@@ -119,7 +125,7 @@ class AttentionPanel(Panel):
         self.slots = {name: widgets.Box([view_widget]) for name, view_widget in
                       zip(VIEWS, (self.heatmap, self.head_view, self.model_view))}
         self.stage = widgets.VBox(list(self.slots.values()))
-        super().__init__([self.labelled[self.view], self.toolbar, self.message, self.stage])
+        super().__init__([self.labelled[self.view], self.toolbar, self.truncation_notice, self.message, self.stage])
         self._suspended = False
         self.set_trace(trace, layer=layer, head=head)
         for control in (self.view, self.layer, self.aggregation, self.direction, self.scale, self.special):
@@ -167,7 +173,9 @@ class AttentionPanel(Panel):
         if self.model is None:
             raise ValueError("this panel shows a fixed trace; build it with model= and tokenizer= to change the text.")
         self.text, self.text_b = text, text_b
-        self.set_trace(trace_text(self.model, self.tokenizer, text, text_b))
+        trace, self.truncation = trace_text(self.model, self.tokenizer, text, text_b)
+        self.truncation_notice.value = self.truncation.notice_html()
+        self.set_trace(trace)
 
     def rerun(self, *_: Any) -> None:
         """Trace the current text again (e.g. after the model moved to another device)."""
@@ -296,6 +304,8 @@ class AttentionPanel(Panel):
             parts.append("[CLS]/[SEP] hidden")
             if direction == "all":
                 notes.append("rows leave [CLS]/[SEP] out and do not sum to 1")
+        if self.truncation is not None and self.truncation.cut:
+            notes.append(self.truncation.notice)
         return " · ".join(parts), "; ".join(notes)
 
     def _draw_heatmap(self) -> None:

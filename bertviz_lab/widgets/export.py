@@ -78,11 +78,16 @@ class ExportBar(widgets.HBox):
         self.button.on_click(lambda _: self.export())
         super().__init__([self.format, self.button, self.status], layout=widgets.Layout(align_items="center"))
 
-    def export(self) -> Path:
-        """Save the figure on screen; the status line names the file."""
+    def export(self) -> Path | None:
+        """Save the figure on screen; the status line names the file, or says why it could not be saved."""
         from bertviz_lab.widgets.common import escape
 
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        path = self.panel.save(EXPORT_DIR / f"{self.name}-{stamp}.{self.format.value}")
+        try:
+            path = self.panel.save(EXPORT_DIR / f"{self.name}-{stamp}.{self.format.value}")
+        except (OSError, ValueError) as error:  # no Graphviz, an unwritable folder, a full disk: say so in place
+            self.status.value = (f"<span class='bvl-export-status' style='color:#d62728'>not saved: "
+                                 f"{escape(error)}</span>")
+            return None
         self.status.value = f"<span class='bvl-export-status'>saved {escape(path)}</span>"
         return path

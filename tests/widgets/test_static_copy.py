@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import struct
 import time
 import xml.etree.ElementTree as ET
 
@@ -127,3 +128,20 @@ def test_the_workbench_copy_follows_its_tabs(pretraining_model, tokenizer):
     before = bench.static_copy.html()
     bench.masking.figure_changed()  # a tab's change reaches the workbench's copy
     assert bench.static_copy._html is None and bench.static_copy.html() == before
+
+
+def test_the_export_bar_says_why_a_figure_was_not_saved(tmp_path, monkeypatch):
+    from bertviz_lab.widgets.export import ExportBar
+
+    monkeypatch.chdir(tmp_path)
+    panel = Counter()
+    panel.to_svg = lambda: (_ for _ in ()).throw(FileNotFoundError("Graphviz's dot is not installed <here>"))
+    bar = ExportBar(panel, "counter")
+    assert bar.export() is None
+    assert "not saved" in bar.status.value and "&lt;here&gt;" in bar.status.value
+    panel.to_svg = lambda: '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="20"><text>1</text></svg>'
+    bar.format.value = "png"
+    path = bar.export()
+    assert path.parent.name == "bertviz_figures" and path.suffix == ".png" and "saved" in bar.status.value
+    width, height = struct.unpack(">II", path.read_bytes()[16:24])
+    assert (width, height) == (10, 20)

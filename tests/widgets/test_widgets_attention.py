@@ -370,6 +370,18 @@ def test_new_text_updates_every_view(pair_panel):
     assert_shows(panel, panel.trace.attention(0)[0, 0].numpy())
 
 
+def test_a_text_longer_than_the_model_is_cut_with_a_notice(tokenizer):
+    torch.manual_seed(5)
+    model = BERT(tiny_config(tokenizer.vocab_size, max_position_embeddings=32)).eval()
+    panel = AttentionPanel(model=model, tokenizer=tokenizer, text=" ".join(["word"] * 40))
+    assert len(panel.trace.tokens[0]) == 32
+    assert panel.truncation.cut and (panel.truncation.kept, panel.truncation.total) == (32, 42)
+    assert "kept 32 of 42 tokens" in panel.truncation_notice.value
+    assert "kept 32 of 42 tokens" in panel.heatmap.note and "kept 32 of 42 tokens" in panel.to_svg()
+    panel.set_text("A short one.")
+    assert panel.truncation_notice.value == "" and "kept" not in panel.heatmap.note
+
+
 def test_bad_arguments_raise_clear_errors(pretraining_model, tokenizer, pair_panel):
     with pytest.raises(TypeError, match="Trace"):
         AttentionPanel()
@@ -409,9 +421,10 @@ def long_panel(tokenizer) -> AttentionPanel:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        recorded = trace_text(model, tokenizer, " ".join(["word"] * 510))
+        recorded, truncation = trace_text(model, tokenizer, " ".join(["word"] * 510))
     finally:
         torch.set_num_threads(threads)
+    assert not truncation.cut
     return AttentionPanel(recorded)
 
 
