@@ -126,17 +126,13 @@ class BertInspectMagics(Magics):
 
 
 def warm_up() -> None:
-    """Import plotly and the panels, build (or verify) the CPU kernels and load the default model, so the first
-    %bert_inspect or forward only computes."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots  # noqa: F401
-
+    """Import the panels, build (or verify) the CPU kernels and load the default model, so the first %bert_inspect
+    or forward only computes."""
     from bertviz_lab.model import fused
+    from bertviz_lab.widgets import Workbench  # noqa: F401 (ipywidgets, anywidget and every panel's module)
     from bertviz_lab.widgets.workbench import default_model_and_tokenizer
 
     fused.cpu_backend()  # the first choice compiles cpu_gemm.c where it is not cached yet (about a second)
-    go.FigureWidget  # noqa: B018 (plotly imports lazily: this one pulls in nbformat and jsonschema)
-    go.Figure(data=[go.Heatmap(z=[[0]]), go.Scatter(x=[0], y=[0])])
     default_model_and_tokenizer()
 
 
@@ -157,9 +153,8 @@ def wait_for_warm_up() -> None:
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext bertviz_lab` registers %bert_inspect and warms it up in a background thread.
 
-    In a fresh kernel the first call would otherwise spend ~3 s importing plotly (whose FigureWidget pulls in
-    nbformat and jsonschema), building the CPU kernels and loading the default model; done while the user types
-    the next cell, it is free.
+    In a fresh kernel the first call would otherwise spend seconds importing the panels, building the CPU kernels
+    and loading the default model; done while the user types the next cell, it is free.
     """
     ipython.register_magics(BertInspectMagics)
     threading.Thread(target=_warm_up_quietly, name=WARM_UP_THREAD, daemon=True).start()

@@ -81,8 +81,8 @@ def test_load_ext_registers_the_line_and_cell_magic(shell):
     assert shell.find_line_magic("bert_inspect") is not None and shell.find_cell_magic("bert_inspect") is not None
 
 
-def test_load_ext_warms_up_plotly_and_the_default_model_in_the_background():
-    # a fresh interpreter: in this one, earlier tests may already have imported plotly and loaded the model
+def test_load_ext_warms_up_the_panels_and_the_default_model_in_the_background():
+    # a fresh interpreter: in this one, earlier tests may already have imported the panels and loaded the model
     script = textwrap.dedent("""
         import sys, threading
         from IPython.testing.globalipapp import start_ipython
@@ -93,7 +93,7 @@ def test_load_ext_warms_up_plotly_and_the_default_model_in_the_background():
         assert len(warm_up) == 1 and warm_up[0].daemon
         warm_up[0].join()
         from bertviz_lab.widgets import workbench
-        assert "plotly.basewidget" in sys.modules and "nbformat" in sys.modules
+        assert "bertviz_lab.widgets.attention_panel" in sys.modules and "anywidget" in sys.modules
         assert workbench._load_default_once.cache_info().currsize == 1
         from bertviz_lab.model import cpu_gemm
         assert cpu_gemm.library.cache_info().currsize == 1  # built or verified before the first forward

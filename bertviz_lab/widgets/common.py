@@ -23,14 +23,6 @@ COLORS = {
 }
 HEAD_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"]
-# The plotly template of every figure: layout only. Plotly's default template also styles each of its ~50 trace
-# types, which makes a first FigureWidget take ~0.3 s longer to build and its state ~7 KB larger.
-_AXIS = {"gridcolor": "#e6e9ef", "linecolor": "#c8ccd4", "zerolinecolor": "#c8ccd4", "automargin": True,
-         "title": {"standoff": 8}}
-PLOT_TEMPLATE = {"layout": {"font": {"family": "system-ui, -apple-system, 'Segoe UI', sans-serif", "size": 12,
-                                     "color": "#2a3f5f"},
-                            "paper_bgcolor": "white", "plot_bgcolor": "white", "colorway": HEAD_COLORS,
-                            "hoverlabel": {"align": "left"}, "xaxis": _AXIS, "yaxis": _AXIS}}
 
 
 def escape(text: Any) -> str:

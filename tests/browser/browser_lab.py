@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from system_programs import CHROMIUM
-
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "screenshots"
 # Set to a folder (e.g. docs/images) to also write the README's pictures there; tools/screenshots.py does.
@@ -266,37 +264,6 @@ DOM_ERRORS = """() => {
     }
   }
   return found;
-}"""
-
-# A plotly graph div's data as numbers: plotly.js keeps 1-D binary arrays as typed arrays (or {bdata, dtype}).
-PLOTLY_SUMMARY = """(el) => {
-  function length(v) {
-    if (v === undefined || v === null) return 0;
-    if (typeof v.length === 'number') return v.length;
-    if (v.bdata !== undefined) {
-      const sizes = {i1: 1, u1: 1, i2: 2, u2: 2, i4: 4, u4: 4, f4: 4, f8: 8};
-      return Math.floor(atob(v.bdata).length / (sizes[v.dtype] || 8));
-    }
-    return 0;
-  }
-  function digest(z) {
-    if (!z || typeof z.length !== 'number') return null;
-    let sum = 0, weighted = 0, cols = 0, n = 0;
-    for (let i = 0; i < z.length; i++) {
-      const row = z[i] || [];
-      cols = Math.max(cols, row.length || 0);
-      for (let j = 0; j < (row.length || 0); j++) {
-        const v = Number(row[j]) || 0;
-        sum += v;
-        weighted += v * ((n++ % 9973) + 1);
-      }
-    }
-    return {rows: z.length, cols: cols, sum: Math.round(sum * 1e6) / 1e6, weighted: Math.round(weighted * 1e4) / 1e4};
-  }
-  const data = el.data || [];
-  const title = el.layout && el.layout.title ? (el.layout.title.text || el.layout.title) : '';
-  return {title: String(title || ''), traces: data.map((t) => ({type: t.type || 'scatter', name: t.name || '',
-          x: length(t.x), y: length(t.y), z: t.type === 'heatmap' ? digest(t.z) : null}))};
 }"""
 
 # The live heatmap (div.bvl-heatmap) says what it drew: its title, size and a digest of its codes, and the canvas

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from browser_lab import CHROMIUM, CHROMIUM_ARGS, LabServer, delete_sessions
+from browser_lab import CHROMIUM_ARGS, LabServer, delete_sessions
+from system_programs import CHROMIUM
 
 
 @pytest.fixture(scope="session")

@@ -19,11 +19,26 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from browser_lab import (
+    CANVAS_INK,
+    CELL_REPORT,
+    CONTENT_BOX,
+    DOM_ERRORS,
+    HEATMAP_DRAWN,
+    KERNEL_READY,
+    MASK_CHIPS,
+    NOTEBOOK_TO_TOP,
+    README_IMAGES_ENV,
+    REPO,
+    RUN_ALL,
+    RUN_STATE,
+    SCREENSHOTS,
+    SVG_IMAGE,
+    allowed_url,
+    delete_sessions,
+    strip_ansi,
+)
 from playwright.sync_api import Error as PlaywrightError
-
-from browser_lab import (CANVAS_INK, CELL_REPORT, CONTENT_BOX, DOM_ERRORS, HEATMAP_DRAWN, KERNEL_READY, MASK_CHIPS,
-                         NOTEBOOK_TO_TOP, PLOTLY_SUMMARY, README_IMAGES_ENV, REPO, RUN_ALL, RUN_STATE, SCREENSHOTS, SVG_IMAGE,
-                         allowed_url, delete_sessions, strip_ansi)
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
 
@@ -34,7 +49,7 @@ DRAW_TIMEOUT_MS = 30_000
 MASK_RGB = "rgb(214, 39, 40)"  # COLORS["mask"] = #d62728
 
 # Console errors that are not ours. Each entry: (regex on the message text, why it is harmless). None seen so far
-# with JupyterLab 4.6 / ipywidgets 8.1 / plotly 7.1 / anywidget 0.11: every console error fails the test.
+# with JupyterLab 4.6 / ipywidgets 8.1 / anywidget 0.11: every console error fails the test.
 KNOWN_CONSOLE_NOISE: list[tuple[re.Pattern[str], str]] = []
 
 CHECKS: dict[str, Callable[["Run"], None]] = {}
@@ -118,10 +133,6 @@ def assert_no_error_outputs(run: Run, cells: list[dict]) -> None:
     assert not shown, f"{run.name}: the page shows errors:\n" + "\n".join(strip_ansi(s) for s in shown)
 
 
-def plotly(locator: Any) -> dict:
-    return locator.evaluate(PLOTLY_SUMMARY)
-
-
 def wait_for(run: Run, what: str, condition: Callable[[], Any], timeout_s: float = DRAW_TIMEOUT_MS / 1000) -> Any:
     """Poll a Python-side condition over the page (for conditions across several evaluate calls)."""
     deadline = time.monotonic() + timeout_s
@@ -171,7 +182,7 @@ def choose_another_layer(run: Run, panel: Any) -> None:
 
 def check_attention_panel(run: Run) -> None:
     """The first AttentionPanel: heatmap drawn, another layer changes its data, head view and model view drawn,
-    and the heatmap still follows the layer after the views were switched (its plotly view is drawn anew)."""
+    and the heatmap still follows the layer after the views were switched."""
     panel = run.outputs(".widget-toggle-button:text-is('head view')").first
     panel.wait_for(timeout=DRAW_TIMEOUT_MS)
 
@@ -234,15 +245,17 @@ def check_masking(run: Run) -> None:
 
 @check("04_")
 def check_pretraining(run: Run) -> None:
-    with run.step("live loss curves: a scatter trace with more than one point, drawn as a line"):
-        curves = run.outputs(".js-plotly-plot").first
-        graph = curves.locator(".js-plotly-plot").first
-        graph.locator(".scatterlayer .trace").first.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
-        summary = wait_for(run, "the live loss curves have no trace with more than one point",
-                           lambda: (s := plotly(graph)) and any(t["x"] > 1 and t["y"] > 1 for t in s["traces"]) and s)
-        assert all(t["type"] == "scatter" for t in summary["traces"]), summary
-        path = graph.locator(".scatterlayer .trace .js-line").first.get_attribute("d") or ""
-        assert "L" in path, f"loss curve path {path[:200]!r}"
+    with run.step("live loss curves: the MLM loss drawn as a line of more than one point, with axis titles"):
+        curves = run.outputs(".bvl-loss-curves").first
+        series = curves.locator('polyline.bvl-series[data-key="train_mlm_loss"]').first
+        series.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+        points = wait_for(run, "the live MLM loss curve has no more than one point",
+                          lambda: (n := int(series.get_attribute("data-n") or 0)) > 1 and n)
+        assert len((series.get_attribute("points") or "").split()) == points
+        titles = curves.locator(".bvl-axis-title").all_inner_texts()
+        assert "step" in titles and "loss" in titles, titles
+        status = curves.locator(".bvl-curves-status").first.inner_text()
+        assert re.search(r"step \d+ of \d+", status), status
         run.pictures["loss_curves"] = curves
 
 
@@ -282,7 +295,7 @@ def save_screenshots(run: Run, readme: bool) -> list[Path]:
     viewport = page.viewport_size
     overflow = page.evaluate(NOTEBOOK_TO_TOP)
     page.set_viewport_size({"width": viewport["width"], "height": min(viewport["height"] + overflow, 16000)})
-    page.wait_for_timeout(800)  # Lab relayouts, plotly resizes
+    page.wait_for_timeout(800)  # Lab relayouts the outputs
     page.evaluate(NOTEBOOK_TO_TOP)
     page.wait_for_timeout(200)
     target = SCREENSHOTS / f"{Path(run.name).stem}.png"

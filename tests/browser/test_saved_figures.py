@@ -15,7 +15,6 @@ from typing import Any
 
 import nbformat
 import pytest
-
 from browser_lab import KERNEL_READY, RUN_ALL, RUN_STATE, SCREENSHOTS, allowed_url, delete_sessions
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
@@ -46,7 +45,7 @@ DRAWN = """(root) => {
                  s.textContent.replace(/\\s+/g, ' ').trim().slice(0, 400)]);
   const panel = [...root.querySelectorAll('.widget-tab-contents > *, .lm-TabPanel-stackedPanel > *')]
     .find(visible) || root;
-  return {canvases, svgs, text: panel.innerText.replace(/\s+/g, ' ').trim().slice(0, 2000)};
+  return {canvases, svgs, text: panel.innerText.replace(/\\s+/g, ' ').trim().slice(0, 2000)};
 }"""
 
 STATIC_STATE = """() => {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import re
 import time
 from html.parser import HTMLParser
 from typing import Any, Callable, Iterator
@@ -66,36 +65,6 @@ def assert_safe_html(markup: str, must_show: str | None = XSS) -> None:
     if must_show is not None:
         assert html.escape(must_show, quote=False) in markup or html.escape(must_show) in markup
         assert must_show in "".join(parsed.text)  # what the browser shows once it decodes the entities
-
-
-# what plotly.js does to text before drawing it (svg_text_utils.convertEntities): only these entities are decoded
-_PLOTLY_ENTITIES = {"mu": "μ", "amp": "&", "lt": "<", "gt": ">", "nbsp": "\xa0", "times": "×", "plusmn": "±",
-                    "deg": "°"}
-
-
-def plotly_shows(label: str) -> str:
-    """The text plotly.js draws for a label (after its pseudo-HTML has no tags left)."""
-    def entity(match: re.Match) -> str:
-        name = match.group(1)
-        if name.startswith("#x"):
-            return chr(int(name[2:], 16))
-        if name.startswith("#"):
-            return chr(int(name[1:]))
-        return _PLOTLY_ENTITIES.get(name, match.group(0))
-
-    return re.sub(r"&(#\d+|#x[\da-fA-F]+|[a-z]+);", entity, label)
-
-
-def strings_in(value: Any) -> Iterator[str]:
-    """Every string inside nested dicts, lists, tuples (plotly's figure JSON)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from strings_in(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from strings_in(item)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01) -> bool:
