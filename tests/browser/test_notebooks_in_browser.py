@@ -252,9 +252,9 @@ def check_pretraining(run: Run) -> None:
         points = wait_for(run, "the live MLM loss curve has no more than one point",
                           lambda: (n := int(series.get_attribute("data-n") or 0)) > 1 and n)
         assert len((series.get_attribute("points") or "").split()) == points
-        titles = curves.locator(".bvl-axis-title").all_inner_texts()
+        titles = [t.strip() for t in curves.locator(".bvl-axis-title").all_text_contents()]
         assert "step" in titles and "loss" in titles, titles
-        status = curves.locator(".bvl-curves-status").first.inner_text()
+        status = curves.locator(".bvl-curves-status").first.text_content() or ""
         assert re.search(r"step \d+ of \d+", status), status
         run.pictures["loss_curves"] = curves
 
