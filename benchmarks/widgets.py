@@ -5,10 +5,10 @@
 For MiniLM (real weights) and bert-base (random weights) at 128 and 512 tokens: the model view's state, one
 heatmap update (a layer change, measured from the widget's outgoing messages), the head view's state, and for
 MiniLM the time from `%bert_inspect` to a built widget in fresh Jupyter kernels: as the next cell after
-`%load_ext` (whose background warm-up imports plotly and loads the model), in the same cell as `%load_ext` (no
+`%load_ext` (whose background warm-up imports the panels and loads the model), in the same cell as `%load_ext` (no
 head start), and a later call. The reference for the model view is bertviz's approach of shipping every
 layer × head map as JSON floats (~860 MB for 12 × 12 heads at 512 tokens; computed below as L·H·T²·~9 bytes).
-Last, what the live loss curves cost a training run (`python benchmarks/widgets.py curves` runs only that).
+What the live loss curves cost a training run is measured apart: `python benchmarks/widgets.py curves`.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def time_magic(text: str) -> None:
                                                              workbench])
     _, _, first_workbench = in_fresh_kernel(["%load_ext bertviz_lab", wait_for_warm_up, workbench])
     rows = (("`%load_ext bertviz_lab` (imports torch, starts the warm-up)", load),
-            ("its warm-up, in the background (plotly, default model)", warm_up),
+            ("its warm-up, in the background (panels, kernels, default model)", warm_up),
             ("first `--view attention`, next cell after the warm-up", first),
             ("first whole workbench, next cell after the warm-up", first_workbench),
             ("`%load_ext` and a first `--view attention` in one cell", both),
