@@ -70,8 +70,10 @@ def write_notebook(server: Any, name: str) -> str:
     return f"notebooks/{name}"
 
 
-def open_in_lab(page: Any, server: Any, path: str) -> None:
-    page.goto(f"{server.url}/lab/tree/{path}?reset&token={server.token}", wait_until="domcontentloaded")
+def open_in_lab(page: Any, server: Any, path: str, app: str = "lab") -> None:
+    """Open the notebook in JupyterLab or in Notebook 7 and wait for an idle kernel."""
+    where = f"lab/tree/{path}?reset&" if app == "lab" else f"notebooks/{path}?"
+    page.goto(f"{server.url}/{where}token={server.token}", wait_until="domcontentloaded")
     page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
 
 
@@ -153,15 +155,16 @@ def test_figures_survive_a_reload_and_a_second_tab(page, lab_server, lab_context
     assert not page.errors, page.errors
 
 
-def test_a_saved_notebook_reopened_without_its_kernel_shows_every_tab(page, lab_server, lab_context):
-    path = write_notebook(lab_server, "reopened.ipynb")
-    open_in_lab(page, lab_server, path)
+@pytest.mark.parametrize("app", ["lab", "notebook7"])
+def test_a_saved_notebook_reopened_without_its_kernel_shows_every_tab(page, lab_server, lab_context, app):
+    path = write_notebook(lab_server, f"reopened_{app}.ipynb")
+    open_in_lab(page, lab_server, path, app)
     run_all(page)
     assert page.evaluate(STATIC_STATE)["shown"] == 0
     page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_timeout(1500)
     delete_sessions(lab_context, lab_server)  # the kernel is gone: no widget model survives
-    open_in_lab(page, lab_server, path)  # Lab starts a fresh kernel that knows none of the saved widgets
+    open_in_lab(page, lab_server, path, app)  # a fresh kernel that knows none of the saved widgets
     page.wait_for_timeout(3000)
     state = page.evaluate(STATIC_STATE)
     assert state["shown"] == 1 and not state["errors"], state
@@ -170,7 +173,7 @@ def test_a_saved_notebook_reopened_without_its_kernel_shows_every_tab(page, lab_
     assert_every_tab_drawn(tabs)
     assert "layer 2" in tabs["attention"]["text"], "the copy shows the figure as the kernel left it"
     SCREENSHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "reopened_without_kernel.png"), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / f"reopened_without_kernel_{app}.png"), full_page=True)
 
 
 def assert_every_tab_drawn(tabs: dict[str, dict]) -> None:
@@ -213,8 +216,7 @@ def test_nbconvert_html_shows_every_figure_offline(page, lab_server, lab_context
 
 def test_notebook_7_renders_the_workbench(page, lab_server):
     path = write_notebook(lab_server, "notebook7.ipynb")
-    page.goto(f"{lab_server.url}/notebooks/{path}?token={lab_server.token}", wait_until="domcontentloaded")
-    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+    open_in_lab(page, lab_server, path, "notebook7")
     run_all(page)
     drawn = drawn_per_tab(page)
     assert drawn["Attention"]["canvases"] and drawn["Attention"]["canvases"][0][3] > 0, drawn
