@@ -126,7 +126,7 @@ def test_models_with_packed_weights_copy_and_pickle(backend):
 
 def test_a_model_on_packed_weights_matches_plain_pytorch(backend, monkeypatch):
     model = BERT(BERTConfig.tiny()).eval()
-    ids = torch.randint(5, model.config.vocab_size, (2, 64))
+    ids = torch.randint(5, 200, (2, 64), generator=torch.Generator().manual_seed(0))  # ids <= 20 are masked out
     calls = []
     for name in ("attention", "linear"):
         real = getattr(cpu_gemm, name)
@@ -144,8 +144,6 @@ def test_a_model_on_packed_weights_matches_plain_pytorch(backend, monkeypatch):
         with fused.disabled():
             plain = model(input_ids=ids, attention_mask=(ids > 20).long())
         assert calls == []
-        with fused.disabled():
-            plain = model(input_ids=ids)
     torch.testing.assert_close(packed.last_hidden_state, plain.last_hidden_state, rtol=0, atol=1e-5)
     torch.testing.assert_close(packed.pooler_output, plain.pooler_output, rtol=0, atol=1e-5)
 
