@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 from typing import Any
 
 import anywidget
@@ -22,9 +21,9 @@ from bertviz_lab.trace.diagram import to_graphviz, to_mermaid
 from bertviz_lab.trace.hooks import Trace, trace
 from bertviz_lab.widgets.common import Panel, escape, evaluating
 from bertviz_lab.widgets.export import ExportBar
+from bertviz_lab.widgets.front_end import esm
 
 RENDERERS = ("mermaid", "graphviz")
-STATIC = Path(__file__).with_name("static")
 LABELLED = {"description_width": "initial"}
 MERMAID_FONT_PX = 16
 GRAPHVIZ_FONT = 14  # points in Graphviz's SVG units; the view scales them to 12–16 px on screen
@@ -64,7 +63,7 @@ def svg_document(svg: str) -> str:
 class DiagramView(anywidget.AnyWidget):
     """A Graphviz SVG in the browser: fit to the width (text kept between min and max px), zoom and pan."""
 
-    _esm = STATIC / "architecture.js"
+    _esm = esm("architecture.js")
     svg = traitlets.Unicode("").tag(sync=True)
     zoom = traitlets.Float(1.0).tag(sync=True)  # times the fitted size
     font_size = traitlets.Float(GRAPHVIZ_FONT).tag(sync=True)  # the diagram's text size in SVG units

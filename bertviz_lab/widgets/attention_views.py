@@ -11,7 +11,6 @@ import base64
 import math
 import struct
 import zlib
-from pathlib import Path
 from typing import Any, Sequence
 
 import anywidget
@@ -20,8 +19,8 @@ import traitlets
 
 from bertviz_lab.widgets import attention_data as D
 from bertviz_lab.widgets.common import escape
+from bertviz_lab.widgets.front_end import esm
 
-STATIC = Path(__file__).with_name("static")
 LABEL_FONT = 11  # px, monospace: ~0.6 em a character
 CHAR_W = 6.7
 TITLE_FONT, NOTE_FONT = 14, 12
@@ -176,7 +175,7 @@ class HeatmapView(anywidget.AnyWidget):
     """One attention matrix as 8-bit colour codes with what turns them back into weights (see
     attention_data.HeatmapCodes), token labels, title and colour bar; hover asks the kernel for the exact weight."""
 
-    _esm = STATIC / "heatmap.js"
+    _esm = esm("heatmap.js")
     codes = traitlets.Bytes(b"").tag(sync=True)  # uint8 (rows, cols), row-major
     mode = traitlets.Unicode("linear").tag(sync=True)  # linear | row | log
     scale = traitlets.Float(0.0).tag(sync=True)  # linear: weight = code × scale
@@ -269,7 +268,7 @@ class HeadView(anywidget.AnyWidget):
     (double click) without a round trip, and Python sees the choice in `heads`.
     """
 
-    _esm = STATIC / "head_view.js"
+    _esm = esm("head_view.js")
     query_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     key_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
     num_heads = traitlets.Int(0).tag(sync=True)
@@ -355,7 +354,7 @@ class HeadView(anywidget.AnyWidget):
 class ModelView(anywidget.AnyWidget):
     """Every layer × head as a thumbnail under one shared colour scale; clicking one sets `selected` = [layer, head]."""
 
-    _esm = STATIC / "model_view.js"
+    _esm = esm("model_view.js")
     num_layers = traitlets.Int(0).tag(sync=True)
     num_heads = traitlets.Int(0).tag(sync=True)
     size = traitlets.Int(1).tag(sync=True)

@@ -22,9 +22,9 @@ import traitlets
 
 from bertviz_lab.widgets.common import Panel, escape
 from bertviz_lab.widgets.export import ExportBar
+from bertviz_lab.widgets.front_end import esm
 from bertviz_lab.widgets.svg import chart_grid, line_chart
 
-STATIC = Path(__file__).with_name("static")
 # (chart, metric key, legend name, colour, dashed)
 SERIES = (
     (0, "train_mlm_loss", "train MLM", "#1f77b4", False),
@@ -104,7 +104,7 @@ def unpack(data: bytes) -> tuple[np.ndarray, np.ndarray]:
 class CurvesView(anywidget.AnyWidget):
     """The four charts in the browser, drawn from these synced traits whenever a view attaches."""
 
-    _esm = STATIC / "loss_curves.js"
+    _esm = esm("loss_curves.js")
     title = traitlets.Unicode("").tag(sync=True)
     total = traitlets.Int(0).tag(sync=True)  # the run's last step (the x axes reach it); 0 when unknown
     panels = traitlets.List().tag(sync=True)
@@ -291,7 +291,7 @@ class LossCurves(Panel):
             return path
         state = {"title": self.chart.title, "total": self.chart.total, "panels": self.chart.panels,
                  **{key: data.hex() for key, data in self.chart.curves.items()}}
-        code = (STATIC / "loss_curves.js").read_text(encoding="utf-8")
+        code = esm("loss_curves.js")
         page = _STANDALONE.replace("__TITLE__", escape(self.title)).replace(
             "__STATE__", _script_json(state)).replace("__CODE__", _script_json(code))
         path.write_text(page, encoding="utf-8")

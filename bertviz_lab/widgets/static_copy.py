@@ -13,22 +13,21 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any, Callable
 
 import anywidget
 import traitlets
 
 from bertviz_lab.widgets.common import escape
+from bertviz_lab.widgets.front_end import esm
 
-STATIC = Path(__file__).with_name("static")
 MIN_INTERVAL_S = 0.5  # at most two updates of a copy a second, the last one always sent
 
 
 class StaticCopyHider(anywidget.AnyWidget):
     """An invisible part of a live panel: while it is on screen, the static copy with its id is hidden."""
 
-    _esm = STATIC / "static_copy.js"
+    _esm = esm("static_copy.js")
     static_id = traitlets.Unicode("").tag(sync=True)
 
 

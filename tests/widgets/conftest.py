@@ -6,17 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 from tokenizers import AddedToken
+from widgets_testlib import XSS, tiny_config
 
 from bertviz_lab.model import (
     BERT,
+    BERT_Weights,
     BERTConfig,
     BERTForMaskedLM,
     BERTForPreTraining,
     BERTTokenizerFast,
-    BERT_Weights,
 )
-from widgets_testlib import XSS, tiny_config
-
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ import torch
 from bertviz_lab.trace import trace
 from bertviz_lab.widgets import AttentionPanel
 from bertviz_lab.widgets import attention_data as D
-from bertviz_lab.widgets.attention_views import RECT_LIMIT, STATIC, cell_size, png, tick_labels
+from bertviz_lab.widgets.attention_views import RECT_LIMIT, cell_size, png, tick_labels
+from bertviz_lab.widgets.front_end import esm
 
 SVG = "{http://www.w3.org/2000/svg}"
 NASTY = '<b>&"x'  # a token that would be markup if it were not escaped
@@ -146,7 +147,7 @@ def test_png_encoder_and_tick_labels():
 
 def test_front_ends_set_text_only_as_text():
     for name in ("heatmap.js", "head_view.js", "model_view.js"):
-        source = (STATIC / name).read_text(encoding="utf-8")
+        source = esm(name)  # what the browser runs: shared helpers included
         assert "innerHTML" not in source and "insertAdjacentHTML" not in source and "outerHTML" not in source
         assert "textContent" in source and "export default { render }" in source
 

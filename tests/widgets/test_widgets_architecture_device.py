@@ -14,8 +14,9 @@ import torch
 from bertviz_lab.device import available_devices, describe_devices
 from bertviz_lab.trace import MermaidDiagram
 from bertviz_lab.widgets import ArchitecturePanel, DevicePicker
-from bertviz_lab.widgets.architecture_panel import STATIC, example_inputs
+from bertviz_lab.widgets.architecture_panel import example_inputs
 from bertviz_lab.widgets.device_picker import format_bytes, model_memory_bytes
+from bertviz_lab.widgets.front_end import esm
 
 
 # ArchitecturePanel ---------------------------------------------------------------------------------------
@@ -118,8 +119,8 @@ def test_graphviz_svg_export_and_view(pretraining_model, tmp_path):
     assert struct.unpack(">II", png.read_bytes()[16:24]) == (round(width * 2), round(height * 2))
     panel.depth.value = 1
     assert "BERTLayer" not in panel.graph_view.svg
-    esm = (STATIC / "architecture.js").read_text()
-    assert "innerHTML" not in esm and 'createElement("img")' in esm  # the SVG shown as an image: inert
+    code = esm("architecture.js")
+    assert "innerHTML" not in code and 'createElement("img")' in code  # the SVG shown as an image: inert
 
 
 def test_missing_dot_falls_back_to_mermaid_and_says_so(pretraining_model, monkeypatch):

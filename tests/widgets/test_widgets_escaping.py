@@ -9,7 +9,7 @@ from widgets_testlib import XSS, assert_safe_html, html_values
 
 from bertviz_lab.trace import trace
 from bertviz_lab.widgets import AttentionPanel, MaskingPreview, Workbench
-from bertviz_lab.widgets.attention_views import STATIC
+from bertviz_lab.widgets.front_end import esm
 
 TEXT = f"the cat {XSS} sat on the mat ."
 TEXT_B = f'it was " warm " & {XSS}'
@@ -37,8 +37,8 @@ def assert_attention_panel_safe(panel: AttentionPanel) -> None:
     assert XSS in panel.head_view.query_tokens
     assert_safe_html(panel.static_html())
     for name in ("heatmap.js", "head_view.js", "model_view.js"):
-        esm = (STATIC / name).read_text(encoding="utf-8")
-        assert "innerHTML" not in esm and "insertAdjacentHTML" not in esm and "textContent" in esm
+        code = esm(name)
+        assert "innerHTML" not in code and "insertAdjacentHTML" not in code and "textContent" in code
     panel.view.value = "heatmap"
 
 

@@ -20,7 +20,8 @@ from bertviz_lab.train import (
     synthetic_to_training_batch,
 )
 from bertviz_lab.widgets import LossCurves, TrainingPanel
-from bertviz_lab.widgets.loss_curves import CHARTS, KEYS, SERIES, STATIC, downsample, downsample_points
+from bertviz_lab.widgets.front_end import esm
+from bertviz_lab.widgets.loss_curves import CHARTS, KEYS, SERIES, downsample, downsample_points
 from bertviz_lab.widgets.payload import sent_messages
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -224,8 +225,8 @@ def test_svg_has_titles_axis_titles_legends_and_the_status(tmp_path):
     x, y = curves.drawn("train_nsp_loss")
     assert x.tolist() == list(range(1, 13))
     np.testing.assert_allclose(y, [r.train_nsp_loss for r in trainer.history], rtol=1e-6)
-    esm = (STATIC / "loss_curves.js").read_text()
-    assert "textContent" in esm and "innerHTML" not in esm
+    code = esm("loss_curves.js")
+    assert "textContent" in code and "innerHTML" not in code
 
 
 def test_status_line_before_during_and_after_a_run():

@@ -2,22 +2,7 @@
 // shown head, its opacity the weight. The lines of every head of the layer are in the synced state, so the head
 // chips work without the kernel: a click toggles a head, a double click shows that head alone; the choice goes back
 // to Python in `heads`. Hovering a token shows only its lines. Token text is only ever set with textContent.
-const SVG_NS = "http://www.w3.org/2000/svg";
 const MAX_LABEL_CHARS = 16;
-
-function svgEl(parent, name, attrs, text) {
-  const node = document.createElementNS(SVG_NS, name);
-  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
-  if (text !== undefined) node.textContent = text;
-  parent.appendChild(node);
-  return node;
-}
-
-function bytes(value) {
-  if (!value) return new Uint8Array(0);
-  if (value instanceof ArrayBuffer) return new Uint8Array(value);
-  return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-}
 
 function short(token) {
   return token.length <= MAX_LABEL_CHARS ? token : token.slice(0, MAX_LABEL_CHARS - 1) + "…";

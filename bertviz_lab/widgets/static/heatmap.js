@@ -2,24 +2,10 @@
 // putImageData from the 8-bit codes; title, axes, token labels and colour bar: SVG, at the pixel positions the kernel
 // computed (`geometry`, the same numbers as the exported SVG). Everything comes from the synced state, so every new
 // view (a reload, a second tab, Notebook 7) draws the same figure. Token text is only ever set with textContent.
-const SVG_NS = "http://www.w3.org/2000/svg";
 const TOP_CODE = 254; // code of the colour range's top; 255 = above it (a clipped [CLS]/[SEP] weight)
 const LABEL_FONT = 11;
 
-function svgEl(parent, name, attrs, text) {
-  const node = document.createElementNS(SVG_NS, name);
-  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
-  if (text !== undefined) node.textContent = text;
-  parent.appendChild(node);
-  return node;
-}
-
 // A synced Bytes trait arrives as a DataView (or ArrayBuffer); copy it so typed views are aligned.
-function bytes(value) {
-  if (!value) return new Uint8Array(0);
-  if (value instanceof ArrayBuffer) return new Uint8Array(value);
-  return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-}
 function typed(value, Type) {
   const raw = bytes(value);
   return new Type(raw.slice().buffer, 0, Math.floor(raw.byteLength / Type.BYTES_PER_ELEMENT));

@@ -1,22 +1,7 @@
 // The model view: every layer × head as a small map (rows: query tokens, columns: key tokens), all under one shared
 // colour scale shown by a titled colour bar. Clicking a map sets `selected`; the panel opens it as the heatmap.
 // Labels sit in their own grid column and row, sized to their text, so they are never clipped.
-const SVG_NS = "http://www.w3.org/2000/svg";
 const TOP_CODE = 254;
-
-function svgEl(parent, name, attrs, text) {
-  const node = document.createElementNS(SVG_NS, name);
-  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
-  if (text !== undefined) node.textContent = text;
-  parent.appendChild(node);
-  return node;
-}
-
-function bytes(value) {
-  if (!value) return new Uint8Array(0);
-  if (value instanceof ArrayBuffer) return new Uint8Array(value);
-  return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-}
 
 function colorbar(height, palette, ticks, title) {
   const width = 110, x = 4, y = 6, w = 14, bands = 128;
