@@ -15,7 +15,9 @@ from typing import Any
 
 import nbformat
 import pytest
-from browser_lab import KERNEL_READY, RUN_ALL, RUN_STATE, SCREENSHOTS, allowed_url, delete_sessions
+from browser_lab import KERNEL_READY, RUN_ALL, RUN_STATE, SCREENSHOTS, LabServer, allowed_url, delete_sessions
+
+from bertviz_lab.widgets.notebook_html import notebook_to_html
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
 
@@ -27,7 +29,8 @@ CELLS = [
     "bench.attention.layer.value = 2  # a change made from the kernel, after the figure was first drawn",
 ]
 # nbconvert's own page template asks for require.js and MathJax on public CDNs (and the widget renderer when the
-# notebook holds widget state); every one of those requests fails here, which is the point: the figures must show.
+# notebook holds widget state); every one of those requests fails here, and the figures must show all the same.
+# `bertviz-lab html` writes the same page without them: there, no request may leave at all.
 TEMPLATE_ASSETS = ("require.js", "mathjax", "MathJax", "html-manager", "embed-amd")
 
 # What a panel draws, as numbers: every visible canvas' pixel sums and every visible SVG's text and shape count.
@@ -119,6 +122,34 @@ def assert_offline(requests: list[str], allowed_extra: tuple[str, ...] = ()) -> 
     assert not foreign, f"requests left the machine: {foreign}"
 
 
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory):
+    """A server of its own: once it has served a Notebook 7 page, jupyter-server (2.21, notebook 7.6, jupyterlab 4.6)
+    answers JupyterLab's request for one of its fonts with 403, which the notebook tests would count as an error."""
+    server = LabServer(tmp_path_factory.mktemp("jupyterlab_saved_figures"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def lab_context(chromium, lab_server):
+    """A browser context of its own (cookies, cache): Notebook 7 and file:// pages opened here leave nothing behind
+    for the notebook tests, which share one context."""
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
+    context.requested = []
+    context.on("request", lambda request: context.requested.append(request.url))
+    try:
+        yield context
+    finally:
+        try:
+            delete_sessions(context, lab_server)
+        finally:
+            context.close()
+
+
 @pytest.fixture
 def page(lab_context, lab_server):
     delete_sessions(lab_context, lab_server)
@@ -191,16 +222,21 @@ def nbconvert(notebook: Path, execute: bool) -> Path:
     return output
 
 
-@pytest.mark.parametrize("execute", [False, True], ids=["saved", "executed"])
-def test_nbconvert_html_shows_every_figure_offline(page, lab_server, lab_context, execute):
-    path = write_notebook(lab_server, f"converted_{'executed' if execute else 'saved'}.ipynb")
+@pytest.mark.parametrize("execute, tool", [(False, "nbconvert"), (True, "nbconvert"), (True, "bertviz-lab html")],
+                         ids=["saved", "executed", "offline-page"])
+def test_nbconvert_html_shows_every_figure_offline(page, lab_server, lab_context, execute, tool):
+    name = f"converted_{'executed' if execute else 'saved'}_{tool.split()[-1]}"
+    path = write_notebook(lab_server, f"{name}.ipynb")
     notebook = lab_server.root / path
     if not execute:  # a notebook saved by JupyterLab after a run
         open_in_lab(page, lab_server, path)
         run_all(page)
         page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
         page.wait_for_timeout(1500)
-    html = nbconvert(notebook, execute)
+    if tool == "nbconvert":
+        html = nbconvert(notebook, execute)
+    else:  # the same page without nbconvert's CDN scripts
+        html = notebook_to_html(notebook, notebook.with_name(f"{name}.html"), execute=execute)
     first = len(lab_context.requested)
     page.goto(html.as_uri(), wait_until="load")
     page.wait_for_timeout(1500)
@@ -210,8 +246,8 @@ def test_nbconvert_html_shows_every_figure_offline(page, lab_server, lab_context
     assert_every_tab_drawn(tabs)
     assert "layer 2" in tabs["attention"]["text"]
     SCREENSHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"nbconvert_{'executed' if execute else 'saved'}.png"), full_page=True)
-    assert_offline(lab_context.requested[first:], TEMPLATE_ASSETS)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    assert_offline(lab_context.requested[first:], TEMPLATE_ASSETS if tool == "nbconvert" else ())
 
 
 def test_notebook_7_renders_the_workbench(page, lab_server):
