@@ -222,8 +222,9 @@ def nbconvert(notebook: Path, execute: bool) -> Path:
     return output
 
 
-@pytest.mark.parametrize("execute, tool", [(False, "nbconvert"), (True, "nbconvert"), (True, "bertviz-lab html")],
-                         ids=["saved", "executed", "offline-page"])
+@pytest.mark.parametrize("execute, tool", [(False, "nbconvert"), (True, "nbconvert"), (False, "bertviz-lab html"),
+                                           (True, "bertviz-lab html")],
+                         ids=["saved", "executed", "offline-page-saved", "offline-page-executed"])
 def test_nbconvert_html_shows_every_figure_offline(page, lab_server, lab_context, execute, tool):
     name = f"converted_{'executed' if execute else 'saved'}_{tool.split()[-1]}"
     path = write_notebook(lab_server, f"{name}.ipynb")
