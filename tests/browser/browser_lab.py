@@ -6,6 +6,7 @@ Everything the browser may reach is this machine's 127.0.0.1: Chromium gets a de
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,6 +185,22 @@ def delete_sessions(context: Any, server: LabServer) -> list[str]:
         assert answer.status == 204, f"DELETE /api/sessions/{session['id']} answered {answer.status}: {answer.text()}"
         deleted.append(session["path"])
     return deleted
+
+
+@contextlib.contextmanager
+def recording_context(browser: Any, server: LabServer) -> Iterator[Any]:
+    """A browser context that keeps every request it makes in `.requested` (the offline checks read it); its kernel
+    sessions are shut down when it closes."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
+    context.requested = []
+    context.on("request", lambda request: context.requested.append(request.url))
+    try:
+        yield context
+    finally:
+        try:
+            delete_sessions(context, server)
+        finally:
+            context.close()
 
 
 KERNEL_READY = """(path) => {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from browser_lab import CHROMIUM_ARGS, LabServer, delete_sessions
+from browser_lab import CHROMIUM_ARGS, LabServer, recording_context
 from system_programs import CHROMIUM
 
 
@@ -36,13 +36,5 @@ def chromium():
 @pytest.fixture(scope="session")
 def lab_context(chromium, lab_server):
     """One browser context for all notebooks (shared HTTP cache); every request and websocket it makes is kept."""
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
-    context.requested = []
-    context.on("request", lambda request: context.requested.append(request.url))
-    try:
+    with recording_context(chromium, lab_server) as context:
         yield context
-    finally:
-        try:
-            delete_sessions(context, lab_server)
-        finally:
-            context.close()

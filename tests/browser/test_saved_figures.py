@@ -15,7 +15,16 @@ from typing import Any
 
 import nbformat
 import pytest
-from browser_lab import KERNEL_READY, RUN_ALL, RUN_STATE, SCREENSHOTS, LabServer, allowed_url, delete_sessions
+from browser_lab import (
+    KERNEL_READY,
+    RUN_ALL,
+    RUN_STATE,
+    SCREENSHOTS,
+    LabServer,
+    allowed_url,
+    delete_sessions,
+    recording_context,
+)
 
 from bertviz_lab.widgets.notebook_html import notebook_to_html
 
@@ -138,16 +147,8 @@ def lab_server(tmp_path_factory):
 def lab_context(chromium, lab_server):
     """A browser context of its own (cookies, cache): Notebook 7 and file:// pages opened here leave nothing behind
     for the notebook tests, which share one context."""
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, device_scale_factor=1)
-    context.requested = []
-    context.on("request", lambda request: context.requested.append(request.url))
-    try:
+    with recording_context(chromium, lab_server) as context:
         yield context
-    finally:
-        try:
-            delete_sessions(context, lab_server)
-        finally:
-            context.close()
 
 
 @pytest.fixture
