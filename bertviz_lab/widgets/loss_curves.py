@@ -44,15 +44,6 @@ STATIC_POINTS = 400  # per series in the static figure: a chart is ~350 px wide
 STATIC_INTERVAL = 2.0  # seconds between static-copy updates while a run goes (its end is always drawn)
 
 
-def record_to_dict(record: Any) -> dict[str, Any]:
-    """Accept the Trainer's record as a mapping, a dataclass or an object with attributes."""
-    if isinstance(record, Mapping):
-        return dict(record)
-    if dataclasses.is_dataclass(record):
-        return dataclasses.asdict(record)
-    return dict(vars(record))
-
-
 def shown_values(record: Any) -> dict[str, Any]:
     """The step and the drawn metrics of a record (a mapping or an object): cheaper than a whole copy per step."""
     if isinstance(record, dict):

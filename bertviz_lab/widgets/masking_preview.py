@@ -61,11 +61,6 @@ def head_outputs(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> tup
     return (out, None) if mlm else (None, out)
 
 
-def mlm_scores(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
-    """Vocabulary scores (B, T, V) from a model with an MLM head, or None for models without one."""
-    return head_outputs(model, inputs)[0] if predicts_masked_tokens(model) else None
-
-
 class _TrainerFollower:
     """A Trainer callback: the preview takes the trained weights and redraws, at most once per `interval` seconds."""
 
