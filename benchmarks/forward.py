@@ -84,7 +84,8 @@ def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="6 s per CPU row instead of 25, 3 GPU rounds instead of 7 (noisier)")
+    parser.add_argument("--quick", action="store_true",
+                        help="6 s per CPU row instead of 25, 3 GPU rounds instead of 7 (noisier)")
     parser.add_argument("--gpu", action="store_true", help="also run bf16 batch 256 seq 128 on CUDA")
     parser.add_argument("--gpu-only", action="store_true", help="only the CUDA rows")
     parser.add_argument("--compile", action="store_true", help="also the CUDA rows with both models torch.compile'd")

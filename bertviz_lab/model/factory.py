@@ -8,9 +8,15 @@ import torch
 
 from bertviz_lab.model.bert import BERT
 from bertviz_lab.model.config import BERTConfig
-from bertviz_lab.model.heads import (BERTForCausalLM, BERTForMaskedLM, BERTForNextSentencePrediction,
-                                     BERTForPreTraining, BERTForQuestionAnswering, BERTForSequenceClassification,
-                                     BERTForTokenClassification)
+from bertviz_lab.model.heads import (
+    BERTForCausalLM,
+    BERTForMaskedLM,
+    BERTForNextSentencePrediction,
+    BERTForPreTraining,
+    BERTForQuestionAnswering,
+    BERTForSequenceClassification,
+    BERTForTokenClassification,
+)
 
 
 def _config(size: str, overrides: dict[str, Any], **defaults: Any) -> BERTConfig:
@@ -99,7 +105,7 @@ class BERTWithDictOutput(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor, segment_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None,
                 ) -> dict[str, torch.Tensor]:
-        """`sequence_output` (B, T, C), `pooled_output` (B, C), and with heads `mlm_logits` (B, T, V), `nsp_logits` (B, 2)."""
+        """`sequence_output` (B, T, C), `pooled_output` (B, C), heads' `mlm_logits` (B, T, V), `nsp_logits` (B, 2)."""
         segments = segment_ids if segment_ids is not None else token_type_ids
         if isinstance(self.model, BERTForPreTraining):
             out = self.model.bert(input_ids, attention_mask, segments)

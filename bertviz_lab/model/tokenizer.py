@@ -35,7 +35,13 @@ TextInput = Union[str, tuple[str, str]]
 Ids = Union[int, Sequence[int], torch.Tensor]
 
 # User-facing strategy names -> the names the `tokenizers` library uses (None = off).
-_PADDING: dict[Any, str | None] = {False: None, "do_not_pad": None, True: "longest", "longest": "longest", "max_length": "max_length"}
+_PADDING: dict[Any, str | None] = {
+    False: None,
+    "do_not_pad": None,
+    True: "longest",
+    "longest": "longest",
+    "max_length": "max_length",
+}
 _TRUNCATION: dict[Any, str | None] = {
     False: None,
     "do_not_truncate": None,
@@ -57,6 +63,7 @@ _CONFIG_KEYS = (
     "model_max_length",
 )
 _SPECIAL_ATTRS = ("unk_token", "sep_token", "pad_token", "cls_token", "mask_token")  # Hugging Face's order
+_SPECIAL_DEFAULTS = ("[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]")
 # transformers writes int(1e30) as model_max_length when a checkpoint sets none: treat it as unset, not as a limit.
 _UNSET_MAX_LENGTH = 10**12
 # What a tokenizer_config.json without these keys means (transformers' BertTokenizer defaults).
@@ -117,11 +124,27 @@ def _as_id_list(ids: Ids) -> list[int]:
     """Accept an int, a sequence of ints, or a 0-D/1-D tensor, and return a list of Python ints."""
     if isinstance(ids, torch.Tensor):
         if ids.dim() > 1:
-            raise ValueError(f"expected a 1-D tensor of token ids, got shape {tuple(ids.shape)}; use batch_decode for 2-D")
+            raise ValueError(f"expected a 1-D tensor of token ids, got shape {tuple(ids.shape)}; "
+                             "use batch_decode for 2-D")
         ids = ids.tolist()
     if isinstance(ids, int):
         return [ids]
     return [int(i) for i in ids]
+
+
+def _is_positive_int(value: Any) -> bool:
+    """True for an int of at least 1; bools are refused, though Python counts them as ints."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _special_tokens(kwargs: dict[str, Any]) -> dict[str, str]:
+    """Each special token's name -> its text, from keyword arguments, BERT's own where one is not given."""
+    return {name: kwargs.get(name, default) for name, default in zip(_SPECIAL_ATTRS, _SPECIAL_DEFAULTS)}
+
+
+def _missing_special_token(source: str, name: str, token: str) -> ValueError:
+    """The error for a special token the vocabulary lacks, naming the argument that would fix it."""
+    return ValueError(f"the vocabulary {source} has no {name} {token!r}; add it or pass {name}= with a token it has")
 
 
 def _tokenizer_source(path: PathLike, hub: HubOptions) -> Path:
@@ -188,7 +211,8 @@ class BERTTokenizerFast:
         tokenize_chinese_chars: bool = True,
         model_max_length: int = 512,
     ) -> None:
-        specials = dict(unk_token=unk_token, sep_token=sep_token, pad_token=pad_token, cls_token=cls_token, mask_token=mask_token)
+        specials = dict(unk_token=unk_token, sep_token=sep_token, pad_token=pad_token, cls_token=cls_token,
+                        mask_token=mask_token)
         if tokenizer_file is not None:
             path = _existing_file(tokenizer_file, "tokenizer file")
             backend = Tokenizer.from_file(str(path))
@@ -196,7 +220,8 @@ class BERTTokenizerFast:
         elif vocab_file is not None:
             path = _existing_file(vocab_file, "vocab file")
             vocab = load_vocab(path)
-            backend = self._build_backend(vocab, do_lower_case, strip_accents, tokenize_chinese_chars, specials, str(path))
+            backend = self._build_backend(vocab, do_lower_case, strip_accents, tokenize_chinese_chars, specials,
+                                          str(path))
             source = str(path)
         else:
             raise ValueError(
@@ -220,12 +245,13 @@ class BERTTokenizerFast:
         if vocab is not None:
             for name, token in specials.items():
                 if token not in vocab:
-                    raise ValueError(f"the vocabulary {source} has no {name} {token!r}; add it or pass {name}= with a token it has")
+                    raise _missing_special_token(source, name, token)
             backend = Tokenizer(WordPiece(vocab, unk_token=specials["unk_token"], max_input_chars_per_word=100))
         else:
             backend = Tokenizer(WordPiece(unk_token=specials["unk_token"], max_input_chars_per_word=100))
         backend.normalizer = normalizers.BertNormalizer(
-            clean_text=True, handle_chinese_chars=tokenize_chinese_chars, strip_accents=strip_accents, lowercase=do_lower_case
+            clean_text=True, handle_chinese_chars=tokenize_chinese_chars, strip_accents=strip_accents,
+            lowercase=do_lower_case,
         )
         backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         backend.decoder = decoders.WordPiece(prefix="##", cleanup=True)  # what transformers writes, for interop
@@ -246,7 +272,7 @@ class BERTTokenizerFast:
         backend.no_truncation()
         for name, token in specials.items():
             if backend.token_to_id(token) is None:
-                raise ValueError(f"the vocabulary {source} has no {name} {token!r}; add it or pass {name}= with a token it has")
+                raise _missing_special_token(source, name, token)
         # Registered as special added tokens: "[MASK]" typed in text stays one token, and decode can skip them.
         backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials.values()])
         if backend.post_processor is None:
@@ -258,14 +284,16 @@ class BERTTokenizerFast:
             )
         norm = backend.normalizer
         if isinstance(norm, normalizers.BertNormalizer):  # the file, not the arguments, decides how text is normalized
-            do_lower_case, strip_accents, tokenize_chinese_chars = norm.lowercase, norm.strip_accents, norm.handle_chinese_chars
+            do_lower_case, strip_accents = norm.lowercase, norm.strip_accents
+            tokenize_chinese_chars = norm.handle_chinese_chars
         if not isinstance(model_max_length, int) or model_max_length < 1:
             raise ValueError(f"model_max_length must be a positive int, got {model_max_length!r}")
 
         self._tokenizer = backend
         self._lock = threading.Lock()  # padding/truncation are set on the shared backend for the length of one call
-        self.unk_token, self.sep_token, self.pad_token = specials["unk_token"], specials["sep_token"], specials["pad_token"]
-        self.cls_token, self.mask_token = specials["cls_token"], specials["mask_token"]
+        self.unk_token, self.sep_token = specials["unk_token"], specials["sep_token"]
+        self.pad_token, self.cls_token = specials["pad_token"], specials["cls_token"]
+        self.mask_token = specials["mask_token"]
         self.do_lower_case = bool(do_lower_case)
         self.strip_accents = strip_accents
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
@@ -278,7 +306,7 @@ class BERTTokenizerFast:
     def _from_backend(cls, backend: Tokenizer, **kwargs: Any) -> "BERTTokenizerFast":
         """Wrap an already-built `tokenizers.Tokenizer` (used by train_from_texts)."""
         self = cls.__new__(cls)
-        specials = {name: kwargs.get(name, default) for name, default in zip(_SPECIAL_ATTRS, ("[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]"))}
+        specials = _special_tokens(kwargs)
         self._setup(
             backend,
             specials,
@@ -341,7 +369,7 @@ class BERTTokenizerFast:
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
 
     def save_pretrained(self, save_directory: PathLike) -> tuple[str, ...]:
-        """Write vocab.txt, tokenizer.json and tokenizer_config.json (also loadable by transformers); returns the paths."""
+        """Write vocab.txt, tokenizer.json and tokenizer_config.json (transformers loads them too); return the paths."""
         out = Path(save_directory)
         if out.exists() and not out.is_dir():
             raise ValueError(f"save_pretrained needs a directory, but {str(out)!r} is a file")
@@ -386,13 +414,16 @@ class BERTTokenizerFast:
         known = set(_SPECIAL_ATTRS) | {"strip_accents", "tokenize_chinese_chars", "model_max_length"} | trainer_keys
         unknown = sorted(set(kwargs) - known)
         if unknown:
-            raise TypeError(f"train_from_texts got unexpected keyword arguments {unknown}; expected some of {sorted(known)}")
-        specials = {name: kwargs.get(name, default) for name, default in zip(_SPECIAL_ATTRS, ("[UNK]", "[SEP]", "[PAD]", "[CLS]", "[MASK]"))}
-        ordered = [specials["pad_token"], specials["unk_token"], specials["cls_token"], specials["sep_token"], specials["mask_token"]]
+            raise TypeError(f"train_from_texts got unexpected keyword arguments {unknown}; "
+                            f"expected some of {sorted(known)}")
+        specials = _special_tokens(kwargs)
+        ordered = [specials[name] for name in ("pad_token", "unk_token", "cls_token", "sep_token", "mask_token")]
         if not isinstance(vocab_size, int) or vocab_size <= len(ordered):
-            raise ValueError(f"vocab_size must be an int larger than the {len(ordered)} special tokens, got {vocab_size!r}")
+            raise ValueError(f"vocab_size must be an int larger than the {len(ordered)} special tokens, "
+                             f"got {vocab_size!r}")
         backend = cls._build_backend(
-            None, do_lower_case, kwargs.get("strip_accents"), kwargs.get("tokenize_chinese_chars", True), specials, "training"
+            None, do_lower_case, kwargs.get("strip_accents"), kwargs.get("tokenize_chinese_chars", True), specials,
+            "training",
         )
         trainer_kwargs = {k: kwargs[k] for k in ("limit_alphabet", "initial_alphabet") if k in kwargs}
         trainer = WordPieceTrainer(
@@ -521,12 +552,13 @@ class BERTTokenizerFast:
         """Encode many inputs in one Rust call, with padding/truncation set on the backend for this call only."""
         trunc = _check_choice(truncation, _TRUNCATION, "truncation")
         pad = _check_choice(padding, _PADDING, "padding")
-        if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
+        if max_length is not None and not _is_positive_int(max_length):
             raise ValueError(f"max_length must be a positive int or None, got {max_length!r}")
         limit = max_length if max_length is not None else self.model_max_length
         limit_name = "max_length" if max_length is not None else "model_max_length"
         if trunc is not None and add_special_tokens:
-            n_special = max(self._tokenizer.num_special_tokens_to_add(isinstance(x, tuple)) for x in inputs) if inputs else 0
+            counts = (self._tokenizer.num_special_tokens_to_add(isinstance(x, tuple)) for x in inputs)
+            n_special = max(counts, default=0)
             if limit < n_special + 1:
                 raise ValueError(f"{limit_name}={limit} leaves no room for text next to the {n_special} special tokens")
         with self._lock:
@@ -542,7 +574,8 @@ class BERTTokenizerFast:
                     )
                 encodings = self._tokenizer.encode_batch(inputs, add_special_tokens=add_special_tokens)
             except Exception as err:  # tokenizers raises bare Exceptions, e.g. only_second without a second text
-                raise ValueError(f"tokenization failed with truncation={truncation!r}, max_length={max_length!r}: {err}") from err
+                raise ValueError(f"tokenization failed with truncation={truncation!r}, "
+                                 f"max_length={max_length!r}: {err}") from err
             finally:
                 self._tokenizer.no_truncation()
                 self._tokenizer.no_padding()
@@ -552,7 +585,8 @@ class BERTTokenizerFast:
                     n = sum(enc.attention_mask)  # the real length, in case padding stretched it
                     if n > limit:
                         where = "text is" if len(encodings) == 1 else f"text {i} of the batch is"
-                        raise ValueError(f"{where} {n} tokens long, longer than {limit_name}={limit}; pass truncation=True")
+                        raise ValueError(f"{where} {n} tokens long, longer than {limit_name}={limit}; "
+                                         "pass truncation=True")
         return encodings
 
     @staticmethod
@@ -586,7 +620,8 @@ class BERTTokenizerFast:
     def _check_return_tensors(return_tensors: Any) -> None:
         """Only lists (None) and PyTorch ("pt") are supported."""
         if return_tensors not in (None, "pt"):
-            raise ValueError(f"return_tensors={return_tensors!r} is not supported; expected None (lists) or 'pt' (torch tensors)")
+            raise ValueError(f"return_tensors={return_tensors!r} is not supported; "
+                             "expected None (lists) or 'pt' (torch tensors)")
 
     def encode(
         self,
@@ -616,14 +651,15 @@ class BERTTokenizerFast:
         return_special_tokens_mask: bool = True,
         return_offsets_mapping: bool = False,
     ) -> BatchEncoding:
-        """Model inputs for one text or pair: input_ids, token_type_ids, attention_mask, special_tokens_mask (lists or (1, T) tensors)."""
+        """Model inputs of one text or pair: ids, token types, attention and special-token masks (lists or (1, T))."""
         self._check_text(text_a, "text_a")
         if text_b is not None:
             self._check_text(text_b, "text_b")
         self._check_return_tensors(return_tensors)
         item: TextInput = text_a if text_b is None else (text_a, text_b)
         encodings = self._encode_batch([item], add_special_tokens, max_length, truncation, padding)
-        return self._to_output(encodings, return_tensors, return_special_tokens_mask, return_offsets_mapping, single=True)
+        return self._to_output(encodings, return_tensors, return_special_tokens_mask, return_offsets_mapping,
+                               single=True)
 
     def batch_encode_plus(
         self,
@@ -637,7 +673,7 @@ class BERTTokenizerFast:
         return_special_tokens_mask: bool = False,
         return_offsets_mapping: bool = False,
     ) -> BatchEncoding:
-        """Model inputs for a batch; with return_tensors="pt" they are (B, T) long tensors, padded to the longest at least."""
+        """Model inputs for a batch; with return_tensors="pt", (B, T) long tensors padded to the longest at least."""
         if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
             raise TypeError(f"texts must be a list or tuple of str, got {type(texts).__name__}")
         for i, t in enumerate(texts):
@@ -649,7 +685,8 @@ class BERTTokenizerFast:
             if isinstance(text_pairs, str) or not isinstance(text_pairs, (list, tuple)):
                 raise TypeError(f"text_pairs must be a list or tuple of str, got {type(text_pairs).__name__}")
             if len(text_pairs) != len(texts):
-                raise ValueError(f"got {len(texts)} texts but {len(text_pairs)} text_pairs; they must pair up one to one")
+                raise ValueError(f"got {len(texts)} texts but {len(text_pairs)} text_pairs; "
+                                 "they must pair up one to one")
             for i, t in enumerate(text_pairs):
                 self._check_text(t, f"text_pairs[{i}]")
             inputs = list(zip(texts, text_pairs))
@@ -657,7 +694,8 @@ class BERTTokenizerFast:
         if return_tensors == "pt" and _check_choice(padding, _PADDING, "padding") is None:
             padding = "longest"  # a (B, T) tensor needs equal lengths; attention_mask marks the padding
         encodings = self._encode_batch(inputs, add_special_tokens, max_length, truncation, padding)
-        return self._to_output(encodings, return_tensors, return_special_tokens_mask, return_offsets_mapping, single=False)
+        return self._to_output(encodings, return_tensors, return_special_tokens_mask, return_offsets_mapping,
+                               single=False)
 
     def __call__(
         self,
@@ -699,9 +737,10 @@ class BERTTokenizerFast:
         *,
         truncation: bool | str = False,
     ) -> BatchEncoding:
-        """input_ids, token_type_ids, attention_mask, special_tokens_mask as (1, T) tensors on `device`, for *_from_text helpers."""
+        """The *_from_text helpers' inputs: ids, token types, attention and special-token masks, (1, T) on `device`."""
         enc = self.encode_plus(
-            text_a, text_b, max_length=max_length, truncation=truncation, return_tensors=return_tensors, return_special_tokens_mask=True
+            text_a, text_b, max_length=max_length, truncation=truncation, return_tensors=return_tensors,
+            return_special_tokens_mask=True,
         )
         return enc.to(device) if device is not None else enc
 
@@ -714,7 +753,10 @@ class BERTTokenizerFast:
         return clean_up_tokenization(text) if clean_up_tokenization_spaces else text
 
     def batch_decode(
-        self, sequences: Sequence[Ids] | torch.Tensor, skip_special_tokens: bool = True, clean_up_tokenization_spaces: bool = True
+        self,
+        sequences: Sequence[Ids] | torch.Tensor,
+        skip_special_tokens: bool = True,
+        clean_up_tokenization_spaces: bool = True,
     ) -> list[str]:
         """decode() for each sequence of a batch (a list of id lists or a 2-D tensor)."""
         if isinstance(sequences, torch.Tensor):

@@ -190,10 +190,10 @@ def build_graph(trace: "Trace", *, depth: int | None = 3, show_shapes: bool = Tr
         root.children.append(builder.emit(group, parent, 1))
 
     first_call, last_call = (top.call, top.call) if top is not None else (roots[0].call, roots[-1].call)
-    inputs = Node("model_input", ["input", *(f"{s.name}: {s}" for s in first_call.inputs)] if show_shapes else ["input"],
-                  "input")
-    outputs = Node("model_output", ["output", *(f"{s.name}: {s}" for s in last_call.outputs or ())] if show_shapes
-                   else ["output"], "output")
+    input_lines = ["input", *(f"{s.name}: {s}" for s in first_call.inputs)] if show_shapes else ["input"]
+    inputs = Node("model_input", input_lines, "input")
+    output_lines = ["output", *(f"{s.name}: {s}" for s in last_call.outputs or ())] if show_shapes else ["output"]
+    outputs = Node("model_output", output_lines, "output")
 
     edges: dict[tuple[str, str], None] = {}
     previous = inputs.id

@@ -257,7 +257,7 @@ class MaskingCollator:
         self.generator = torch.Generator().manual_seed(seed)
 
     def __call__(self, examples: Sequence[PretrainingExample]) -> dict[str, torch.Tensor]:
-        """Padded (B, T) input_ids (masked), token_type_ids, attention_mask, mlm_labels (-100: none); (B,) nsp_labels."""
+        """Padded (B, T) masked input_ids, token_type_ids, attention_mask, mlm_labels (-100: none); (B,) nsp_labels."""
         if not examples:
             raise ValueError("cannot collate an empty list of examples.")
         ids = self.special_ids

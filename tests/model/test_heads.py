@@ -15,9 +15,15 @@ import transformers
 from bertviz_lab.model import factory as factory_module
 from bertviz_lab.model import pretraining as P
 from bertviz_lab.model.config import BERTConfig
-from bertviz_lab.model.heads import (BERTForCausalLM, BERTForMaskedLM, BERTForNextSentencePrediction,
-                                     BERTForPreTraining, BERTForQuestionAnswering, BERTForSequenceClassification,
-                                     BERTForTokenClassification)
+from bertviz_lab.model.heads import (
+    BERTForCausalLM,
+    BERTForMaskedLM,
+    BERTForNextSentencePrediction,
+    BERTForPreTraining,
+    BERTForQuestionAnswering,
+    BERTForSequenceClassification,
+    BERTForTokenClassification,
+)
 
 transformers.logging.set_verbosity_error()
 transformers.utils.logging.disable_progress_bar()
@@ -634,12 +640,14 @@ def _from_text_calls(tokenizer) -> list[tuple[str, str, Callable]]:
         ("causal_lm", "predict_next_token_id_from_text",
          lambda m, d: m.predict_next_token_id_from_text(tokenizer, TEXT_A, device=d)),
         ("nsp", "get_loss_from_text", lambda m, d: m.get_loss_from_text(tokenizer, TEXT_A, TEXT_B, 1, device=d)),
-        ("nsp", "predict_labels_from_text", lambda m, d: m.predict_labels_from_text(tokenizer, TEXT_A, TEXT_B, device=d)),
+        ("nsp", "predict_labels_from_text",
+         lambda m, d: m.predict_labels_from_text(tokenizer, TEXT_A, TEXT_B, device=d)),
         ("seq_cls", "get_loss_from_text", lambda m, d: m.get_loss_from_text(tokenizer, TEXT_A, label=2, device=d)),
         ("seq_cls", "predict_labels_from_text", lambda m, d: m.predict_labels_from_text(tokenizer, TEXT_A, device=d)),
         ("token_cls", "predict_labels_from_text",
          lambda m, d: m.predict_labels_from_text(tokenizer, TEXT_A, TEXT_B, device=d)),
-        ("qa", "predict_answer_from_text", lambda m, d: m.predict_answer_from_text(tokenizer, QUESTION, TEXT_A, device=d)),
+        ("qa", "predict_answer_from_text",
+         lambda m, d: m.predict_answer_from_text(tokenizer, QUESTION, TEXT_A, device=d)),
     ]
 
 

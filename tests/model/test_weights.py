@@ -16,7 +16,12 @@ from safetensors.torch import load_file, save_file
 
 from bertviz_lab.model import BERT, BERTConfig
 from bertviz_lab.model.weights import (
-    BERT_Weights, LoadReport, WeightsEntry, from_hf_state_dict, load_into, to_hf_state_dict,
+    BERT_Weights,
+    LoadReport,
+    WeightsEntry,
+    from_hf_state_dict,
+    load_into,
+    to_hf_state_dict,
 )
 
 ATOL = 1e-5

@@ -6,9 +6,15 @@ import json
 
 import nbformat
 import pytest
-
-from notebook_outputs import (EXPECTED, checked_cells, needed_programs, notebook_paths, run_nbval,
-                              with_expected_outputs, write_run_folder)
+from notebook_outputs import (
+    EXPECTED,
+    checked_cells,
+    needed_programs,
+    notebook_paths,
+    run_nbval,
+    with_expected_outputs,
+    write_run_folder,
+)
 
 PATHS = notebook_paths()
 NAMES = [p.name for p in PATHS]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from trace_testlib import padded_batch, tiny_config
 
 from bertviz_lab.model import BERT
-from trace_testlib import padded_batch, tiny_config
 
 
 @pytest.fixture

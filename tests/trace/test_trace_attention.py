@@ -10,9 +10,17 @@ import pytest
 import torch
 import transformers
 
-from bertviz_lab.model import BERT, BERTTokenizerFast, BERT_Weights
-from bertviz_lab.trace import (attention_rollout, attention_shares, head_entropy, head_mean, head_statistics,
-                               layer_means, special_token_masks, trace)
+from bertviz_lab.model import BERT, BERT_Weights, BERTTokenizerFast
+from bertviz_lab.trace import (
+    attention_rollout,
+    attention_shares,
+    head_entropy,
+    head_mean,
+    head_statistics,
+    layer_means,
+    special_token_masks,
+    trace,
+)
 
 SENTENCES = ["The cat sat on the mat.", "Attention maps show which words a model looks at when it reads a sentence.",
              "Hello!"]

@@ -105,7 +105,8 @@ def parse_mermaid(text: str) -> Mermaid:
             raise AssertionError(f"unparseable mermaid line {number}: {line!r}")
         if "[" in line:  # labels: no raw angle brackets except our <br/>, no quotes inside
             label = line[line.index('"') + 1: line.rindex('"')]
-            assert '"' not in label and "<" not in label.replace("<br/>", "") and ">" not in label.replace("<br/>", ""), line
+            bare = label.replace("<br/>", "")
+            assert '"' not in label and "<" not in bare and ">" not in bare, line
     assert not stack, f"unclosed subgraphs {stack}"
     reserved = {"end", "graph", "subgraph", "flowchart"}
     assert not reserved & (set(chart.nodes) | set(chart.subgraphs)), "a reserved word used as an id"
