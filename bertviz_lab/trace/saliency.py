@@ -1,0 +1,368 @@
+"""Token saliency: how much each input token's word embedding moves one output, by gradient x input or
+integrated gradients (Sundararajan et al., 2017) with Captum's default Gauss-Legendre rule.
+
+Attributions are taken on the word embeddings only: the model runs with `inputs_embeds=` and adds position and
+token-type embeddings itself. A token's score is its attribution summed over the hidden dimension.
+
+The integrated-gradients baseline is the input with every ordinary token replaced by [PAD] (`baseline="pad"`; the
+[PAD] row is zero in a freshly initialised BERT, so this is the usual zero baseline) or by [MASK]
+(`baseline="mask"`); [CLS], [SEP] and padding keep their own embedding, so the path changes only the words, the
+model sees a well-formed sequence all along, and special tokens and padding score exactly 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from bertviz_lab.model.bert import BERT
+from bertviz_lab.model.heads import (
+    BERTForCausalLM,
+    BERTForMaskedLM,
+    BERTForNextSentencePrediction,
+    BERTForPreTraining,
+    BERTForQuestionAnswering,
+    BERTForSequenceClassification,
+    BERTForTokenClassification,
+)
+
+__all__ = ["saliency"]
+
+METHODS = ("integrated_gradients", "gradient_x_input")
+BASELINES = ("pad", "mask")
+# bert-base-uncased's [CLS], [SEP] and [MASK] (also all-MiniLM-L6-v2's), used when no tokenizer is given
+DEFAULT_SPECIAL_TOKEN_IDS = (101, 102)
+DEFAULT_MASK_TOKEN_ID = 103
+# keys a tokenizer may return that are not model inputs
+TOKENIZER_ONLY_KEYS = ("special_tokens_mask", "offset_mapping", "overflow_to_sample_mapping", "length")
+
+# what each task model's forward returns, named in order (a lone tensor is a one-name tuple)
+OUTPUT_NAMES: tuple[tuple[type | tuple[type, ...], tuple[str, ...]], ...] = (
+    (BERTForPreTraining, ("mlm_logits", "nsp_logits")),
+    ((BERTForMaskedLM, BERTForCausalLM), ("mlm_logits",)),
+    (BERTForNextSentencePrediction, ("nsp_logits",)),
+    (BERTForSequenceClassification, ("class_logits",)),
+    (BERTForTokenClassification, ("token_logits",)),
+    (BERTForQuestionAnswering, ("start_logits", "end_logits")),
+    (BERT, ("last_hidden_state", "pooler_output")),
+)
+# other names of the same outputs in dictionary outputs (Hugging Face's ModelOutput keys)
+OUTPUT_ALIASES = {"prediction_logits": "mlm_logits", "seq_relationship_logits": "nsp_logits"}
+
+Target = str | tuple | Callable[[Any], torch.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shorthand:
+    """A target named by output and indices: ("mlm", position, token_id) reads mlm_logits[:, position, token_id]."""
+
+    text: str
+    output: str
+    index: tuple[int, ...]
+    index_names: tuple[str, ...]
+
+    def __call__(self, named: dict[str, Any], model_name: str) -> torch.Tensor:
+        """The (B,) scores this target reads from a model's named outputs."""
+        if not isinstance(named.get(self.output), torch.Tensor):
+            raise ValueError(f"target {self.text} needs {self.output}, but {model_name} returns "
+                             f"{describe_outputs(named)}; pass a callable target for this model.")
+        logits = named[self.output]
+        if logits.dim() != 1 + len(self.index):
+            raise ValueError(f"target {self.text} needs {self.output} with {1 + len(self.index)} dimensions "
+                             f"(batch, {', '.join(self.index_names)}), got shape {shape_text(logits)}.")
+        for axis, (value, name) in enumerate(zip(self.index, self.index_names), start=1):
+            if not 0 <= value < logits.shape[axis]:
+                raise ValueError(f"target {self.text}: {name} {value} is out of range [0, {logits.shape[axis]}).")
+        return logits[(slice(None), *self.index)]
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenIds:
+    """The ids the baseline is built from: which token fills ordinary positions and which keep their own."""
+
+    pad: int | None
+    mask: int
+    special: tuple[int, ...]
+
+
+@dataclasses.dataclass
+class Problem:
+    """One attribution run: the model, the inputs besides the embeddings (batch first) and the target."""
+
+    model: nn.Module
+    rest: dict[str, Any]
+    target: Callable[[Any], torch.Tensor]
+    batch: int
+
+    def gradients(self, embeds: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """d target / d embeds for points (N, T, C) that belong to batch rows `rows` (N,), in one forward."""
+        embeds = embeds.detach().requires_grad_(True)
+        kwargs = {k: v[rows] if self._per_row(v) else v for k, v in self.rest.items()}
+        scores = self.target(self.model(inputs_embeds=embeds, **kwargs))
+        if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != (len(rows),):
+            shape = tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__
+            raise ValueError(f"the target must give one score per row of the model's output, shape (batch,), "
+                             f"got {shape} for a batch of {len(rows)}.")
+        if not scores.requires_grad:  # a target that does not depend on the input
+            return torch.zeros_like(embeds)
+        (grads,) = torch.autograd.grad(scores.sum(), embeds)
+        return grads
+
+    def _per_row(self, value: Any) -> bool:
+        return isinstance(value, torch.Tensor) and value.dim() >= 1 and value.shape[0] == self.batch
+
+
+def saliency(model: nn.Module, inputs: Mapping[str, Any], target: Target, method: str = "integrated_gradients",
+             steps: int = 64, baseline: str = "pad", *, tokenizer: Any = None,
+             special_token_ids: Iterable[int] | None = None, mask_token_id: int | None = None,
+             internal_batch_size: int = 64) -> torch.Tensor:
+    """Score each input token for `target` (B, T), so a view can show which words an output rests on.
+
+    `target`: a callable from the model's output to (B,) scores, or "nsp" (the IsNext logit),
+    ("mlm", position, token_id), ("class", label), ("token", position, label). [CLS]/[SEP]/[MASK] ids come from
+    `special_token_ids` / `mask_token_id`, else `tokenizer`, else bert-base-uncased's; [PAD] from `tokenizer`,
+    else the model's config. `internal_batch_size` bounds how many points go through the model at once. The model
+    runs in eval mode and is left as it was (modes, gradients, requires_grad); returns a float32 CPU tensor.
+    """
+    check_choice("method", method, METHODS)
+    check_choice("baseline", baseline, BASELINES)
+    check_count("steps", steps)
+    check_count("internal_batch_size", internal_batch_size)
+    embedding = word_embeddings(model)
+    select = resolve_target(target, model)
+    ids = token_ids(model, tokenizer, special_token_ids, mask_token_id, embedding.num_embeddings, baseline)
+    with torch.inference_mode(False), torch.enable_grad(), evaluating(model):
+        input_ids, rest = split_inputs(inputs, embedding.weight.device)
+        check_ids("input_ids", input_ids, embedding.num_embeddings)
+        x = embedding(input_ids).detach()  # (B, T, C)
+        problem = Problem(model, rest, select, input_ids.shape[0])
+        if method == "gradient_x_input":
+            scores = gradient_x_input(problem, x, internal_batch_size)
+        else:
+            base = embedding(baseline_ids(input_ids, inputs, ids, baseline)).detach()
+            scores = integrated_gradients(problem, x, base, steps, internal_batch_size)
+    return scores.sum(-1).detach().to("cpu", torch.float32)
+
+
+# the two methods ---------------------------------------------------------------------------------------
+def gradient_x_input(problem: Problem, x: torch.Tensor, chunk: int) -> torch.Tensor:
+    """grad * input per row (Captum's InputXGradient), `chunk` rows per forward."""
+    rows = torch.arange(x.shape[0], device=x.device)
+    grads = torch.cat([problem.gradients(x[part], part) for part in rows.split(chunk)])
+    return grads * x  # (B, T, C)
+
+
+def integrated_gradients(problem: Problem, x: torch.Tensor, base: torch.Tensor, steps: int,
+                         chunk: int) -> torch.Tensor:
+    """(x - base) * the Gauss-Legendre mean of gradients on the straight path, `chunk` points per forward."""
+    alphas, weights = gauss_legendre(steps, x.device)
+    B, delta = x.shape[0], x - base
+    total = torch.zeros(x.shape, dtype=torch.promote_types(x.dtype, torch.float32), device=x.device)
+    for flat in torch.arange(steps * B, device=x.device).split(chunk):
+        step, rows = flat // B, flat % B  # points ordered step-major, as Captum's
+        points = base[rows] + alphas[step].to(x.dtype)[:, None, None] * delta[rows]  # (N, T, C)
+        grads = problem.gradients(points, rows)
+        total.index_add_(0, rows, weights[step].to(total.dtype)[:, None, None] * grads.to(total.dtype))
+    return total * delta
+
+
+def gauss_legendre(steps: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Captum's default rule ("gausslegendre"): (alphas in (0, 1), weights summing to 1), float64."""
+    nodes, weights = np.polynomial.legendre.leggauss(steps)
+    return (torch.tensor(0.5 * (1 + nodes), device=device, dtype=torch.float64),
+            torch.tensor(0.5 * weights, device=device, dtype=torch.float64))
+
+
+# inputs, baseline, model state -------------------------------------------------------------------------
+def split_inputs(inputs: Mapping[str, Any], device: torch.device) -> tuple[torch.Tensor, dict[str, Any]]:
+    """input_ids and the other forward arguments, on the model's device, usable by autograd."""
+    if not isinstance(inputs, Mapping):
+        raise TypeError(f"inputs must be the tokenizer's dict (input_ids, attention_mask, ...), "
+                        f"got {type(inputs).__name__}.")
+    if "inputs_embeds" in inputs:
+        raise ValueError("inputs must not hold inputs_embeds: saliency builds them from input_ids.")
+    if not isinstance(inputs.get("input_ids"), torch.Tensor):
+        found = type(inputs["input_ids"]).__name__ if "input_ids" in inputs else f"only {sorted(inputs)}"
+        raise ValueError(f"inputs must hold input_ids as a (batch, seq_len) tensor, got {found}; "
+                         f"tokenize with return_tensors='pt'.")
+    moved = {k: ordinary(v, device) for k, v in inputs.items() if k not in TOKENIZER_ONLY_KEYS}
+    return moved.pop("input_ids"), moved
+
+
+def ordinary(value: Any, device: torch.device) -> Any:
+    """A tensor on `device` that autograd may use (inference-mode tensors are copied); anything else as is."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    value = value.to(device)
+    return value.clone() if value.is_inference() else value
+
+
+def check_ids(name: str, ids: torch.Tensor, vocab_size: int) -> None:
+    """Ids are a 2D integer tensor within the vocabulary (nn.Embedding's own error names neither)."""
+    if ids.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{name} must be an integer tensor (torch.int64 or torch.int32), got {ids.dtype}.")
+    if ids.dim() != 2 or not ids.numel():
+        raise ValueError(f"{name} must be a non-empty (batch, seq_len) tensor, got shape {tuple(ids.shape)}.")
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        raise ValueError(f"{name} holds ids in [{low}, {high}] but the vocabulary has {vocab_size} tokens.")
+
+
+def word_embeddings(model: nn.Module) -> nn.Embedding:
+    """The model's word-embedding table, after checking that its forward takes inputs_embeds."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a BERT model (an nn.Module), got {type(model).__name__}.")
+    parameters = inspect.signature(model.forward).parameters
+    if "inputs_embeds" not in parameters and not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        raise TypeError(f"{type(model).__name__}.forward takes no inputs_embeds, which saliency runs the model "
+                        f"with; pass the BERT model inside it (for create_bert_model(...), its .model).")
+    if not callable(getattr(model, "get_input_embeddings", None)):
+        raise TypeError(f"{type(model).__name__} has no get_input_embeddings(), which saliency reads the word "
+                        f"embeddings from.")
+    embedding = model.get_input_embeddings()
+    if not isinstance(embedding, nn.Embedding):
+        raise TypeError(f"{type(model).__name__}.get_input_embeddings() must return an nn.Embedding, "
+                        f"got {type(embedding).__name__}.")
+    return embedding
+
+
+def token_ids(model: nn.Module, tokenizer: Any, special: Iterable[int] | None, mask: int | None,
+              vocab_size: int, baseline: str) -> TokenIds:
+    """[PAD], [MASK] and the ids that keep their embedding, from the arguments, the tokenizer or the defaults."""
+    if special is None:
+        special = ((tokenizer.cls_token_id, tokenizer.sep_token_id) if tokenizer is not None
+                   else DEFAULT_SPECIAL_TOKEN_IDS)
+    if mask is None:
+        mask = tokenizer.mask_token_id if tokenizer is not None else DEFAULT_MASK_TOKEN_ID
+    pad = tokenizer.pad_token_id if tokenizer is not None else model_pad_id(model)
+    ids = TokenIds(pad=pad, mask=mask, special=tuple(special))
+    for value in ids.special:
+        check_token_id("special_token_ids", value, vocab_size)
+    if baseline == "mask":
+        check_token_id("mask_token_id", ids.mask, vocab_size)
+    elif ids.pad is None:
+        raise ValueError("baseline='pad' needs a [PAD] id, but the model's config has pad_token_id=None; "
+                         "pass tokenizer=... or use baseline='mask'.")
+    else:
+        check_token_id("pad_token_id", ids.pad, vocab_size)
+    return ids
+
+
+def model_pad_id(model: nn.Module) -> int | None:
+    """[PAD] as the model's config names it, else its embedding's padding row."""
+    config = getattr(model, "config", None)
+    pad = getattr(config, "pad_token_id", None)
+    return pad if pad is not None else model.get_input_embeddings().padding_idx
+
+
+def check_token_id(name: str, value: Any, vocab_size: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must hold int token ids, got {type(value).__name__} {value!r}.")
+    if not 0 <= value < vocab_size:
+        raise ValueError(f"{name} {value} is out of range: the vocabulary has {vocab_size} tokens.")
+
+
+def baseline_ids(input_ids: torch.Tensor, inputs: Mapping[str, Any], ids: TokenIds, baseline: str) -> torch.Tensor:
+    """The input with ordinary tokens replaced by [PAD] or [MASK]; [CLS], [SEP] and padding kept."""
+    fill = ids.pad if baseline == "pad" else ids.mask
+    return torch.where(keeps_embedding(input_ids, inputs, ids), input_ids, torch.full_like(input_ids, fill))
+
+
+def keeps_embedding(input_ids: torch.Tensor, inputs: Mapping[str, Any], ids: TokenIds) -> torch.Tensor:
+    """(B, T) True at special tokens and padding: by id, attention mask and the tokenizer's special_tokens_mask."""
+    keep = torch.isin(input_ids, torch.tensor(ids.special, dtype=input_ids.dtype, device=input_ids.device))
+    if ids.pad is not None:
+        keep |= input_ids == ids.pad
+    for name, marks in (("attention_mask", 0), ("special_tokens_mask", 1)):
+        value = inputs.get(name)
+        if isinstance(value, torch.Tensor) and value.shape == input_ids.shape:
+            keep |= value.to(input_ids.device) == marks
+    return keep
+
+
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[None]:
+    """Eval mode inside (dropout off, so attributions are deterministic); every module's own mode back after."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+# targets -------------------------------------------------------------------------------------------------
+def resolve_target(target: Target, model: nn.Module) -> Callable[[Any], torch.Tensor]:
+    """A function from the model's output to (B,) scores, for a callable or a shorthand target."""
+    if callable(target):
+        return target
+    shorthand = parse_target(target)
+    model_name = type(model).__name__
+    return lambda output: shorthand(named_outputs(model, output), model_name)
+
+
+def parse_target(target: Any) -> Shorthand:
+    """"nsp", ("mlm", position, token_id), ("class", label) or ("token", position, label), checked."""
+    if isinstance(target, str) and target == "nsp":
+        return Shorthand("'nsp'", "nsp_logits", (0,), ("label",))
+    forms = {"mlm": ("mlm_logits", ("position", "token id")), "class": ("class_logits", ("label",)),
+             "token": ("token_logits", ("position", "label"))}
+    expected = ("a callable, 'nsp', ('mlm', position, token_id), ('class', label) or ('token', position, label)")
+    if not isinstance(target, tuple) or not target or target[0] not in forms:
+        kind = TypeError if not isinstance(target, (str, tuple)) else ValueError
+        raise kind(f"target must be {expected}, got {target!r}.")
+    output, names = forms[target[0]]
+    if len(target) != 1 + len(names):
+        raise ValueError(f"target must be {expected}, got {target!r}.")
+    for value, name in zip(target[1:], names):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"target {target!r}: {name} must be an int, got {type(value).__name__} {value!r}.")
+    return Shorthand(repr(target), output, tuple(target[1:]), names)
+
+
+def named_outputs(model: nn.Module, output: Any) -> dict[str, Any]:
+    """The model's outputs by name: from its class (task models), or the keys/fields of a dict or dataclass."""
+    if isinstance(output, Mapping):
+        return {OUTPUT_ALIASES.get(k, k): v for k, v in output.items()}
+    if dataclasses.is_dataclass(output):
+        return {OUTPUT_ALIASES.get(f.name, f.name): getattr(output, f.name) for f in dataclasses.fields(output)}
+    values = (output,) if isinstance(output, torch.Tensor) else tuple(output) if isinstance(output, tuple) else ()
+    for kinds, names in OUTPUT_NAMES:
+        if isinstance(model, kinds):
+            return dict(zip(names, values))
+    if hasattr(output, "_fields"):
+        return dict(zip(output._fields, values))
+    return {f"output[{i}]": value for i, value in enumerate(values)} or {"output": output}
+
+
+def describe_outputs(named: dict[str, Any]) -> str:
+    """"mlm_logits (batch, 8, 100), ..." for an error message."""
+    parts = [f"{name} {shape_text(v)}" if isinstance(v, torch.Tensor) else f"{name} ({type(v).__name__})"
+             for name, v in named.items()]
+    return ", ".join(parts) or "nothing"
+
+
+def shape_text(tensor: torch.Tensor) -> str:
+    """A shape with its first dimension as "batch", which here counts interpolation points, not input rows."""
+    return "(" + ", ".join(["batch", *map(str, tensor.shape[1:])]) + ")" if tensor.dim() else "()"
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in choices:
+        kind = ValueError if isinstance(value, str) else TypeError
+        raise kind(f"{name} must be one of {choices}, got {value!r}.")
+
+
+def check_count(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}.")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int (at least 1), got {value}.")
