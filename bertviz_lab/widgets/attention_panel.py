@@ -8,10 +8,11 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
+from bertviz_lab.model.encoding import Truncation, encode_text
 from bertviz_lab.trace.hooks import Trace, trace
 from bertviz_lab.widgets import attention_data as D
 from bertviz_lab.widgets.attention_views import HeadView, HeatmapView, ModelView
-from bertviz_lab.widgets.common import HEAD_COLORS, Panel, Truncation, encode_text, evaluating
+from bertviz_lab.widgets.common import HEAD_COLORS, Panel, evaluating, notice_html
 from bertviz_lab.widgets.export import ExportBar
 
 VIEWS = ("heatmap", "head view", "model view")
@@ -83,7 +84,7 @@ class AttentionPanel(Panel):
         else:
             self.truncation = None
         self.text, self.text_b = text, text_b
-        self.truncation_notice = widgets.HTML(self.truncation.notice_html() if self.truncation else "")
+        self.truncation_notice = widgets.HTML(notice_html(self.truncation))
         self.view = widgets.ToggleButtons(options=VIEWS, value=view, style=_COMPACT)
         self.layer = widgets.Dropdown(description="layer", style=_LABEL, layout=widgets.Layout(width="auto"))
         self.head = widgets.Dropdown(description="head", style=_LABEL, layout=widgets.Layout(width="auto"))
@@ -174,7 +175,7 @@ class AttentionPanel(Panel):
             raise ValueError("this panel shows a fixed trace; build it with model= and tokenizer= to change the text.")
         self.text, self.text_b = text, text_b
         trace, self.truncation = trace_text(self.model, self.tokenizer, text, text_b)
-        self.truncation_notice.value = self.truncation.notice_html()
+        self.truncation_notice.value = notice_html(self.truncation)
         self.set_trace(trace)
 
     def rerun(self, *_: Any) -> None:

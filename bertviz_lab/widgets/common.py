@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import html
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import ipywidgets as widgets
-import torch
+
+from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text, max_positions  # noqa: F401 (re-exported)
 
 # One colour per role, readable on light and dark themes.
 COLORS = {
@@ -101,92 +101,12 @@ class Panel(widgets.VBox):
         return bundle
 
 
-UNLIMITED = 10**9  # "no limit" for the tokenizer: count every token of a long text before cutting it
-
-
-@dataclass(frozen=True)
-class Truncation:
-    """How much of a text (pair) fits the model: panels show `notice` when a long text was cut to fit."""
-
-    kept: int  # tokens the model reads, special tokens included
-    total: int  # tokens of the whole text (pair), special tokens included
-    limit: int | None  # the model's maximum number of positions
-    kept_a: int = 0  # text tokens of sentence A kept / in all (special tokens not counted)
-    total_a: int = 0
-    kept_b: int | None = None  # the same for sentence B; None without one
-    total_b: int | None = None
-
-    @property
-    def cut(self) -> bool:
-        """True when tokens were dropped."""
-        return self.kept < self.total
-
-    @property
-    def notice(self) -> str:
-        """'kept 512 of 1,873 tokens (the model reads at most 512)', with each sentence of a pair; '' when whole."""
-        if not self.cut:
-            return ""
-        text = f"kept {self.kept:,} of {self.total:,} tokens (the model reads at most {self.limit:,})"
-        if self.kept_b is not None:
-            text += (f": sentence A {self.kept_a:,} of {self.total_a:,}, sentence B {self.kept_b:,} of "
-                     f"{self.total_b:,} (the longer one is cut first)")
-        return text
-
-    def notice_html(self) -> str:
-        """The notice as a small escaped banner, '' when nothing was cut."""
-        if not self.cut:
-            return ""
-        return ("<div class='bvl-truncation-notice' style='margin:4px 0;padding:2px 8px;border-left:3px solid #ff7f0e;"
-                f"background:#fff6ea;color:#5a3a00'>{escape(self.notice)}</div>")
-
-
-class EncodedText(tuple):
-    """(encoding, model inputs) as before, plus `.truncation`: what a text longer than the model lost."""
-
-    truncation: Truncation
-
-    def __new__(cls, encoded: Any, inputs: dict, truncation: Truncation) -> "EncodedText":
-        self = super().__new__(cls, (encoded, inputs))
-        self.truncation = truncation
-        return self
-
-
-def max_positions(model: Any, tokenizer: Any) -> int | None:
-    """How many tokens the model reads: its position embeddings, else the tokenizer's model_max_length."""
-    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None) if model is not None else None
-    if limit is None:
-        limit = getattr(tokenizer, "model_max_length", None)
-    return int(limit) if isinstance(limit, int) and 0 < limit < UNLIMITED else None
-
-
-def _text_tokens(encoded: Any) -> tuple[int, int | None]:
-    """Tokens of sentence A and of sentence B (None without one), special tokens not counted."""
-    types = encoded["token_type_ids"][0]
-    plain = encoded["special_tokens_mask"][0] == 0
-    count_b = int(((types == 1) & plain).sum())
-    return int(((types == 0) & plain).sum()), (count_b if bool((types == 1).any()) else None)
-
-
-def encode_text(model: Any, tokenizer: Any, text: str, text_b: str | None = None) -> EncodedText:
-    """Tokenize a text (pair) for `model`, cut to its positions (longest sentence first): (encoding, inputs).
-
-    The result unpacks as before; its `.truncation` says how many tokens were kept of how many. model may be None
-    (inputs on the CPU, the tokenizer's model_max_length as the limit).
-    """
-    if not text or not text.strip():
-        raise ValueError("the text to inspect is empty.")
-    text_b = text_b or None
-    limit = max_positions(model, tokenizer)
-    encoded = tokenizer.encode_pretraining_inputs(text, text_b, max_length=UNLIMITED)
-    total = int(encoded["input_ids"].shape[1])
-    total_a, total_b = _text_tokens(encoded)
-    if limit is not None and total > limit:
-        encoded = tokenizer.encode_pretraining_inputs(text, text_b, max_length=limit, truncation="longest_first")
-    kept_a, kept_b = _text_tokens(encoded)
-    truncation = Truncation(int(encoded["input_ids"].shape[1]), total, limit, kept_a, total_a, kept_b, total_b)
-    device = next(model.parameters()).device if model is not None else torch.device("cpu")
-    inputs = {k: encoded[k].to(device) for k in ("input_ids", "attention_mask", "token_type_ids")}
-    return EncodedText(encoded, inputs, truncation)
+def notice_html(truncation: Truncation | None) -> str:
+    """A truncation's notice as a small escaped banner, '' when nothing was cut (or nothing is known)."""
+    if truncation is None or not truncation.cut:
+        return ""
+    return ("<div class='bvl-truncation-notice' style='margin:4px 0;padding:2px 8px;border-left:3px solid #ff7f0e;"
+            f"background:#fff6ea;color:#5a3a00'>{escape(truncation.notice)}</div>")
 
 
 @contextlib.contextmanager

@@ -11,8 +11,9 @@ from typing import Any, Callable
 import ipywidgets as widgets
 import torch
 
+from bertviz_lab.model.encoding import Truncation, encode_text
 from bertviz_lab.model.pretraining import MaskingPlan, apply_masking, sample_masking
-from bertviz_lab.widgets.common import COLORS, Panel, Truncation, chip, encode_text, escape, evaluating, legend
+from bertviz_lab.widgets.common import COLORS, Panel, chip, escape, evaluating, legend, notice_html
 from bertviz_lab.widgets.export import ExportBar
 from bertviz_lab.widgets.svg import text_width
 
@@ -317,7 +318,7 @@ class MaskingPreview(Panel):
                          + chip(text, COLORS[fate], title, foreground)
                          + "<span style='font-size:10px;color:#555;font-family:monospace'>"
                          + f"{escape(label) or '&nbsp;'}</span></span>")
-        parts = [self.truncation.notice_html(),
+        parts = [notice_html(self.truncation),
                  legend([(name, COLORS[fate]) for name, fate in FATES]),
                  f"<div class='bvl-tokens' style='margin:6px 0'>{''.join(chips)}</div>",
                  f"<div class='bvl-summary'>{escape(self.summary())}</div>"]

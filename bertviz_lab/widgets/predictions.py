@@ -8,13 +8,14 @@ from typing import Any
 import ipywidgets as widgets
 import torch
 
+from bertviz_lab.model.encoding import encode_text
 from bertviz_lab.model.heads import (
     BERTForNextSentencePrediction,
     BERTForPreTraining,
     BERTForSequenceClassification,
     BERTForTokenClassification,
 )
-from bertviz_lab.widgets.common import COLORS, HEAD_COLORS, chip, encode_text, escape, evaluating
+from bertviz_lab.widgets.common import COLORS, HEAD_COLORS, chip, escape, evaluating
 
 NSP_LABELS = ("IsNext", "NotNext")  # label 0: B follows A; 1: B is random
 OUTSIDE = "O"  # the usual tag of tokens outside every entity

@@ -9,9 +9,10 @@ from typing import Any
 import ipywidgets as widgets
 import torch
 
+from bertviz_lab.model.encoding import encode_text
 from bertviz_lab.widgets.architecture_panel import ArchitecturePanel
 from bertviz_lab.widgets.attention_panel import AttentionPanel
-from bertviz_lab.widgets.common import Panel, encode_text, escape
+from bertviz_lab.widgets.common import Panel, escape
 from bertviz_lab.widgets.device_picker import DevicePicker
 from bertviz_lab.widgets.masking_preview import MaskingPreview
 from bertviz_lab.widgets.named_models import named_model_and_tokenizer
