@@ -76,7 +76,7 @@ class ArchitecturePanel(Panel):
 
     def __init__(self, model: torch.nn.Module, inputs: dict[str, torch.Tensor] | None = None,
                  input_shape: tuple[int, int] = (1, 8), renderer: str | None = None, depth: int = 3,
-                 direction: str = "TB") -> None:
+                 direction: str = "TB", trace: Trace | None = None) -> None:
         renderer = renderer or ("graphviz" if dot_available() else "mermaid")
         if renderer not in RENDERERS:
             raise ValueError(f"renderer must be one of {RENDERERS}, got {renderer!r}.")
@@ -102,7 +102,10 @@ class ArchitecturePanel(Panel):
         toolbar.add_class("bvl-toolbar")
         super().__init__([toolbar, self.error, self.diagram_output, self.graph_view,
                           widgets.HTML("<b>parameters</b> (click a module to open it)"), self.table])
-        self.rerun()
+        if trace is not None:  # recorded with shapes on `inputs` already (a Workbench's shared forward)
+            self.show_trace(trace)
+        else:
+            self.rerun()
         for control in (self.renderer, self.depth, self.collapse, self.shapes):
             control.observe(lambda _: self.redraw(), names="value")
 
@@ -110,7 +113,15 @@ class ArchitecturePanel(Panel):
         """Trace the model again (after a device move or a new input) and redraw."""
         device = next(self.model.parameters()).device
         self.inputs = {k: v.to(device) for k, v in self.inputs.items()}
-        self.trace = trace_shapes(self.model, self.inputs)
+        self.show_trace(trace_shapes(self.model, self.inputs))
+
+    def show_trace(self, trace: Trace, inputs: dict[str, torch.Tensor] | None = None) -> None:
+        """Draw a trace recorded with shapes (by rerun, or a forward shared with other panels) of `inputs`."""
+        if not trace.calls:
+            raise ValueError("the trace holds no module calls; record it with trace(model, shapes=True).")
+        if inputs is not None:
+            self.inputs = inputs
+        self.trace = trace
         self._svg_cache.clear()
         self.table.value = self.trace.summary().collapsible_html()
         self.redraw()

@@ -8,12 +8,13 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
-from bertviz_lab.model.encoding import Truncation, encode_text
-from bertviz_lab.trace.hooks import Trace, trace
+from bertviz_lab.model.encoding import Truncation
+from bertviz_lab.trace.hooks import Trace
 from bertviz_lab.widgets import attention_data as D
 from bertviz_lab.widgets.attention_views import HeadView, HeatmapView, ModelView
-from bertviz_lab.widgets.common import HEAD_COLORS, Panel, evaluating, notice_html
+from bertviz_lab.widgets.common import HEAD_COLORS, Panel, notice_html
 from bertviz_lab.widgets.export import ExportBar
+from bertviz_lab.widgets.text_run import TextRun, run_text
 
 VIEWS = ("heatmap", "head view", "model view")
 SCALE_OPTIONS = (("linear", "linear"), ("per row", "row"), ("log", "log"))
@@ -26,12 +27,8 @@ def trace_text(model: torch.nn.Module, tokenizer: Any, text: str,
                text_b: str | None = None) -> tuple[Trace, Truncation]:
     """Run the model once on a text (pair), cut to fit the model, and record every layer's attention; also say
     what the cut kept."""
-    encoded_text = encode_text(model, tokenizer, text, text_b)
-    encoded, inputs = encoded_text
-    with evaluating(model), torch.inference_mode(), trace(model, attentions=True, shapes=False, tokens=encoded,
-                                                          tokenizer=tokenizer) as recorded:
-        model(**inputs)
-    return recorded, encoded_text.truncation
+    run = run_text(model, tokenizer, text, text_b, shapes=False)
+    return run.trace, run.truncation
 
 
 class HeadsShown:
@@ -70,7 +67,9 @@ class AttentionPanel(Panel):
     def __init__(self, trace: Trace | None = None, *, model: torch.nn.Module | None = None, tokenizer: Any = None,
                  text: str | None = None, text_b: str | None = None, layer: int = 0, head: int = 0,
                  view: str = "heatmap", aggregation: str = "head", row: int = 0, head_view_k: int = 8,
-                 scale: str = "linear", special: str = "clip") -> None:
+                 scale: str = "linear", special: str = "clip", run: TextRun | None = None) -> None:
+        if run is not None:  # a forward someone else ran (a Workbench's): shown as is, its text changeable after
+            trace, model, tokenizer, text, text_b = run.trace, run.model, run.tokenizer, run.text, run.text_b
         self.model, self.tokenizer, self.row, self.head_view_k = model, tokenizer, row, head_view_k
         if scale not in D.SCALES:
             raise ValueError(f"scale must be one of {D.SCALES}, got {scale!r}.")
@@ -82,7 +81,7 @@ class AttentionPanel(Panel):
                 raise TypeError("AttentionPanel needs a Trace, or a model, a tokenizer and a text.")
             trace, self.truncation = trace_text(model, tokenizer, text, text_b)
         else:
-            self.truncation = None
+            self.truncation = run.truncation if run is not None else None
         self.text, self.text_b = text, text_b
         self.truncation_notice = widgets.HTML(notice_html(self.truncation))
         self.view = widgets.ToggleButtons(options=VIEWS, value=view, style=_COMPACT)
@@ -173,10 +172,13 @@ class AttentionPanel(Panel):
         """Re-run the model on a new text (pair) and redraw."""
         if self.model is None:
             raise ValueError("this panel shows a fixed trace; build it with model= and tokenizer= to change the text.")
-        self.text, self.text_b = text, text_b
-        trace, self.truncation = trace_text(self.model, self.tokenizer, text, text_b)
+        self.show_run(run_text(self.model, self.tokenizer, text, text_b, shapes=False))
+
+    def show_run(self, run: TextRun) -> None:
+        """Show a forward already run on a text (pair), e.g. the one a Workbench shares between its panels."""
+        self.text, self.text_b, self.truncation = run.text, run.text_b, run.truncation
         self.truncation_notice.value = notice_html(self.truncation)
-        self.set_trace(trace)
+        self.set_trace(run.trace)
 
     def rerun(self, *_: Any) -> None:
         """Trace the current text again (e.g. after the model moved to another device)."""

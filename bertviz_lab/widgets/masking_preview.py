@@ -11,11 +11,12 @@ from typing import Any, Callable
 import ipywidgets as widgets
 import torch
 
-from bertviz_lab.model.encoding import Truncation, encode_text
+from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text
 from bertviz_lab.model.pretraining import MaskingPlan, apply_masking, sample_masking
 from bertviz_lab.widgets.common import COLORS, Panel, chip, escape, evaluating, legend, notice_html
 from bertviz_lab.widgets.export import ExportBar
 from bertviz_lab.widgets.svg import text_width
+from bertviz_lab.widgets.text_run import TextRun
 
 LABELLED = {"description_width": "initial"}
 FATES = (("[MASK]", "mask"), ("random", "random"), ("kept", "kept"), ("untouched", "untouched"),
@@ -50,11 +51,17 @@ def predicts_next_sentence(model: torch.nn.Module) -> bool:
 
 def head_outputs(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> tuple[Any, Any]:
     """(MLM scores (B, T, V) or None, NSP scores (B, 2) or None) from one forward pass in eval mode."""
+    if not (predicts_masked_tokens(model) or predicts_next_sentence(model)):
+        return None, None
+    with evaluating(model), torch.inference_mode():
+        return split_heads(model, model(**inputs))
+
+
+def split_heads(model: torch.nn.Module, out: Any) -> tuple[Any, Any]:
+    """(MLM scores or None, NSP scores or None) from what the model's forward returned, whoever ran it."""
     mlm, nsp = predicts_masked_tokens(model), predicts_next_sentence(model)
     if not (mlm or nsp):
         return None, None
-    with evaluating(model), torch.inference_mode():
-        out = model(**inputs)
     if isinstance(out, dict):
         return out.get("mlm_logits"), out.get("nsp_logits")
     if isinstance(out, tuple):
@@ -87,7 +94,7 @@ class MaskingPreview(Panel):
 
     def __init__(self, tokenizer: Any, text: str, model: torch.nn.Module | None = None, text_b: str | None = None,
                  mlm_probability: float = 0.15, mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,
-                 seed: int = 0, top_k: int = 5) -> None:
+                 seed: int = 0, top_k: int = 5, run: TextRun | None = None) -> None:
         self.tokenizer, self.model, self.top_k = tokenizer, model, top_k
         self.trainer: Any = None  # the Trainer whose model predicts here (see follow())
         self.follower: _TrainerFollower | None = None
@@ -121,17 +128,35 @@ class MaskingPreview(Panel):
                                 self.export], layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
         toolbar.add_class("bvl-toolbar")
         super().__init__([toolbar, self.offer, self.view])
-        self.set_text(text, text_b)
+        if run is not None:
+            self.show_run(run)
+        else:
+            self.set_text(text, text_b)
 
     # inputs and models -------------------------------------------------------------------------------------
     def set_text(self, text: str, text_b: str | None = None) -> None:
         """Tokenize a new text (pair), cut to the model's positions, and redraw."""
         encoded = encode_text(self.model, self.tokenizer, text, text_b)
         with self._lock:
-            self.text, self.text_b = text, text_b or None
-            self.inputs = {k: v.cpu() for k, v in encoded[0].items()}
-            self.truncation: Truncation = encoded.truncation
+            self._take_text(text, text_b, encoded)
+            self.next_sentence = self._next_sentence()
             self.update()
+
+    def show_run(self, run: TextRun) -> None:
+        """Take the batch and the next-sentence scores of a forward already run on the unmasked text (a Workbench's)
+        and run only the masked forward; a run of another model or tokenizer (see follow()) is read anew here."""
+        if not run.reads(self.model, self.tokenizer):
+            self.set_text(run.text, run.text_b)
+            return
+        with self._lock:
+            self._take_text(run.text, run.text_b, run.encoded)
+            self.next_sentence = self._next_sentence(split_heads(self.model, run.output)[1])
+            self.update()
+
+    def _take_text(self, text: str, text_b: str | None, encoded: EncodedText) -> None:
+        self.text, self.text_b = text, text_b or None
+        self.inputs = {k: v.cpu() for k, v in encoded.encoding.items()}
+        self.truncation: Truncation = encoded.truncation
 
     def set_model(self, model: torch.nn.Module | None, tokenizer: Any = None) -> None:
         """Predict with another model (and its own tokenizer, if it has one): the text is tokenized again."""
@@ -166,6 +191,7 @@ class MaskingPreview(Panel):
             return
         with self._lock:
             self.model.load_state_dict(self.trainer.model.state_dict())
+            self.next_sentence = self._next_sentence()
             self.update()
 
     def offer_model_from(self, source: Callable[[], Any]) -> None:
@@ -215,7 +241,6 @@ class MaskingPreview(Panel):
                 random_replace_prob=min(self.random_share.value, 1.0 - self.mask_share.value), seed=self.seed.value)
             self.masked_ids, self.labels = apply_masking(ids, self.plan, self.tokenizer.mask_token_id)
             self.predictions = self._predict()
-            self.next_sentence = self._next_sentence()
             self.view.value = self.static_html()
         self.figure_changed()
 
@@ -244,11 +269,13 @@ class MaskingPreview(Panel):
         return [(pos, [(tokens([int(i)])[0], float(p)) for p, i in zip(values, indices)])
                 for pos, values, indices in zip(positions, top.values, top.indices)]
 
-    def _next_sentence(self) -> float | None:
-        """P(B follows A) for a sentence pair, from the unmasked pair, when the model has an NSP head."""
+    def _next_sentence(self, scores: torch.Tensor | None = None) -> float | None:
+        """P(B follows A) for a sentence pair, from the unmasked pair, when the model has an NSP head: from `scores`
+        when a forward already gave them, else from a forward run here."""
         if self.model is None or self.text_b is None or not predicts_next_sentence(self.model):
             return None
-        scores = head_outputs(self.model, self._model_inputs(self.inputs["input_ids"]))[1]
+        if scores is None:
+            scores = head_outputs(self.model, self._model_inputs(self.inputs["input_ids"]))[1]
         return float(torch.softmax(scores[0].float(), dim=-1)[0])  # label 0 = "B follows A"
 
     def _fate(self, position: int) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from bertviz_lab.widgets.device_picker import DevicePicker
 from bertviz_lab.widgets.masking_preview import MaskingPreview
 from bertviz_lab.widgets.named_models import named_model_and_tokenizer
 from bertviz_lab.widgets.predictions import Predictions
+from bertviz_lab.widgets.text_run import TextRun, run_text
 from bertviz_lab.widgets.training_panel import TrainingPanel
 
 DEFAULT_TEXT = "The cat sat on the mat because it was warm."
@@ -52,7 +53,11 @@ def _model_and_tokenizer(model: torch.nn.Module | str | None, tokenizer: Any) ->
 
 
 class Workbench(Panel):
-    """Tabs Attention · Masking · Architecture · Training · Device sharing one text (and optional sentence B)."""
+    """Tabs Attention · Masking · Architecture · Training · Device sharing one text (and optional sentence B).
+
+    Each text (and each device move) is encoded once and run through the model once, traced; every panel reads
+    that one run. Only the masking preview runs a forward of its own, on its masked copy of the text.
+    """
 
     def __init__(self, model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
                  text_b: str | None = None, layer: int = 0, head: int = 0, tab: str = "attention") -> None:
@@ -64,11 +69,11 @@ class Workbench(Panel):
                                        layout=widgets.Layout(width="70%"))
         self.run_button = widgets.Button(description="Run", icon="play", button_style="primary")
         self.error = widgets.HTML()
-        self.predictions = Predictions(self.model, self.tokenizer, text, text_b)
-        self.attention = AttentionPanel(model=self.model, tokenizer=self.tokenizer, text=text, text_b=text_b,
-                                        layer=layer, head=head)
-        self.masking = MaskingPreview(self.tokenizer, text, model=self.model, text_b=text_b)
-        self.architecture = ArchitecturePanel(self.model, inputs=self._inputs(text, text_b))
+        run = self.forward(text, text_b)
+        self.predictions = Predictions(self.model, self.tokenizer, text, text_b, run=run)
+        self.attention = AttentionPanel(run=run, layer=layer, head=head)
+        self.masking = MaskingPreview(self.tokenizer, text, model=self.model, text_b=text_b, run=run)
+        self.architecture = ArchitecturePanel(self.model, inputs=run.encoded.inputs, trace=run.trace)
         self.training = TrainingPanel()
         self.masking.offer_model_from(self.training.ensure_trainer)  # a model with an MLM head, on request
         self.device = DevicePicker(self.model, on_change=self._rerun)
@@ -84,28 +89,29 @@ class Workbench(Panel):
                                self.predictions])
         super().__init__([header, self.tabs])
 
-    def _inputs(self, text: str, text_b: str | None) -> dict[str, torch.Tensor]:
-        return encode_text(self.model, self.tokenizer, text, text_b)[1]
+    def forward(self, text: str, text_b: str | None = None) -> TextRun:
+        """Encode the text (pair) once and run the model on it once, traced: the run every panel reads."""
+        return run_text(self.model, self.tokenizer, text, text_b, shapes=True)
+
+    def show(self, run: TextRun) -> None:
+        """Hand one run to every panel."""
+        self.attention.show_run(run)
+        self.predictions.show_run(run)
+        self.masking.show_run(run)
+        self.architecture.show_trace(run.trace, run.encoded.inputs)
 
     def run(self) -> None:
         """Send the text box's text to every panel."""
         text, text_b = self.text_box.value, self.text_b_box.value.strip() or None
         try:
-            self.attention.set_text(text, text_b)
-            self.predictions.show(text, text_b)
-            self.masking.set_text(text, text_b)
-            self.architecture.inputs = self._inputs(text, text_b)
-            self.architecture.rerun()
+            self.show(self.forward(text, text_b))
             self.error.value = ""
         except ValueError as error:
             self.error.value = f"<span style='color:#d62728'>{escape(error)}</span>"
 
     def _rerun(self, device: torch.device) -> None:
-        """After a device move, every panel computes again on the new device."""
-        self.attention.rerun()
-        self.predictions.rerun()
-        self.masking.update()
-        self.architecture.rerun()
+        """After a device move, the panels' text runs again, once, on the new device."""
+        self.show(self.forward(self.attention.text, self.attention.text_b))
 
     def panels(self) -> dict[str, Panel]:
         """The tabs' panels by tab name."""

@@ -1,0 +1,128 @@
+"""Encode once, trace once: a Workbench runs the model once per text (and per device move) and every panel reads
+that run, showing what the panels show when each runs the model itself."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+import torch
+from widgets_testlib import tiny_config
+
+from bertviz_lab.model import BERTForSequenceClassification, BERTForTokenClassification
+from bertviz_lab.model.encoding import encode_text as model_encode_text
+from bertviz_lab.widgets import ArchitecturePanel, AttentionPanel, MaskingPreview, Workbench
+from bertviz_lab.widgets.attention_panel import trace_text
+from bertviz_lab.widgets.common import encode_text
+from bertviz_lab.widgets.predictions import Predictions, prediction_html
+from bertviz_lab.widgets.text_run import run_text
+
+TEXT, TEXT_B = "The cat sat on the mat because it was warm.", "The dog ran home."
+
+
+@contextlib.contextmanager
+def counting(model: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
+    """The input_ids of every forward of `model` run inside the block."""
+    seen: list[torch.Tensor] = []
+
+    def hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        seen.append((kwargs.get("input_ids") if "input_ids" in kwargs else args[0]).detach().cpu().clone())
+
+    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
+@pytest.fixture(scope="module")
+def classifier(tokenizer) -> BERTForSequenceClassification:
+    torch.manual_seed(6)
+    return BERTForSequenceClassification(tiny_config(tokenizer.vocab_size, num_labels=3,
+                                                      id2label={0: "calm", 1: "tense", 2: "odd"})).eval()
+
+
+@pytest.fixture(scope="module")
+def tagger(tokenizer) -> BERTForTokenClassification:
+    torch.manual_seed(7)
+    return BERTForTokenClassification(tiny_config(tokenizer.vocab_size, num_labels=2, id2label={0: "O", 1: "X"}))
+
+
+@pytest.mark.parametrize("name", ["classifier", "tagger", "backbone"])
+def test_one_forward_per_text_and_per_device_move(name, request, tokenizer):
+    model = request.getfixturevalue(name)
+    with counting(model) as seen:
+        bench = Workbench(model, tokenizer, text=TEXT)
+        assert len(seen) == 1
+        bench.text_box.value, bench.text_b_box.value = "Dogs bark at night.", TEXT_B
+        bench.run_button.click()
+        assert bench.error.value == "" and len(seen) == 2
+        assert seen[1].tolist() == bench.attention.trace.input_ids.tolist()
+        bench.device.move_to("cpu")
+        assert len(seen) == 3 and seen[2].tolist() == seen[1].tolist()
+        bench.text_box.value = "   "
+        bench.run()  # an empty text: an error, and no forward
+        assert "empty" in bench.error.value and len(seen) == 3
+
+
+def test_with_an_mlm_head_only_the_masked_copy_runs_again(pretraining_model, tokenizer):
+    with counting(pretraining_model) as seen:
+        bench = Workbench(pretraining_model, tokenizer, text=TEXT, text_b=TEXT_B)
+        unmasked = bench.attention.trace.input_ids
+        assert len(seen) == 2  # the shared forward, then the masking preview's on its masked copy
+        assert seen[0].tolist() == unmasked.tolist() and seen[1].tolist() == bench.masking.masked_ids.tolist()
+        bench.masking.probability.value = 0.5  # resampling the masking runs the masked copy alone
+        assert len(seen) == 3 and seen[2].tolist() == bench.masking.masked_ids.tolist()
+        bench.run()
+        assert len(seen) == 5 and seen[3].tolist() == unmasked.tolist()
+
+
+def test_the_panels_show_what_they_show_on_their_own(pretraining_model, tokenizer):
+    bench = Workbench(pretraining_model, tokenizer, text=TEXT, text_b=TEXT_B, layer=2, head=1)
+    alone, truncation = trace_text(pretraining_model, tokenizer, TEXT, TEXT_B)
+    assert bench.attention.trace.tokens == alone.tokens and bench.attention.truncation == truncation
+    for shared, own in zip(bench.attention.trace.attentions, alone.attentions, strict=True):
+        torch.testing.assert_close(shared, own)
+    attention = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT, text_b=TEXT_B, layer=2,
+                               head=1)
+    assert bench.attention.to_svg() == attention.to_svg()
+    assert bench.predictions.value == prediction_html(pretraining_model, tokenizer, TEXT, TEXT_B) != ""
+    masking = MaskingPreview(tokenizer, TEXT, model=pretraining_model, text_b=TEXT_B)
+    assert bench.masking.next_sentence == pytest.approx(masking.next_sentence, abs=1e-6)
+    assert bench.masking.static_html() == masking.static_html()
+    architecture = ArchitecturePanel(pretraining_model, inputs=encode_text(pretraining_model, tokenizer, TEXT,
+                                                                           TEXT_B)[1])
+    assert str(bench.architecture.diagram("mermaid")) == str(architecture.diagram("mermaid"))
+    assert bench.architecture.table.value == architecture.table.value
+
+
+@pytest.mark.parametrize("name", ["classifier", "tagger"])
+def test_the_prediction_line_reads_the_shared_output(name, request, tokenizer):
+    model = request.getfixturevalue(name)
+    run = run_text(model, tokenizer, TEXT, TEXT_B)
+    with counting(model) as seen:
+        line = Predictions(model, tokenizer, TEXT, run=run)
+    assert seen == [] and line.value == prediction_html(model, tokenizer, TEXT, TEXT_B) != ""
+    assert (line.text, line.text_b) == (TEXT, TEXT_B)
+    line.rerun()  # on its own again: it runs the model itself
+    assert line.value == prediction_html(model, tokenizer, TEXT, TEXT_B)
+
+
+def test_the_masking_tab_reads_another_models_run_anew(pretraining_model, mlm_model, tokenizer):
+    run = run_text(pretraining_model, tokenizer, TEXT, TEXT_B)
+    preview = MaskingPreview(tokenizer, "Something else.", model=mlm_model)
+    preview.show_run(run)  # not its model: tokenized and predicted with its own
+    assert preview.text == TEXT and preview.model is mlm_model and preview.predictions
+    assert preview.inputs["input_ids"].tolist() == run.encoded.inputs["input_ids"].tolist()
+
+
+def test_one_encode_function_for_widgets_and_heads(tokenizer, pretraining_model):
+    assert encode_text is model_encode_text
+    encoded = encode_text(pretraining_model, tokenizer, TEXT, TEXT_B)
+    assert encoded.encoding is encoded[0] and encoded.inputs is encoded[1]
+    assert set(encoded.inputs) == {"input_ids", "attention_mask", "token_type_ids"}
+    assert "special_tokens_mask" in encoded.encoding
+    assert pretraining_model._encode(tokenizer, TEXT, TEXT_B).keys() == encoded.encoding.keys()
+    for key, value in pretraining_model._encode(tokenizer, TEXT, TEXT_B).items():
+        assert torch.equal(value, encoded.encoding[key]), key
