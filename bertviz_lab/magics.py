@@ -128,11 +128,11 @@ class BertInspectMagics(Magics):
 def warm_up() -> None:
     """Import the panels, build (or verify) the CPU kernels and load the default model, so the first %bert_inspect
     or forward only computes."""
-    from bertviz_lab.model import fused
+    from bertviz_lab import kernels
     from bertviz_lab.widgets import Workbench  # noqa: F401 (ipywidgets, anywidget and every panel's module)
     from bertviz_lab.widgets.workbench import default_model_and_tokenizer
 
-    fused.cpu_backend()  # the first choice compiles cpu_gemm.c where it is not cached yet (about a second)
+    kernels.warm_up()  # compiles the AVX2 kernels where they are not cached yet (about a second)
     default_model_and_tokenizer()
 
 

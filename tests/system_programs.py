@@ -49,3 +49,19 @@ PROGRAMS = {
 def required() -> bool:
     """Whether a missing program is an error (CI) rather than a skip."""
     return os.environ.get(REQUIRE_ENV, "") not in ("", "0")
+
+
+def require_avx2_kernels() -> None:
+    """Skip where the AVX2 kernels cannot run on this machine (another CPU or OS, no C compiler); in CI, fail: a
+    kernel that does not build there must not pass as a skipped file."""
+    import pytest
+
+    from bertviz_lab.kernels import build
+
+    if build.library() is not None:
+        return
+    reason = build.unsupported_reason() or build.failure() or "no C compiler to build them and no verified build"
+    if required():
+        pytest.fail(f"the AVX2 kernels did not build or load: {reason} ({REQUIRE_ENV}=1: CI runs every test)",
+                    pytrace=False)
+    pytest.skip(f"the AVX2 kernels cannot run here: {reason}")

@@ -13,7 +13,9 @@ from unittest import mock
 import pytest
 import torch
 
+from bertviz_lab import kernels
 from bertviz_lab.device import available_devices
+from bertviz_lab.kernels import choice, layer_norm, linear
 from bertviz_lab.model import (
     BERT,
     BERT_Weights,
@@ -22,7 +24,6 @@ from bertviz_lab.model import (
     BERTForPreTraining,
     BERTTokenizerFast,
     DynamicCache,
-    fused,
 )
 from bertviz_lab.trace import trace
 from bertviz_lab.train import TrainConfig, Trainer, generate_synthetic_bert_batches, synthetic_to_training_batch
@@ -137,26 +138,31 @@ def test_device_picker_moves_the_model_and_reports_it(device):
     assert moved_to and moved_to[-1].type == device.type
 
 
+def _spy(module, name: str):
+    """Count the calls to `module.name` while it still runs."""
+    return mock.patch.object(module, name, wraps=getattr(module, name))
+
+
 def test_fused_gpu_paths_are_taken_and_match_plain_pytorch(minilm, device, monkeypatch):
-    if device.type != "cuda" or fused.triton is None:
+    if device.type != "cuda" or choice.triton is None:
         pytest.skip("the fused paths run on CUDA with Triton")
     _, tokenizer = minilm
     inputs = batch(tokenizer, device)
     model = BERT.from_pretrained(BERT_Weights.DEFAULT.path, device=device).eval()
-    with torch.inference_mode(), mock.patch.object(fused, "add_layer_norm", wraps=fused.add_layer_norm) as norms:
+    with torch.inference_mode(), _spy(layer_norm, "triton_add_layer_norm") as norms:
         model(**inputs)
     assert norms.call_count == 0  # two short sentences: the host is the bottleneck, plain PyTorch is faster
-    monkeypatch.setattr(fused, "MIN_FUSED_ELEMENTS", 0)
-    with torch.inference_mode(), mock.patch.object(fused, "add_layer_norm", wraps=fused.add_layer_norm) as norms:
+    monkeypatch.setattr(choice, "MIN_FUSED_ELEMENTS", 0)
+    with torch.inference_mode(), _spy(layer_norm, "triton_add_layer_norm") as norms:
         got = model(**inputs).last_hidden_state
-        with fused.disabled():
+        with kernels.disabled():
             want = model(**inputs).last_hidden_state
     assert norms.call_count == 2 * model.config.num_hidden_layers  # after attention and after the MLP, per layer
     assert (got - want).abs().max().item() <= 1e-5  # fp32: the same function, summed in another order
     half = model.to(torch.bfloat16)
-    with torch.inference_mode(), mock.patch.object(fused, "linear_gelu", wraps=fused.linear_gelu) as gelus:
+    with torch.inference_mode(), _spy(linear, "cublaslt_linear_gelu") as gelus:
         got = half(**inputs).last_hidden_state.float()
-        with fused.disabled():
+        with kernels.disabled():
             want = half(**inputs).last_hidden_state.float()
     assert gelus.call_count == model.config.num_hidden_layers
     assert (got - want).abs().max().item() <= 0.1  # bf16 steps (the accuracy against fp32 is checked above)
@@ -168,19 +174,19 @@ def test_tanh_gelu_epilogue_is_exact_in_fp32(device):
     torch.manual_seed(0)
     model = BERT(BERTConfig.tiny(vocab_size=100, hidden_act="gelu_pytorch_tanh")).to(device).eval()
     ids = torch.randint(0, 100, (3, 16), device=device)
-    with torch.inference_mode(), mock.patch.object(fused, "linear_gelu", wraps=fused.linear_gelu) as gelus:
+    with torch.inference_mode(), _spy(linear, "cublaslt_linear_gelu") as gelus:
         got = model(ids).last_hidden_state
-        with fused.disabled():
+        with kernels.disabled():
             want = model(ids).last_hidden_state
     assert gelus.call_count == model.config.num_hidden_layers
     assert (got - want).abs().max().item() <= 1e-5
 
 
 def test_a_trace_sees_every_module_so_the_fused_paths_stand_aside(minilm, device, monkeypatch):
-    monkeypatch.setattr(fused, "MIN_FUSED_ELEMENTS", 0)
+    monkeypatch.setattr(choice, "MIN_FUSED_ELEMENTS", 0)
     _, tokenizer = minilm
     model = BERT.from_pretrained(BERT_Weights.DEFAULT.path, device=device).eval()
-    with torch.inference_mode(), mock.patch.object(fused, "add_layer_norm", wraps=fused.add_layer_norm) as norms, \
+    with torch.inference_mode(), _spy(layer_norm, "triton_add_layer_norm") as norms, \
             trace(model, attentions=False, shapes=True) as recorded:
         model(**batch(tokenizer, device))
     assert norms.call_count == 0

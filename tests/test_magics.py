@@ -95,8 +95,8 @@ def test_load_ext_warms_up_the_panels_and_the_default_model_in_the_background():
         from bertviz_lab.widgets import workbench
         assert "bertviz_lab.widgets.attention_panel" in sys.modules and "anywidget" in sys.modules
         assert workbench._load_default_once.cache_info().currsize == 1
-        from bertviz_lab.model import cpu_gemm
-        assert cpu_gemm.library.cache_info().currsize == 1  # built or verified before the first forward
+        from bertviz_lab.kernels import build
+        assert build.library.cache_info().currsize == 1  # built or verified before the first forward
         panel = ip.run_line_magic("bert_inspect", "--view attention 'warm already'")
         assert workbench._load_default_once.cache_info().hits == 1, workbench._load_default_once.cache_info()
         print(type(panel).__name__)

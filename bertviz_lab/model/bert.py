@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
+from bertviz_lab import kernels
 from bertviz_lab.model.cache import Cache, DynamicCache, EncoderDecoderCache, StaticCache
 from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.layers import BERTEmbeddings, BERTEncoder, BERTPooler
@@ -114,9 +115,11 @@ class BERTPreTrainedModel(nn.Module):
             nn.init.zeros_(module.bias)
 
     def post_init(self) -> None:
-        """Initialise every weight, then tie the output embeddings to the input ones."""
+        """Initialise every weight, tie the output embeddings to the input ones, and let the linear layers run on
+        packed weights for CPU inference (bertviz_lab.kernels; to everything else they stay nn.Linear)."""
         self.apply(self._init_weights)
         self.tie_weights()
+        kernels.accelerate(self)
 
     def tie_weights(self) -> None:
         """Heads with an MLM decoder share its weight with the word embeddings (when configured)."""

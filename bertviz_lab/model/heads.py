@@ -11,10 +11,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertviz_lab.model import fused
+from bertviz_lab import kernels
 from bertviz_lab.model import pretraining as P
 from bertviz_lab.model.bert import BERT, BERTPreTrainedModel
 from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.encoding import encode_text
 
 
 # head modules ----------------------------------------------------------------------------------------
@@ -23,7 +24,7 @@ class BERTPredictionHeadTransform(nn.Module):
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
-        self.dense = fused.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.transform_act_fn = config.activation()
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
@@ -37,7 +38,7 @@ class BERTLMPredictionHead(nn.Module):
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
         self.transform = BERTPredictionHeadTransform(config)
-        self.decoder = fused.Linear(config.hidden_size, config.vocab_size)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.decoder.bias = self.bias
 
@@ -57,7 +58,7 @@ class BERTOnlyMLMHead(nn.Module):
 class BERTOnlyNSPHead(nn.Module):
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
-        self.seq_relationship = fused.Linear(config.hidden_size, 2)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
 
     def forward(self, pooled_output: torch.Tensor) -> torch.Tensor:
         return self.seq_relationship(pooled_output)
@@ -67,7 +68,7 @@ class BERTPreTrainingHeads(nn.Module):
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
         self.predictions = BERTLMPredictionHead(config)
-        self.seq_relationship = fused.Linear(config.hidden_size, 2)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
 
     def forward(self, sequence_output: torch.Tensor, pooled_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
@@ -94,6 +95,7 @@ class BERTTaskModel(BERTPreTrainedModel):
             if name != "bert":
                 child.apply(self._init_weights)
         self.tie_weights()
+        kernels.accelerate(self)
 
     def tie_weights(self) -> None:
         predictions = getattr(getattr(self, "cls", None), "predictions", None)
@@ -111,14 +113,14 @@ class BERTTaskModel(BERTPreTrainedModel):
 
     def _encode(self, tokenizer: Any, text_a: str, text_b: str | None = None,
                 device: str | torch.device | None = None) -> dict[str, torch.Tensor]:
-        """Tokenize one text (pair) to (1, T) tensors on the model's device (or `device`, which must hold it)."""
+        """Tokenize one text (pair) to (1, T) tensors on the model's device (or `device`, which must hold it); a text
+        longer than the model's positions is an error here, since a loss on part of it would mislead."""
         from bertviz_lab.device import select_device
 
         if device is not None and select_device(device) != self.device:
             raise ValueError(f"the model is on {self.device} but device={str(device)!r} was asked; "
                              f"move it first with model.to({str(device)!r}).")
-        encoded = tokenizer.encode_pretraining_inputs(text_a, text_b, max_length=self.config.max_position_embeddings)
-        return {k: v.to(self.device) for k, v in encoded.items()}
+        return dict(encode_text(self, tokenizer, text_a, text_b, truncate=False).encoding)
 
     @staticmethod
     def _model_inputs(encoded: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -394,7 +396,7 @@ class BERTClassifierModel(BERTTaskModel):
     def __init__(self, config: BERTConfig) -> None:
         super().__init__(config)
         self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = fused.Linear(config.hidden_size, config.num_labels)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self._init_head()
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
@@ -445,7 +447,7 @@ class BERTForQuestionAnswering(BERTTaskModel):
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__(config)
-        self.qa_outputs = fused.Linear(config.hidden_size, 2)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self._init_head()
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,

@@ -1,8 +1,10 @@
-"""BERT building blocks: embeddings, attention (SDPA, or explicit when watched), feed-forward, layer, encoder, pooler.
+"""BERT building blocks: embeddings, attention, feed-forward, layer, encoder, pooler.
 
 Shapes: B batch, T query length, S key length, C hidden size, nh heads, hs head size.
 Module and parameter names follow Hugging Face's BERT except the fused projections
 (`attention.self.qkv`, `crossattention.self.kv`), which weights.py splits and joins.
+The fast paths (bertviz_lab.kernels) are three calls: attention, residual add + LayerNorm, linear + activation;
+each computes what its plain PyTorch form says. HookPoints mark the tensors a trace or a hook can read or replace.
 """
 
 from __future__ import annotations
@@ -10,13 +12,12 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from bertviz_lab.model import cpu_gemm, fused
+from bertviz_lab import kernels
 from bertviz_lab.model.cache import Cache, EncoderDecoderCache
 from bertviz_lab.model.config import BERTConfig
-from bertviz_lab.trace.hooks import HookPoint
+from bertviz_lab.model.hook_points import HookPoint
 
 
 def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
@@ -65,22 +66,24 @@ class BERTEmbeddings(nn.Module):
 
 
 class BERTSelfAttention(nn.Module):
-    """Multi-head attention: fused projections, SDPA or the AVX2 CPU kernel; explicit softmax if `probs` is watched."""
+    """Multi-head attention over fused projections; the probabilities are formed only when a hook watches them."""
 
     def __init__(self, config: BERTConfig, layer_idx: int, is_cross_attention: bool = False) -> None:
         super().__init__()
         C = config.hidden_size
         self.num_heads, self.head_size = config.num_attention_heads, config.head_size
-        self.scale = 1.0 / math.sqrt(self.head_size)  # of q . k, in every attention path
+        self.scale = 1.0 / math.sqrt(self.head_size)  # of q . k
         self.layer_idx, self.is_cross_attention = layer_idx, is_cross_attention
         self.is_decoder = config.is_decoder
         if is_cross_attention:
-            self.query = fused.Linear(C, C)
-            self.kv = fused.Linear(C, 2 * C)
+            self.query = nn.Linear(C, C)
+            self.kv = nn.Linear(C, 2 * C)
         else:
-            self.qkv = fused.Linear(C, 3 * C)
+            self.qkv = nn.Linear(C, 3 * C)
         self.dropout_p = config.attention_probs_dropout_prob
+        self.q, self.k, self.v = HookPoint(), HookPoint(), HookPoint()  # (B, nh, T|S, hs)
         self.probs = HookPoint()  # (B, nh, T, S) attention probabilities, only computed when watched
+        self.context = HookPoint()  # (B, nh, T, hs) each head's output, before the output projection
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
@@ -107,30 +110,11 @@ class BERTSelfAttention(nn.Module):
                 cache_position: torch.Tensor | None = None) -> torch.Tensor:
         B, T, C = hidden_states.shape
         q, k, v = self._project(hidden_states, encoder_hidden_states, cache, cache_position)
+        q, k, v = self.q(q), self.k(k), self.v(v)
         dropout_p = self.dropout_p if self.training else 0.0
-        if self.probs.is_watched:
-            on_kernel = fused.can_attend_on_cpu(q, attention_mask, dropout_p)
-            if on_kernel and self.probs.is_only_observed:
-                y, probs = cpu_gemm.attention(q, k, v, attention_mask, self.scale, with_probabilities=True)
-                self.probs(probs, True)  # read-only hooks, handed the probabilities: the kernel's output stands
-                return y  # (B, T, C)
-            if on_kernel:
-                probs = cpu_gemm.attention_probabilities(q, k, attention_mask, self.scale)
-            else:
-                # in place where autograd allows: one (B, nh, T, S) buffer instead of up to four
-                scores = (q @ k.transpose(-2, -1)).mul_(self.scale)  # (B, nh, T, S)
-                if attention_mask is not None:
-                    scores.add_(attention_mask)
-                if scores.dtype == torch.float32 and not scores.requires_grad:
-                    probs = torch.softmax(scores, dim=-1, out=scores)
-                else:
-                    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-            probs = self.probs(probs)
-            y = F.dropout(probs, dropout_p, self.training) @ v  # (B, nh, T, hs)
-        elif fused.can_attend_on_cpu(q, attention_mask, dropout_p):
-            return cpu_gemm.attention(q, k, v, attention_mask, self.scale)  # (B, T, C)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask, dropout_p=dropout_p)
+        # softmax(q @ k.T * scale + mask) @ v: SDPA, the CPU kernel, or written out when `probs` is watched
+        y, _ = kernels.attention(q, k, v, attention_mask, self.scale, dropout_p, probs_point=self.probs)
+        y = self.context(y)  # (B, nh, T, hs)
         return y.transpose(1, 2).reshape(B, T, C)
 
 
@@ -139,15 +123,13 @@ class BERTOutput(nn.Module):
 
     def __init__(self, config: BERTConfig, in_features: int) -> None:
         super().__init__()
-        self.dense = fused.Linear(in_features, config.hidden_size)
+        self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        y = self.dense(hidden_states)
-        if fused.can_add_layer_norm(y, residual, self.LayerNorm, self.dropout):
-            return fused.add_layer_norm(y, residual, self.LayerNorm)
-        return self.LayerNorm(self.dropout(y) + residual)
+        # LayerNorm(dropout(y) + residual), on a GPU in one kernel
+        return kernels.residual_layer_norm(self.dense(hidden_states), residual, self.LayerNorm, self.dropout)
 
 
 class BERTAttention(nn.Module):
@@ -170,14 +152,15 @@ class BERTIntermediate(nn.Module):
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
-        self.dense = fused.Linear(config.hidden_size, config.intermediate_size)
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = config.activation()
         self.activation_name = config.hidden_act if isinstance(config.hidden_act, str) else None
+        self.act = HookPoint()  # (B, T, intermediate) after the activation
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        if fused.can_linear_gelu(hidden_states, self.dense, self.activation_name):
-            return fused.linear_gelu(hidden_states, self.dense)
-        return self.intermediate_act_fn(self.dense(hidden_states))
+        # act(dense(x)), with GELU in the GEMM's epilogue where a kernel can
+        y = kernels.linear_activation(hidden_states, self.dense, self.intermediate_act_fn, self.activation_name)
+        return self.act(y)
 
 
 class BERTLayer(nn.Module):
@@ -238,7 +221,7 @@ class BERTPooler(nn.Module):
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
-        self.dense = fused.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = nn.Tanh()
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:

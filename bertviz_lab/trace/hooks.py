@@ -1,15 +1,10 @@
-"""HookPoints inside the model, and trace(): forward hooks that record a BERT into a Trace, then remove themselves.
+"""trace(): forward hooks on a BERT's HookPoints and modules that record it into a Trace, then remove themselves.
 
-Hook point names (relative to the BERT backbone; a task model prefixes them with `bert.`):
-    embeddings.hidden                            (B, T, C)    embeddings output
-    encoder.layer.{i}.hidden                     (B, T, C)    residual stream after layer i
-    encoder.layer.{i}.attention.self.probs       (B, nh, T, S) self-attention probabilities
-    encoder.layer.{i}.crossattention.self.probs  (B, nh, T, S) cross-attention probabilities (decoders)
-A hook on a `probs` point makes that layer alone compute its probabilities explicitly (on the CPU kernels: write
-them out); unwatched layers run SDPA (on an AVX2 CPU: bertviz_lab.model.cpu_gemm's fused attention). A trace's
-hooks there are observers (`HookPoint.add_observer`: they only read), and when every hook on a point is one, the
-CPU kernel writes the probabilities out beside its own output, which the layer keeps: the traced forward then
-equals the untraced one bit for bit.
+The hook points are the model's (bertviz_lab.model.hook_points lists them). A hook on a `probs` point makes that
+layer alone compute its probabilities (bertviz_lab.kernels.attention); unwatched layers keep the fast attention.
+A trace's hooks are read-only (`HookPoint.add_hook(..., read_only=True)`), so on the CPU kernel the probabilities
+come from the same pass, handed over, and the layer keeps the kernel's output: the traced forward equals the
+untraced one bit for bit.
 """
 
 from __future__ import annotations
@@ -19,14 +14,14 @@ import functools
 import inspect
 import re
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from torch.utils.hooks import RemovableHandle
 
+from bertviz_lab.model.hook_points import HookPoint, hook_points
 from bertviz_lab.trace.records import MODEL_INPUT, Call, ForwardPass, parameter_table
 from bertviz_lab.trace.shapes import TensorSpec, call_arguments, iter_tensors
 from bertviz_lab.trace.tokens import INPUT_ALIASES, INPUT_NAMES, token_rows
@@ -43,47 +38,8 @@ _EMBEDDINGS_HIDDEN = re.compile(r"(?:^|\.)embeddings\.hidden$")
 _LAYER_HIDDEN = re.compile(r"(?:^|\.)encoder\.layer\.\d+\.hidden$")
 
 
-class HookPoint(nn.Module):
-    """Identity module that marks a tensor worth observing; costs one module call when nobody watches."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._observer_ids: set[int] = set()
-
-    def forward(self, x: torch.Tensor, handed_over: bool = False) -> torch.Tensor:
-        """x itself; `handed_over`: the caller drops x after the hooks, so a lone observer may keep it uncopied."""
-        return x
-
-    @property
-    def is_watched(self) -> bool:
-        """True when a forward or pre-forward hook is registered on this point."""
-        return bool(self._forward_hooks or self._forward_pre_hooks)
-
-    def add_observer(self, hook: Callable[[nn.Module, tuple, torch.Tensor], None]) -> RemovableHandle:
-        """A forward hook that promises to read the tensor only (no replacement, no change in place), so that
-        the layer may keep what it computed alongside it (the CPU attention kernel's output)."""
-        handle = self.register_forward_hook(hook)
-        self._observer_ids &= self._forward_hooks.keys()  # forget observers removed since (one trace after another)
-        self._observer_ids.add(handle.id)
-        return handle
-
-    @property
-    def is_only_observed(self) -> bool:
-        """True when every hook on this point is an observer (and no module-wide hook could change the tensor)."""
-        return (bool(self._forward_hooks) and not self._forward_pre_hooks and self._observer_ids.issuperset(
-            self._forward_hooks) and not nn.modules.module._global_forward_hooks
-            and not nn.modules.module._global_forward_pre_hooks)
-
-
 class TraceSizeError(ValueError):
     """A trace would hold more bytes than its max_bytes allows."""
-
-
-def hook_points(model: nn.Module) -> dict[str, HookPoint]:
-    """Every HookPoint of `model` by dotted name, in model order (TransformerLens' `hook_dict`)."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
-    return {name: module for name, module in model.named_modules() if isinstance(module, HookPoint)}
 
 
 @dataclass
@@ -198,13 +154,13 @@ class Trace:
             for kind, sites in (("attentions", self._sites.self_probs), ("cross_attentions", self._sites.cross_probs)):
                 for layer, (_, point) in enumerate(sites):
                     if layer in wanted:
-                        add(point.add_observer(functools.partial(self._on_probs, kind, layer)))
+                        add(point.add_hook(functools.partial(self._on_probs, kind, layer), read_only=True))
         if self.record_hidden_states:
             for _, point in self._sites.embeddings[:1]:
-                add(point.register_forward_hook(functools.partial(self._on_hidden, 0)))
+                add(point.add_hook(functools.partial(self._on_hidden, 0), read_only=True))
             for layer, (_, point) in enumerate(self._sites.layer_hidden):
                 if layer in wanted:
-                    add(point.register_forward_hook(functools.partial(self._on_hidden, layer + 1)))
+                    add(point.add_hook(functools.partial(self._on_hidden, layer + 1), read_only=True))
         if self.record_shapes:
             for path, module in model.named_modules():
                 if path and not isinstance(module, HookPoint):  # a hook on a HookPoint would switch attention paths
@@ -264,17 +220,17 @@ class Trace:
             self.passes.append(ForwardPass(len(self.passes)))
         return self.passes[-1]
 
-    def _on_probs(self, kind: str, layer: int, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+    def _on_probs(self, kind: str, layer: int, probs: torch.Tensor, *, point: HookPoint, handed_over: bool) -> None:
         current = self._current_pass(kind, layer)
         # handed over and no other hook to share it with: kept as it is (a 100 MB copy a layer at 8 x 512 saved)
-        mine = len(args) > 1 and args[1] is True and len(module._forward_hooks) == 1
-        getattr(current, kind)[layer] = self._keep(output, f"{kind[:-1].replace('_', '-')} of layer {layer}",
+        mine = handed_over and len(point._forward_hooks) == 1
+        getattr(current, kind)[layer] = self._keep(probs, f"{kind[:-1].replace('_', '-')} of layer {layer}",
                                                    batch_dim=True, heads=True, copy=not mine)
 
-    def _on_hidden(self, index: int, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+    def _on_hidden(self, index: int, hidden: torch.Tensor, *, point: HookPoint, handed_over: bool) -> None:
         current = self._current_pass("hidden_states", index)
         what = "embeddings output" if index == 0 else f"hidden state after layer {index - 1}"
-        current.hidden_states[index] = self._keep(output, what, batch_dim=True)
+        current.hidden_states[index] = self._keep(hidden, what, batch_dim=True)
 
     def _on_call_start(self, path: str, module: nn.Module, args: tuple, kwargs: dict) -> None:
         if not self.passes:
@@ -350,7 +306,8 @@ class Trace:
 
     # tokens --------------------------------------------------------------------------------------------
     def attach_tokens(self, encoding_or_tokens: Any, tokenizer: Any = None) -> "Trace":
-        """Label positions with token strings: a list of strings (one row), a list of rows, or an encoding + tokenizer."""
+        """Label positions with token strings: a list of strings (one row), a list of rows, or an encoding +
+        tokenizer."""
         tokens, inputs = token_rows(encoding_or_tokens, tokenizer)
         if self.passes:
             self._check_tokens_fit(tokens)

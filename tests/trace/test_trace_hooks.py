@@ -9,12 +9,20 @@ import weakref
 
 import pytest
 import torch
+from trace_testlib import hook_count, padded_batch, tiny_config
 
-from bertviz_lab.model import (BERT, BERTForCausalLM, BERTForPreTraining, BERTModelOutput, BERTTokenizerFast,
-                               BERT_Weights, DynamicCache, create_bert_model)
+from bertviz_lab.model import (
+    BERT,
+    BERT_Weights,
+    BERTForCausalLM,
+    BERTForPreTraining,
+    BERTModelOutput,
+    BERTTokenizerFast,
+    DynamicCache,
+    create_bert_model,
+)
 from bertviz_lab.trace import HookPoint, Trace, TraceSizeError, hook_points, trace
 from bertviz_lab.trace.records import MODEL_INPUT
-from trace_testlib import hook_count, padded_batch, tiny_config
 
 
 def probs_points(model):
@@ -25,11 +33,10 @@ def probs_points(model):
 def test_hook_point_names_are_stable_and_documented():
     torch.manual_seed(0)
     model = BERT(tiny_config(num_hidden_layers=2, is_decoder=True, add_cross_attention=True))
-    assert list(hook_points(model)) == [
-        "embeddings.hidden",
-        "encoder.layer.0.attention.self.probs", "encoder.layer.0.crossattention.self.probs", "encoder.layer.0.hidden",
-        "encoder.layer.1.attention.self.probs", "encoder.layer.1.crossattention.self.probs", "encoder.layer.1.hidden",
-    ]
+    per_layer = [*(f"{block}.self.{name}" for block in ("attention", "crossattention")
+                   for name in ("q", "k", "v", "probs", "context")), "intermediate.act", "hidden"]
+    assert list(hook_points(model)) == ["embeddings.hidden", *(f"encoder.layer.{i}.{name}" for i in range(2)
+                                                               for name in per_layer)]
     heads = BERTForPreTraining(tiny_config(num_hidden_layers=1))
     assert "bert.encoder.layer.0.attention.self.probs" in hook_points(heads)
     with pytest.raises(TypeError, match="torch.nn.Module"):
@@ -168,7 +175,8 @@ def test_byte_limit_names_the_option_and_cleans_up(tiny_bert, batch):
     assert hook_count(tiny_bert) == 0
     with trace(tiny_bert, max_bytes=None, hidden_states=True) as t:
         tiny_bert(ids, mask)
-    expected = sum(x.numel() * x.element_size() for x in [*t.attentions, *t.hidden_states, *t.passes[0].inputs.values()])
+    kept = [*t.attentions, *t.hidden_states, *t.passes[0].inputs.values()]
+    expected = sum(x.numel() * x.element_size() for x in kept)
     assert t.nbytes == expected
 
 
@@ -234,7 +242,8 @@ def test_calls_record_tuple_and_dict_outputs_and_count_tied_weights_once():
     assert [(s.name, s.shape) for s in root.outputs] == [("0", (3, 8, 100)), ("1", (3, 2))]
     unique = {id(p): p.numel() for p in model.parameters()}
     assert root.num_params == sum(unique.values()) == model.num_parameters()
-    assert root.num_params < sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))  # tied weights exist
+    every = sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False))
+    assert root.num_params < every  # tied weights exist
     decoder = next(c for c in t.calls if c.path == "cls.predictions.decoder")
     assert decoder.shares_params and decoder.num_params == 100 * 32 + 100
     assert not next(c for c in t.calls if c.path == "cls.seq_relationship").shares_params
@@ -270,7 +279,8 @@ def tokenizer():
 
 
 def test_tokens_from_an_encoding_with_padding_and_sentence_pairs(tokenizer, tiny_bert):
-    encoding = tokenizer(["The cat sat.", "A dog ran far away."], ["It purred.", "Then it came home again."], return_tensors="pt")
+    encoding = tokenizer(["The cat sat.", "A dog ran far away."], ["It purred.", "Then it came home again."],
+                         return_tensors="pt")
     ids = encoding["input_ids"] % 100  # the tiny model's vocabulary; token strings come from the real ids
     with trace(tiny_bert, tokens=encoding, tokenizer=tokenizer) as t:
         tiny_bert(ids, encoding["attention_mask"], encoding["token_type_ids"])
@@ -361,17 +371,17 @@ def test_a_thousand_traced_passes_leave_memory_flat():
 def test_on_the_cpu_kernels_a_lone_trace_keeps_the_kernels_probabilities_and_changes_no_bit(monkeypatch):
     """Head size 16: attention runs on the AVX2 kernel. A trace alone on the probs points is handed the kernel's
     probabilities uncopied and the layer keeps the kernel's output; beside another hook, the trace copies."""
-    from bertviz_lab.model import cpu_gemm, fused
+    from system_programs import require_avx2_kernels
 
-    if cpu_gemm.library() is None:
-        pytest.skip("the AVX2 kernels cannot run here: "
-                    f"{cpu_gemm.unsupported_reason() or 'no C compiler to build them and no verified build cached'}")
-    monkeypatch.setattr(fused, "_cpu_backend", "avx2")
+    from bertviz_lab.kernels import avx2, choice
+
+    require_avx2_kernels()
+    monkeypatch.setattr(choice, "_cpu_backend", "avx2")
     torch.manual_seed(0)
     model = BERT(tiny_config(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
     ids, mask, types = padded_batch()
     handed = []
-    kernel = cpu_gemm.attention
+    kernel = avx2.attention
 
     def spy(*args, **kwargs):
         result = kernel(*args, **kwargs)
@@ -379,7 +389,7 @@ def test_on_the_cpu_kernels_a_lone_trace_keeps_the_kernels_probabilities_and_cha
             handed.append(result[1].data_ptr())
         return result
 
-    monkeypatch.setattr(cpu_gemm, "attention", spy)
+    monkeypatch.setattr(avx2, "attention", spy)
     with torch.inference_mode():
         plain = model(ids, mask, types).last_hidden_state
         with trace(model) as alone:

@@ -7,7 +7,7 @@
  * group of panels) inside the OpenMP runtime that PyTorch itself uses, taking from each other's when done early.
  * Attention runs the same tile over blocks of 48 queries: scores into L2, softmax in place, then probabilities @
  * values.
- * Built and loaded by cpu_gemm.py; every size is in floats, every stride in elements.
+ * Built and loaded by build.py, called through avx2.py; every size is in floats, every stride in elements.
  */
 #include <immintrin.h>
 #include <stdint.h>

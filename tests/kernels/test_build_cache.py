@@ -21,21 +21,24 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from system_programs import require_avx2_kernels
 
-from bertviz_lab.model import BERT, BERTConfig, cpu_gemm, fused
+from bertviz_lab import kernels
+from bertviz_lab.kernels import build as kernel_build
+from bertviz_lab.kernels import choice
+from bertviz_lab.model import BERT, BERTConfig
 
-needs_kernel = pytest.mark.skipif(cpu_gemm.unsupported_reason() is not None,
-                                  reason=f"the AVX2 kernels cannot run here: {cpu_gemm.unsupported_reason()}")
+needs_kernel = pytest.mark.usefixtures("avx2_kernels")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the planted libraries")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give files to another user")
 
 PROBE = """
 import torch
-from bertviz_lab.model import cpu_gemm
-lib = cpu_gemm.library()
+from bertviz_lab.kernels import avx2, build
+lib = build.library()
 if lib is not None:
     x, w = torch.randn(7, 64), torch.randn(48, 64)
-    assert torch.allclose(cpu_gemm.linear(x, cpu_gemm.pack(w), None, 48), x @ w.T, atol=1e-4)
+    assert torch.allclose(avx2.linear(x, avx2.pack(w), None, 48), x @ w.T, atol=1e-4)
 print("kernel" if lib is not None else "fallback")
 """
 
@@ -50,26 +53,25 @@ __attribute__((constructor)) static void plant(void) {
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
-    """A cache folder of this test's own (not created yet), with `library()` and fused's backend choice answered
+    """A cache folder of this test's own (not created yet), with `library()` and the backend choice answered
     afresh for it; the process's own come back afterwards, so the other tests keep theirs."""
     folder = tmp_path / "cache"
     monkeypatch.setenv("BERTVIZ_LAB_CACHE", str(folder))
     monkeypatch.delenv("BERTVIZ_LAB_CPU_GEMM", raising=False)
     monkeypatch.delenv("CC", raising=False)
-    monkeypatch.setattr(cpu_gemm, "library", functools.cache(cpu_gemm.library.__wrapped__))
-    monkeypatch.setattr(fused, "_cpu_backend", fused._UNSET)
+    monkeypatch.setattr(kernel_build, "library", functools.cache(kernel_build.library.__wrapped__))
+    monkeypatch.setattr(choice, "_cpu_backend", choice._UNSET)
     return folder
 
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory) -> Path:
     """A folder holding one verified build (library and record), built once for the module's tests to copy."""
-    if cpu_gemm.unsupported_reason() is not None:
-        pytest.skip(f"the AVX2 kernels cannot run here: {cpu_gemm.unsupported_reason()}")
+    require_avx2_kernels()
     folder = tmp_path_factory.mktemp("build")
     before = os.environ.pop("CC", None)
     try:
-        cpu_gemm.load(folder)
+        kernel_build.load(folder)
     finally:
         if before is not None:
             os.environ["CC"] = before
@@ -143,7 +145,7 @@ def test_a_folder_of_another_user_is_refused_with_a_warning_naming_it(build, cac
     os.chown(cache, 1, 1)
     before = sorted((path.name, path.stat().st_mtime_ns) for path in cache.iterdir())
     with pytest.warns(RuntimeWarning, match=re.escape(f"the cache folder {cache} belongs to uid 1, not to this user")):
-        assert cpu_gemm.library() is None
+        assert kernel_build.library() is None
     assert sorted((path.name, path.stat().st_mtime_ns) for path in cache.iterdir()) == before  # nor built into
 
 
@@ -153,7 +155,7 @@ def test_the_folders_it_creates_are_private_under_umask_000(tmp_path, cache, mon
     monkeypatch.setenv("BERTVIZ_LAB_CACHE", str(nested))
     umask = os.umask(0)
     try:
-        assert cpu_gemm.library() is not None
+        assert kernel_build.library() is not None
     finally:
         os.umask(umask)
     assert [stat.S_IMODE(path.stat().st_mode) for path in (nested.parent, nested)] == [0o700, 0o700]
@@ -191,8 +193,8 @@ def test_a_foreign_library_under_the_expected_name_is_rebuilt(build, cache, tmp_
     else:
         why = re.escape(f"{library} has {len(foreign)} bytes where its build record says")
     with pytest.warns(RuntimeWarning, match=why):
-        lib = cpu_gemm.library()
-    assert lib is not None and lib.bvl_abi_version() == cpu_gemm.ABI_VERSION
+        lib = kernel_build.library()
+    assert lib is not None and lib.bvl_abi_version() == kernel_build.ABI_VERSION
     assert library.read_bytes() == (build / library.name).read_bytes()
 
 
@@ -200,10 +202,10 @@ def test_a_foreign_library_under_the_expected_name_is_rebuilt(build, cache, tmp_
 def test_without_a_compiler_a_verified_build_runs(build, cache, monkeypatch):
     _copy_build(build, cache)
     monkeypatch.setenv("CC", "/nonexistent")
-    linear, x = fused.Linear(384, 1152), torch.randn(2, 64, 384)
+    linear, x = kernels.Linear(384, 1152), torch.randn(2, 64, 384)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert cpu_gemm.library() is not None and fused.cpu_backend() == "avx2"
+        assert kernel_build.library() is not None and choice.cpu_backend() == "avx2"
         with torch.inference_mode():
             torch.testing.assert_close(linear(x), F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
     assert linear._packed[0] == "avx2"
@@ -212,11 +214,11 @@ def test_without_a_compiler_a_verified_build_runs(build, cache, monkeypatch):
 
 def test_without_a_compiler_or_a_build_the_layers_fall_back_and_log_why(cache, monkeypatch, caplog):
     monkeypatch.setenv("CC", "/nonexistent")
-    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="bertviz_lab.model.cpu_gemm"):
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="bertviz_lab.kernels.build"):
         warnings.simplefilter("error")  # nobody asked for the kernel: no warning
-        assert cpu_gemm.library() is None
+        assert kernel_build.library() is None
     no_build = f"no C compiler (/nonexistent) to build them, and no verified build of them in {cache}"
-    assert (cpu_gemm.unsupported_reason() or no_build) in caplog.text
+    assert (kernel_build.unsupported_reason() or no_build) in caplog.text
     assert not cache.exists()
 
 
@@ -226,14 +228,14 @@ def test_asking_for_the_avx2_kernels_where_they_cannot_run_warns_once(cache, mon
     model = BERT(BERTConfig.tiny()).eval()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert fused.cpu_backend() is None and fused.cpu_backend() is None
-        monkeypatch.setattr(fused, "_cpu_backend", fused._UNSET)
-        assert fused.cpu_backend() is None
+        assert choice.cpu_backend() is None and choice.cpu_backend() is None
+        monkeypatch.setattr(choice, "_cpu_backend", choice._UNSET)
+        assert choice.cpu_backend() is None
         with torch.inference_mode():
             model(input_ids=torch.randint(5, model.config.vocab_size, (1, 8)))
     messages = [str(warning.message) for warning in caught if issubclass(warning.category, RuntimeWarning)]
     assert len(messages) == 1, messages
-    assert (cpu_gemm.unsupported_reason() or "no C compiler (/nonexistent)") in messages[0]
+    assert (kernel_build.unsupported_reason() or "no C compiler (/nonexistent)") in messages[0]
 
 
 @needs_kernel
@@ -243,9 +245,9 @@ def test_another_compiler_version_builds_anew_and_each_build_is_kept(build, cach
     wrapped.write_text('#!/bin/sh\n[ "$1" = --version ] && echo "wrapped-cc 99.0" && exit 0\nexec cc "$@"\n')
     wrapped.chmod(0o755)
     monkeypatch.setenv("CC", str(wrapped))
-    assert cpu_gemm.library() is not None
+    assert kernel_build.library() is not None
     records = sorted(cache.glob("*.json"))
     assert len(records) == 2 and {json.loads(r.read_text())["compiler"] for r in records} >= {"wrapped-cc 99.0"}
     monkeypatch.delenv("CC")
-    monkeypatch.setattr(cpu_gemm, "library", functools.cache(cpu_gemm.library.__wrapped__))
-    assert cpu_gemm.library() is not None and sorted(cache.glob("*.json")) == records
+    monkeypatch.setattr(kernel_build, "library", functools.cache(kernel_build.library.__wrapped__))
+    assert kernel_build.library() is not None and sorted(cache.glob("*.json")) == records

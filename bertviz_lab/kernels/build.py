@@ -1,5 +1,5 @@
-"""The kernels of cpu_gemm.c (GEMM on packed weights with an optional GELU epilogue, attention): built once with
-the system C compiler (about a second), cached, and called through ctypes.
+"""Building and loading the AVX2 kernels of avx2.c (GEMM on packed weights with an optional GELU epilogue,
+attention): built once with the system C compiler (about a second), cached, and called through ctypes.
 
 MKL's `addmm`, which PyTorch (and so transformers) calls for every linear layer, is least efficient on the
 few-row products of short inputs; PyTorch's CPU attention and GELU leave time on the table too (measured on AMD
@@ -36,11 +36,10 @@ import warnings
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("cpu_gemm.c")
+SOURCE = Path(__file__).with_name("avx2.c")
 ABI_VERSION = 5
 # -falign-loops=64: where the GEMM's inner loop happens to start moves its speed by ~8% (measured on Zen 3)
 FLAGS = ["-O3", "-mavx2", "-mfma", "-falign-loops=64", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-lm"]
@@ -49,6 +48,7 @@ MAX_RECORD_BYTES = 1 << 16  # a build record is a few hundred bytes
 
 _loading = threading.Lock()  # one build at a time in this process
 _loaded_fds: list[int] = []  # the open fds that the loaded libraries were loaded through (see _dlopen)
+_failure: str | None = None  # why library() answered None
 
 
 def cache_dir() -> Path:
@@ -109,9 +109,9 @@ def _source_key() -> str:
 
 
 def _build_name(compiler_version: str) -> str:
-    """The file name (without suffix) of this source's build by this compiler: `cpu_gemm-<source>-<compiler>`."""
+    """The file name (without suffix) of this source's build by this compiler: `avx2-<source>-<compiler>`."""
     compiler = hashlib.sha256(f"{shlex.join(_compiler())}\n{compiler_version}".encode()).hexdigest()[:8]
-    return f"cpu_gemm-{_source_key()}-{compiler}"
+    return f"avx2-{_source_key()}-{compiler}"
 
 
 def _refuse_unless_private(st: os.stat_result, path: Path, what: str) -> None:
@@ -225,7 +225,7 @@ def _dlopen(fd: int, path: Path) -> ctypes.CDLL:
 
 
 def _bind(lib: ctypes.CDLL, path: Path) -> ctypes.CDLL:
-    """Declare the C signatures; CacheError where `lib` is not this version of cpu_gemm.c."""
+    """Declare the C signatures; CacheError where `lib` is not this version of avx2.c."""
     i64, ptr, c_int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
     for name, restype, argtypes in (
         ("bvl_abi_version", i64, []),
@@ -300,7 +300,7 @@ def _load_or_build(dir_fd: int, directory: Path, compiler_version: str) -> ctype
 
 def _load_any_build(dir_fd: int, directory: Path) -> ctypes.CDLL:
     """With no compiler: the newest verified build of this source and flags, whichever compiler made it."""
-    prefix = f"cpu_gemm-{_source_key()}-"
+    prefix = f"avx2-{_source_key()}-"
     records = [entry for entry in os.listdir(dir_fd) if entry.startswith(prefix) and entry.endswith(".json")]
     records.sort(key=lambda entry: os.stat(entry, dir_fd=dir_fd, follow_symlinks=False).st_mtime, reverse=True)
     for record in records:
@@ -343,6 +343,8 @@ def library() -> ctypes.CDLL | None:
         try:
             return load()
         except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+            global _failure
+            _failure = str(error)
             message = f"bertviz_lab's AVX2 kernels are off, the layers use PyTorch's: {error}"
             if isinstance(error, CacheError) or os.environ.get("BERTVIZ_LAB_CPU_GEMM") == "avx2":
                 warnings.warn(message, RuntimeWarning, stacklevel=2)
@@ -351,93 +353,6 @@ def library() -> ctypes.CDLL | None:
             return None
 
 
-def pack(weight: torch.Tensor) -> torch.Tensor:
-    """The (out, in) fp32 weight in the kernel's panel layout, as a flat tensor."""
-    lib = library()
-    out_features, in_features = weight.shape
-    if weight.stride(1) != 1:
-        weight = weight.contiguous()
-    packed = torch.empty(lib.bvl_packed_floats(out_features, in_features), dtype=torch.float32)
-    lib.bvl_pack_weight(weight.data_ptr(), weight.stride(0), out_features, in_features, packed.data_ptr(),
-                        torch.get_num_threads())
-    return packed
-
-
-def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int,
-           gelu: bool = False) -> torch.Tensor:
-    """x @ W.T + bias for fp32 CPU tensors, W given as `pack(W)`; with `gelu`, GELU (erf form) of that."""
-    in_features = x.shape[-1]
-    if x.numel() == 0:  # no rows, or nothing to sum: the kernel would write nothing
-        out = torch.zeros(*x.shape[:-1], out_features, dtype=torch.float32) + (0 if bias is None else bias)
-        return F.gelu(out) if gelu else out
-    rows = x.reshape(-1, in_features)
-    if rows.stride(-1) != 1 or (rows.shape[0] > 1 and rows.stride(0) < in_features):
-        rows = rows.contiguous()
-    out = torch.empty(*x.shape[:-1], out_features, dtype=torch.float32)
-    failed = library().bvl_linear(rows.data_ptr(), rows.stride(0), rows.shape[0], in_features, packed.data_ptr(),
-                                  out_features, None if bias is None else bias.data_ptr(), int(gelu), out.data_ptr(),
-                                  out_features, torch.get_num_threads())
-    if failed:
-        raise MemoryError("cpu_gemm: could not allocate its per-thread scratch")
-    return out
-
-
-def gelu(x: torch.Tensor) -> torch.Tensor:
-    """GELU (erf form) of an fp32 CPU tensor, with the same arithmetic as `linear(gelu=True)`."""
-    x = x.contiguous()
-    out = torch.empty_like(x)
-    library().bvl_gelu(x.data_ptr(), out.data_ptr(), x.numel(), torch.get_num_threads())
-    return out
-
-
-def _strides(x: torch.Tensor) -> ctypes.Array:
-    """Batch, head and row strides of a (B, H, rows, cols) view, 0 along broadcast dimensions."""
-    return (ctypes.c_int64 * 3)(*(0 if size == 1 else stride for size, stride in zip(x.shape[:3], x.stride()[:3])))
-
-
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask: torch.Tensor | None, scale: float,
-            out: torch.Tensor | None, probs: torch.Tensor | None) -> None:
-    B, H, T, D = q.shape
-    S = k.shape[2]
-    given = [q, k] + [x for x in (v, mask) if x is not None]
-    if any(x.dtype != torch.float32 or x.device.type != "cpu" for x in given) or D % 16:
-        raise ValueError("cpu_gemm attention needs float32 CPU tensors and a head size that is a multiple of 16, got "
-                         f"{', '.join(f'{x.dtype} {x.device.type}' for x in given)} and head size {D}")
-    if k.shape != (B, H, S, D) or (v is not None and v.shape != k.shape):
-        raise ValueError(f"cpu_gemm attention: q {tuple(q.shape)}, k {tuple(k.shape)} and v "
-                         f"{None if v is None else tuple(v.shape)} do not fit (B, H, T|S, D)")
-    q, k = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k))
-    if v is not None and v.stride(-1) != 1:
-        v = v.contiguous()
-    if mask is not None:
-        mask = mask.expand(B, H, T, S)
-        if mask.stride(-1) != 1 and S > 1:
-            mask = mask.contiguous()
-    failed = library().bvl_attention(
-        q.data_ptr(), _strides(q), k.data_ptr(), _strides(k), None if v is None else v.data_ptr(),
-        None if v is None else _strides(v), None if mask is None else mask.data_ptr(),
-        None if mask is None else _strides(mask), B, H, T, S, D, scale, None if out is None else out.data_ptr(),
-        None if probs is None else probs.data_ptr(), torch.get_num_threads())
-    if failed:
-        raise MemoryError("cpu_gemm: could not allocate attention's per-thread scratch")
-
-
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
-              with_probabilities: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """softmax(scale * q @ k.T + mask) @ v for fp32 CPU (B, H, T|S, D) views, D a multiple of 16, mask additive and
-    broadcastable to (B, H, T, S); answered as (B, T, H * D), heads merged. `with_probabilities`: also the
-    probabilities, (B, H, T, S), from the same pass (for hooks that only read them)."""
-    B, H, T, D = q.shape
-    out = torch.empty(B, T, H * D, dtype=torch.float32)
-    probs = torch.empty(B, H, T, k.shape[2], dtype=torch.float32) if with_probabilities else None
-    _attend(q, k, v, mask, scale, out, probs)
-    return (out, probs) if with_probabilities else out
-
-
-def attention_probabilities(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None,
-                            scale: float) -> torch.Tensor:
-    """softmax(scale * q @ k.T + mask) as (B, H, T, S), for the same inputs as `attention`."""
-    B, H, T, _ = q.shape
-    probs = torch.empty(B, H, T, k.shape[2], dtype=torch.float32)
-    _attend(q, k, None, mask, scale, None, probs)
-    return probs
+def failure() -> str | None:
+    """Why `library()` answered None (the error it met), or None where it loaded or was not asked yet."""
+    return _failure

@@ -1,4 +1,4 @@
-"""The AVX2 kernels (cpu_gemm.c) against float64 references on every kind of edge, and how they build or decline."""
+"""The AVX2 kernels (avx2.c) against float64 references on every kind of edge, and how they build or decline."""
 
 from __future__ import annotations
 
@@ -10,16 +10,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertviz_lab.model import cpu_gemm
+from bertviz_lab.kernels import avx2, build
 
-needs_kernel = pytest.mark.skipif(cpu_gemm.library() is None,
-                                  reason=f"the AVX2 kernels cannot run here: {cpu_gemm.unsupported_reason()}")
+needs_kernel = pytest.mark.usefixtures("avx2_kernels")
 
 
 def _check(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
     """Every output within the textbook rounding bound of a K-term fp32 sum; on long sums, errors on average no
     larger than PyTorch's own (MKL's) plus a fifth."""
-    ours = cpu_gemm.linear(x, cpu_gemm.pack(weight), bias, weight.shape[0])
+    ours = avx2.linear(x, avx2.pack(weight), bias, weight.shape[0])
     exact = F.linear(x.double(), weight.double(), None if bias is None else bias.double())
     assert ours.shape == exact.shape and ours.dtype == torch.float32
     magnitude = F.linear(x.double().abs(), weight.double().abs(), None if bias is None else bias.double().abs())
@@ -69,11 +68,11 @@ def test_large_products_cut_into_tasks_match_float64(threads):
 @needs_kernel
 def test_empty_products_give_the_bias_or_nothing():
     bias = torch.randn(40)
-    no_inputs = cpu_gemm.linear(torch.randn(2, 5, 0), cpu_gemm.pack(torch.randn(40, 0)), bias, 40)
+    no_inputs = avx2.linear(torch.randn(2, 5, 0), avx2.pack(torch.randn(40, 0)), bias, 40)
     assert torch.equal(no_inputs, bias.expand(2, 5, 40))
-    assert torch.equal(cpu_gemm.linear(torch.randn(5, 0), cpu_gemm.pack(torch.randn(40, 0)), bias, 40, gelu=True),
+    assert torch.equal(avx2.linear(torch.randn(5, 0), avx2.pack(torch.randn(40, 0)), bias, 40, gelu=True),
                        F.gelu(bias).expand(5, 40))
-    assert cpu_gemm.linear(torch.randn(0, 8), cpu_gemm.pack(torch.randn(40, 8)), None, 40).shape == (0, 40)
+    assert avx2.linear(torch.randn(0, 8), avx2.pack(torch.randn(40, 8)), None, 40).shape == (0, 40)
 
 
 @needs_kernel
@@ -98,27 +97,27 @@ def test_a_failing_compiler_is_reported_and_leaves_no_file(tmp_path, monkeypatch
     failing.chmod(0o755)
     monkeypatch.setenv("CC", str(failing))
     with pytest.raises(RuntimeError, match="building the AVX2 kernels failed .*\nnope"):
-        cpu_gemm.load(tmp_path / "cache")
+        build.load(tmp_path / "cache")
     assert list((tmp_path / "cache").iterdir()) == []
 
 
 def test_a_missing_compiler_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("CC", "no-such-compiler")
-    assert "compiler" not in (cpu_gemm.unsupported_reason() or "")  # a build in the cache may still run
-    reason = cpu_gemm.unsupported_reason() or "no C compiler (no-such-compiler) to build them"
+    assert "compiler" not in (build.unsupported_reason() or "")  # a build in the cache may still run
+    reason = build.unsupported_reason() or "no C compiler (no-such-compiler) to build them"
     with pytest.raises(RuntimeError, match=re.escape(f"the AVX2 kernels cannot run here: {reason}")):
-        cpu_gemm.load(tmp_path)
+        build.load(tmp_path)
 
 
 @needs_kernel
 def test_builds_once_into_the_cache_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("BERTVIZ_LAB_CACHE", str(tmp_path))
-    assert cpu_gemm.cache_dir() == tmp_path
-    lib = cpu_gemm.load()
-    built = list(tmp_path.glob("cpu_gemm-*.so"))
-    assert len(built) == 1 and lib.bvl_abi_version() == cpu_gemm.ABI_VERSION
+    assert build.cache_dir() == tmp_path
+    lib = build.load()
+    built = list(tmp_path.glob("avx2-*.so"))
+    assert len(built) == 1 and lib.bvl_abi_version() == build.ABI_VERSION
     monkeypatch.setenv("CC", "false")  # a second load must not compile again
-    assert cpu_gemm.load().bvl_abi_version() == cpu_gemm.ABI_VERSION
+    assert build.load().bvl_abi_version() == build.ABI_VERSION
 
 
 def test_library_answers_none_and_logs_why_when_it_cannot_build(tmp_path, monkeypatch, caplog):
@@ -126,10 +125,10 @@ def test_library_answers_none_and_logs_why_when_it_cannot_build(tmp_path, monkey
     monkeypatch.setenv("BERTVIZ_LAB_CACHE", str(tmp_path))  # empty: no build to fall back on
     monkeypatch.delenv("BERTVIZ_LAB_CPU_GEMM", raising=False)
     # a library() of this test's own: the process's stays loaded for the other tests
-    monkeypatch.setattr(cpu_gemm, "library", functools.cache(cpu_gemm.library.__wrapped__))
-    with caplog.at_level(logging.INFO, logger="bertviz_lab.model.cpu_gemm"):
-        assert cpu_gemm.library() is None
-    assert (cpu_gemm.unsupported_reason() or "no C compiler (no-such-compiler)") in caplog.text
+    monkeypatch.setattr(build, "library", functools.cache(build.library.__wrapped__))
+    with caplog.at_level(logging.INFO, logger="bertviz_lab.kernels.build"):
+        assert build.library() is None
+    assert (build.unsupported_reason() or "no C compiler (no-such-compiler)") in caplog.text
 
 
 def _qkv(batch: int, heads: int, queries: int, keys: int, head_size: int, seed: int):
@@ -157,7 +156,7 @@ def test_attention_matches_float64_as_closely_as_sdpa(shape, mask_kind):
     batch, heads, queries, keys, head_size = shape
     q, k, v = _qkv(batch, heads, queries, keys, head_size, seed=sum(shape))
     mask = _masks(batch, heads, queries, keys)[mask_kind]
-    ours = cpu_gemm.attention(q, k, v, mask, head_size ** -0.5)
+    ours = avx2.attention(q, k, v, mask, head_size ** -0.5)
     exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
                                            attn_mask=None if mask is None else mask.double())
     sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -175,7 +174,7 @@ def test_attention_tasks_shared_by_any_number_of_threads_match_float64(threads):
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        ours = cpu_gemm.attention(q, k, v, mask, 32 ** -0.5)
+        ours = avx2.attention(q, k, v, mask, 32 ** -0.5)
     finally:
         torch.set_num_threads(before)
     exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask.double())
@@ -188,13 +187,13 @@ def test_attention_tasks_shared_by_any_number_of_threads_match_float64(threads):
 def test_gelu_epilogue_matches_float64_gelu_everywhere():
     x = torch.linspace(-12, 12, 240_001).reshape(-1, 1)
     ones = torch.ones(1, 1)  # a 1 -> 1 linear layer, so the output is GELU(x) itself
-    ours = cpu_gemm.linear(x, cpu_gemm.pack(ones), None, 1, gelu=True)
+    ours = avx2.linear(x, avx2.pack(ones), None, 1, gelu=True)
     exact, theirs = F.gelu(x.double()), F.gelu(x)
     assert (ours - exact).abs().max() <= 1.5 * (theirs - exact).abs().max()
     visible = exact.abs() > 1e-3
     assert ((ours - exact).abs() / exact.abs())[visible].max() <= 2e-6  # no cancellation on the negative side
-    special = cpu_gemm.linear(torch.tensor([[float("nan")], [float("inf")], [-float("inf")], [0.0]]),
-                              cpu_gemm.pack(ones), None, 1, gelu=True)
+    special = avx2.linear(torch.tensor([[float("nan")], [float("inf")], [-float("inf")], [0.0]]),
+                              avx2.pack(ones), None, 1, gelu=True)
     assert special[0].isnan() and special[1] == float("inf") and special[3] == 0
 
 
@@ -203,7 +202,7 @@ def test_linear_with_gelu_matches_float64():
     generator = torch.Generator().manual_seed(5)
     x, weight = torch.randn(3, 100, 384, generator=generator), torch.randn(1536, 384, generator=generator) / 20
     bias = torch.randn(1536, generator=generator)
-    ours = cpu_gemm.linear(x, cpu_gemm.pack(weight), bias, 1536, gelu=True)
+    ours = avx2.linear(x, avx2.pack(weight), bias, 1536, gelu=True)
     exact = F.gelu(F.linear(x.double(), weight.double(), bias.double()))
     theirs = F.gelu(F.linear(x, weight, bias))
     assert (ours - exact).abs().max() <= 2 * (theirs - exact).abs().max()
@@ -215,7 +214,7 @@ def test_attention_probabilities_match_float64_softmax(mask_kind):
     batch, heads, queries, keys, head_size = 2, 3, 50, 61, 32
     q, k, _ = _qkv(batch, heads, queries, keys, head_size, seed=7)
     mask = _masks(batch, heads, queries, keys)[mask_kind]
-    ours = cpu_gemm.attention_probabilities(q, k, mask, head_size ** -0.5)
+    ours = avx2.attention_probabilities(q, k, mask, head_size ** -0.5)
     scores = q.double() @ k.double().transpose(-2, -1) * head_size ** -0.5
     exact = torch.softmax(scores if mask is None else scores + mask.double(), dim=-1)
     assert ours.shape == (batch, heads, queries, keys)
@@ -227,8 +226,8 @@ def test_attention_probabilities_match_float64_softmax(mask_kind):
 def test_attention_refuses_what_it_cannot_compute():
     q, k, v = _qkv(1, 2, 5, 5, 16, seed=0)
     with pytest.raises(ValueError, match="head size that is a multiple of 16, got .* and head size 8"):
-        cpu_gemm.attention(q[..., :8], k[..., :8], v[..., :8], None, 1.0)
+        avx2.attention(q[..., :8], k[..., :8], v[..., :8], None, 1.0)
     with pytest.raises(ValueError, match="float32 CPU tensors"):
-        cpu_gemm.attention(q.double(), k.double(), v.double(), None, 1.0)
+        avx2.attention(q.double(), k.double(), v.double(), None, 1.0)
     with pytest.raises(ValueError, match="do not fit"):
-        cpu_gemm.attention(q, k[:, :1], v, None, 1.0)
+        avx2.attention(q, k[:, :1], v, None, 1.0)

@@ -9,56 +9,59 @@ import pickle
 import pytest
 import torch
 import torch.nn.functional as F
+from system_programs import require_avx2_kernels
 from torch import nn
 
-from bertviz_lab.model import BERT, BERTConfig, BERTForMaskedLM, cpu_gemm, fused
+from bertviz_lab import kernels
+from bertviz_lab.kernels import avx2, build, choice
+from bertviz_lab.model import BERT, BERTConfig, BERTForMaskedLM
 
 
 @pytest.fixture(params=["avx2", "onednn"])
 def backend(request, monkeypatch) -> str:
     """Each packed CPU GEMM in turn, where this machine can run it."""
-    if request.param == "avx2" and cpu_gemm.library() is None:
-        pytest.skip(f"the AVX2 kernels cannot run here: {cpu_gemm.unsupported_reason()}")
-    if request.param == "onednn" and not fused.ONEDNN_PACKING:
+    if request.param == "avx2":
+        require_avx2_kernels()
+    if request.param == "onednn" and not choice.ONEDNN_PACKING:
         pytest.skip("oneDNN's packed GEMM needs an x86 CPU with oneDNN")
-    monkeypatch.setattr(fused, "_cpu_backend", request.param)
+    monkeypatch.setattr(choice, "_cpu_backend", request.param)
     return request.param
 
 
 def test_a_hook_on_a_replaced_module_or_a_global_hook_rules_the_fused_path_out():
     norm, dropout = nn.LayerNorm(8), nn.Dropout(0.1)
-    assert fused._unhooked(norm, dropout)
+    assert choice.unhooked(norm, dropout)
     handle = norm.register_forward_pre_hook(lambda module, args: None)
-    assert not fused._unhooked(norm, dropout)
+    assert not choice.unhooked(norm, dropout)
     handle.remove()
     handle = nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
     try:
-        assert not fused._unhooked(norm, dropout)
+        assert not choice.unhooked(norm, dropout)
     finally:
         handle.remove()
-    assert fused._unhooked(norm, dropout)
+    assert choice.unhooked(norm, dropout)
 
 
 def test_disabled_restores_the_setting_after_an_error():
-    before = fused.ENABLED
-    with pytest.raises(RuntimeError), fused.disabled():
-        assert fused.ENABLED is False
+    before = choice.ENABLED
+    with pytest.raises(RuntimeError), kernels.disabled():
+        assert choice.ENABLED is False
         raise RuntimeError("inside")
-    assert fused.ENABLED is before
+    assert choice.ENABLED is before
 
 
 def test_the_gpu_paths_never_take_cpu_tensors():
     x = torch.randn(2, 3, 8)
     linear = nn.Linear(8, 8)
     with torch.inference_mode():
-        assert not fused.can_add_layer_norm(x, x, nn.LayerNorm(8), nn.Dropout(0.0).eval())
-        assert not fused.can_linear_gelu(x, linear, "gelu_pytorch_tanh")
+        assert not choice.add_layer_norm_backend(x, x, nn.LayerNorm(8), nn.Dropout(0.0).eval())
+        assert choice.linear_gelu_backend(x, linear, "gelu_pytorch_tanh") is None
 
 
-def _packed_linear() -> tuple[fused.Linear, torch.Tensor]:
+def _packed_linear() -> tuple[kernels.Linear, torch.Tensor]:
     """A layer and input big enough for the packed path: 128 rows x 384 -> 1152 (MiniLM's QKV at batch 1)."""
     torch.manual_seed(0)
-    return fused.Linear(384, 1152), torch.randn(2, 64, 384)
+    return kernels.Linear(384, 1152), torch.randn(2, 64, 384)
 
 
 def test_cpu_inference_runs_on_a_packed_weight_and_equals_nn_linear(backend):
@@ -78,7 +81,7 @@ def test_the_packed_weight_follows_in_place_changes_and_reloads(backend):
         linear(x)
         linear.weight.mul_(-2.0)
         torch.testing.assert_close(linear(x), F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
-        other = fused.Linear(384, 1152)
+        other = kernels.Linear(384, 1152)
         linear.load_state_dict(other.state_dict())
         torch.testing.assert_close(linear(x), F.linear(x, other.weight, other.bias), rtol=1e-5, atol=1e-5)
 
@@ -88,7 +91,7 @@ def test_autograd_runs_plain_and_drops_the_packed_copy(backend):
     with torch.inference_mode():
         linear(x)
     assert linear._packed is not None
-    with torch.inference_mode(), fused.disabled():  # switching the path off for a comparison keeps the copy
+    with torch.inference_mode(), kernels.disabled():  # switching the path off for a comparison keeps the copy
         linear(x)
     assert linear._packed is not None
     y = linear(x)
@@ -99,11 +102,11 @@ def test_autograd_runs_plain_and_drops_the_packed_copy(backend):
 
 def test_small_products_and_disabled_take_plain_pytorch(backend):
     with torch.inference_mode():
-        small = fused.Linear(8, 8)
+        small = kernels.Linear(8, 8)
         small(torch.randn(2, 3, 8))
         assert small._packed is None
         linear, x = _packed_linear()
-        with fused.disabled():
+        with kernels.disabled():
             linear(x)
         assert linear._packed is None
 
@@ -129,19 +132,19 @@ def test_a_model_on_packed_weights_matches_plain_pytorch(backend, monkeypatch):
     ids = torch.randint(5, 200, (2, 64), generator=torch.Generator().manual_seed(0))  # ids <= 20 are masked out
     calls = []
     for name in ("attention", "linear"):
-        real = getattr(cpu_gemm, name)
-        monkeypatch.setattr(cpu_gemm, name, lambda *args, real=real, name=name, **kwargs:
+        real = getattr(avx2, name)
+        monkeypatch.setattr(avx2, name, lambda *args, real=real, name=name, **kwargs:
                             calls.append((name, kwargs.get("gelu", False))) or real(*args, **kwargs))
     with torch.inference_mode():
         packed = model(input_ids=ids, attention_mask=(ids > 20).long())
         assert model.encoder.layer[0].intermediate.dense._packed[0] == backend
         layers = model.config.num_hidden_layers
-        if backend == "avx2":  # attention and the GELU'd first feed-forward GEMM run on cpu_gemm.c too
+        if backend == "avx2":  # attention and the GELU'd first feed-forward GEMM run on avx2.c too
             assert calls.count(("attention", False)) == calls.count(("linear", True)) == layers
         else:
             assert calls == []
         calls.clear()
-        with fused.disabled():
+        with kernels.disabled():
             plain = model(input_ids=ids, attention_mask=(ids > 20).long())
         assert calls == []
     torch.testing.assert_close(packed.last_hidden_state, plain.last_hidden_state, rtol=0, atol=1e-5)
@@ -149,63 +152,64 @@ def test_a_model_on_packed_weights_matches_plain_pytorch(backend, monkeypatch):
 
 
 def test_a_packed_copy_from_another_backend_is_replaced(monkeypatch):
-    if cpu_gemm.library() is None or not fused.ONEDNN_PACKING:
+    if build.library() is None or not choice.ONEDNN_PACKING:
         pytest.skip("needs both packed CPU GEMMs")
     linear, x = _packed_linear()
     expected = F.linear(x, linear.weight, linear.bias)
     with torch.inference_mode():
         for backend in ("onednn", "avx2"):
-            monkeypatch.setattr(fused, "_cpu_backend", backend)
+            monkeypatch.setattr(choice, "_cpu_backend", backend)
             torch.testing.assert_close(linear(x), expected, rtol=1e-5, atol=1e-5)
             assert linear._packed[0] == backend
 
 
 def test_the_cpu_gemm_can_be_chosen_by_environment(monkeypatch):
-    monkeypatch.setattr(fused, "_cpu_backend", fused._UNSET)
+    monkeypatch.setattr(choice, "_cpu_backend", choice._UNSET)
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "off")
-    assert fused.cpu_backend() is None
-    monkeypatch.setattr(fused, "_cpu_backend", fused._UNSET)
+    assert choice.cpu_backend() is None
+    monkeypatch.setattr(choice, "_cpu_backend", choice._UNSET)
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "onednn")
-    assert fused.cpu_backend() == ("onednn" if fused.ONEDNN_PACKING else None)
-    monkeypatch.setattr(fused, "_cpu_backend", fused._UNSET)
+    assert choice.cpu_backend() == ("onednn" if choice.ONEDNN_PACKING else None)
+    monkeypatch.setattr(choice, "_cpu_backend", choice._UNSET)
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "mkl")
     with pytest.raises(ValueError, match="BERTVIZ_LAB_CPU_GEMM='mkl': use auto, avx2, onednn or off"):
-        fused.cpu_backend()
+        choice.cpu_backend()
 
 
 def test_cpu_attention_and_gelu_stand_aside_where_they_do_not_apply(monkeypatch):
-    monkeypatch.setattr(fused, "_cpu_backend", "avx2")
+    monkeypatch.setattr(choice, "_cpu_backend", "avx2")
     q, mask = torch.randn(1, 2, 5, 32), torch.zeros(1, 1, 1, 5)
     linear, x = _packed_linear()
     with torch.inference_mode():
-        assert fused.can_attend_on_cpu(q, mask, 0.0) and fused.can_attend_on_cpu(q, None, 0.0)
-        assert not fused.can_attend_on_cpu(q, mask, 0.1)  # dropout
-        assert not fused.can_attend_on_cpu(torch.randn(1, 2, 5, 8), mask, 0.0)  # head size not a multiple of 16
-        assert not fused.can_attend_on_cpu(q, mask.bool(), 0.0)
-        assert not fused.can_attend_on_cpu(q.double(), None, 0.0)
-        assert fused.can_linear_gelu(x, linear, "gelu")
-        assert not fused.can_linear_gelu(x, linear, "gelu_new")  # the tanh form: PyTorch's own
-        assert not fused.can_linear_gelu(x, nn.Linear(384, 1152), "gelu")
-        fused_output = fused.linear_gelu(x, linear)
+        assert choice.attention_backend(q, mask, 0.0, False) == "avx2"
+        assert choice.attention_backend(q, None, 0.0, False) == "avx2"
+        assert choice.attention_backend(q, mask, 0.1, False) == "sdpa"  # dropout
+        assert choice.attention_backend(torch.randn(1, 2, 5, 8), mask, 0.0, False) == "sdpa"  # head size 8
+        assert choice.attention_backend(q, mask.bool(), 0.0, False) == "sdpa"
+        assert choice.attention_backend(q.double(), None, 0.0, False) == "sdpa"
+        assert choice.linear_gelu_backend(x, linear, "gelu") == "avx2"
+        assert choice.linear_gelu_backend(x, linear, "gelu_new") is None  # the tanh form: PyTorch's own
+        assert choice.linear_gelu_backend(x, nn.Linear(384, 1152), "gelu") is None
+        fused_output = kernels.linear_activation(x, linear, F.gelu, "gelu")
         seen = []  # a hook sees the output before GELU, and the result is bit for bit the fused one
         handle = linear.register_forward_hook(lambda module, args, output: seen.append(output.clone()))
-        assert fused.can_linear_gelu(x, linear, "gelu")
-        hooked_output = fused.linear_gelu(x, linear)
+        assert choice.linear_gelu_backend(x, linear, "gelu") == "avx2"
+        hooked_output = kernels.linear_activation(x, linear, F.gelu, "gelu")
         handle.remove()
         torch.testing.assert_close(seen[0], F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
         assert torch.equal(hooked_output, fused_output) and not torch.equal(seen[0], hooked_output)
-    assert not fused.can_attend_on_cpu(q, mask, 0.0)  # autograd
-    monkeypatch.setattr(fused, "_cpu_backend", "onednn")
+    assert choice.attention_backend(q, mask, 0.0, False) == "sdpa"  # autograd
+    monkeypatch.setattr(choice, "_cpu_backend", "onednn")
     with torch.inference_mode():
-        assert not fused.can_attend_on_cpu(q, mask, 0.0) and not fused.can_linear_gelu(x, linear, "gelu")
+        assert choice.attention_backend(q, mask, 0.0, False) == "sdpa"
+        assert choice.linear_gelu_backend(x, linear, "gelu") is None
 
 
 @pytest.fixture
 def kernel_attention(monkeypatch) -> tuple[BERT, torch.Tensor, nn.Module]:
     """(tiny model on the AVX2 kernels, input ids, its first layer's probs point)."""
-    if cpu_gemm.library() is None:
-        pytest.skip("needs the AVX2 kernels")
-    monkeypatch.setattr(fused, "_cpu_backend", "avx2")
+    require_avx2_kernels()
+    monkeypatch.setattr(choice, "_cpu_backend", "avx2")
     model = BERT(BERTConfig.tiny()).eval()
     return model, torch.randint(5, model.config.vocab_size, (2, 40)), model.encoder.layer[0].attention.self.probs
 
@@ -234,7 +238,7 @@ def test_observed_attention_keeps_the_kernel_output_and_in_place_changes_are_obe
     seen = []
     with torch.inference_mode():
         plain = model(input_ids=ids).last_hidden_state
-        handle = point.add_observer(lambda module, args, output: seen.append(output.clone()))
+        handle = point.add_hook(lambda output, **_: seen.append(output.clone()), read_only=True)
         observed = model(input_ids=ids).last_hidden_state
         zeroing = point.register_forward_hook(lambda module, args, output: output.zero_())
         changed = model(input_ids=ids).last_hidden_state
@@ -245,38 +249,11 @@ def test_observed_attention_keeps_the_kernel_output_and_in_place_changes_are_obe
     assert (changed - plain).abs().max() > 1e-2
 
 
-def test_a_point_is_only_observed_while_every_hook_on_it_is_an_observer():
-    from bertviz_lab.trace.hooks import HookPoint
-
-    point = HookPoint()
-    assert not point.is_watched and not point.is_only_observed
-    observer = point.add_observer(lambda module, args, output: None)
-    assert point.is_watched and point.is_only_observed
-    plain = point.register_forward_hook(lambda module, args, output: None)
-    assert not point.is_only_observed
-    plain.remove()
-    assert point.is_only_observed
-    pre = point.register_forward_pre_hook(lambda module, args: None)
-    assert not point.is_only_observed
-    pre.remove()
-    everywhere = nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
-    try:
-        assert not point.is_only_observed
-    finally:
-        everywhere.remove()
-    observer.remove()
-    assert not point.is_watched and not point.is_only_observed
-    for _ in range(3):  # traces one after another: the point forgets observers once removed
-        point.add_observer(lambda module, args, output: None).remove()
-    assert len(point._observer_ids) == 1
-
-
 def test_attention_with_probabilities_gives_both_from_one_pass():
-    if cpu_gemm.library() is None:
-        pytest.skip("needs the AVX2 kernels")
+    require_avx2_kernels()
     q, k, v = (torch.randn(2, 3, 50, 32) for _ in range(3))
     mask = torch.zeros(2, 1, 1, 50)
     mask[1, ..., 40:] = torch.finfo(torch.float32).min
-    out, probs = cpu_gemm.attention(q, k, v, mask, 0.2, with_probabilities=True)
-    assert torch.equal(out, cpu_gemm.attention(q, k, v, mask, 0.2))
-    assert torch.equal(probs, cpu_gemm.attention_probabilities(q, k, mask, 0.2))
+    out, probs = avx2.attention(q, k, v, mask, 0.2, with_probabilities=True)
+    assert torch.equal(out, avx2.attention(q, k, v, mask, 0.2))
+    assert torch.equal(probs, avx2.attention_probabilities(q, k, mask, 0.2))

@@ -1,0 +1,132 @@
+"""status(): which backend runs attention, linear layers, residual add + LayerNorm and GELU on this machine for
+inference, and why the others do not (training, autograd and hooked modules always take PyTorch's own)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from bertviz_lab.kernels import build, choice
+
+OPERATIONS = ("attention", "linear", "layer_norm", "gelu")
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """One operation on one device: the backend inference runs on, why, and why not each other one."""
+
+    operation: str
+    device: str
+    backend: str
+    why: str
+    others: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KernelStatus:
+    """Every operation on the CPU, and on CUDA where there is a GPU; `status()["attention"]` is the CPU row,
+    `status()["gelu", "cuda"]` a GPU row."""
+
+    choices: tuple[BackendChoice, ...]
+
+    def __getitem__(self, key: str | tuple[str, str]) -> BackendChoice:
+        operation, device = (key, "cpu") if isinstance(key, str) else key
+        for row in self.choices:
+            if (row.operation, row.device) == (operation, device):
+                return row
+        known = ", ".join(f"{r.operation!r} on {r.device}" for r in self.choices)
+        raise KeyError(f"no status for {operation!r} on {device!r}; there is {known}")
+
+    def __str__(self) -> str:
+        lines = []
+        for row in self.choices:
+            lines.append(f"{row.device:<5} {row.operation:<10} {row.backend:<9} {row.why}")
+            lines += [f"{'':<16} not {name}: {reason}" for name, reason in row.others.items()]
+        return "\n".join(lines)
+
+
+def status() -> KernelStatus:
+    """What runs where here, decided by the same rules and environment variables as the forward passes."""
+    rows = _cpu_rows()
+    if torch.cuda.is_available():
+        rows += _cuda_rows()
+    return KernelStatus(tuple(rows))
+
+
+def _off_rows(device: str, plain: dict[str, str]) -> list[BackendChoice]:
+    reason = "every fast path is off (BERTVIZ_LAB_FUSED_KERNELS=0 or inside kernels.disabled())"
+    return [BackendChoice(op, device, plain[op], "PyTorch's own", {"fast paths": reason}) for op in OPERATIONS]
+
+
+def _why_not_avx2() -> str:
+    wanted = os.environ.get("BERTVIZ_LAB_CPU_GEMM", "auto")
+    if wanted in ("onednn", "off"):
+        return f"BERTVIZ_LAB_CPU_GEMM={wanted} rules it out"
+    reason = build.unsupported_reason() or build.failure()
+    return reason or "the library did not load"
+
+
+def _why_not_onednn(backend: str | None) -> str:
+    if backend == "avx2":
+        return "the AVX2 GEMM is faster and comes first"
+    if not choice.ONEDNN_PACKING:
+        return "needs an x86 CPU and a PyTorch with oneDNN's packed linear"
+    return f"BERTVIZ_LAB_CPU_GEMM={os.environ.get('BERTVIZ_LAB_CPU_GEMM')} rules it out"
+
+
+def _cpu_rows() -> list[BackendChoice]:
+    plain = {"attention": "sdpa", "linear": "pytorch", "layer_norm": "pytorch", "gelu": "pytorch"}
+    if not choice.ENABLED:
+        return _off_rows("cpu", plain)
+    backend = choice.cpu_backend()
+    on_avx2 = backend == "avx2"
+    not_avx2 = {} if on_avx2 else {"avx2": _why_not_avx2()}
+    explicit = "only for a layer whose probabilities a hook watches, where the kernel does not apply"
+    if on_avx2:
+        attention = BackendChoice("attention", "cpu", "avx2", "avx2.c's one-pass attention for fp32 inference "
+                                  "without dropout, head size a multiple of 16", {
+                                      "sdpa": "runs autograd, dropout, other dtypes and other head sizes",
+                                      "explicit": explicit})
+    else:
+        attention = BackendChoice("attention", "cpu", "sdpa", "PyTorch's scaled_dot_product_attention",
+                                  {**not_avx2, "explicit": explicit})
+    small = f"autograd, other dtypes and products under {choice.MIN_PACKED_WORK} multiply-adds take addmm"
+    if backend is None:
+        linear = BackendChoice("linear", "cpu", "pytorch", "addmm (MKL)",
+                               {**not_avx2, "onednn": _why_not_onednn(backend)})
+    else:
+        others = {"onednn": _why_not_onednn(backend)} if on_avx2 else not_avx2
+        linear = BackendChoice("linear", "cpu", backend, f"a GEMM on packed weights for fp32 inference; {small}",
+                               others)
+    layer_norm = BackendChoice("layer_norm", "cpu", "pytorch", "PyTorch's LayerNorm after the residual add",
+                               {"triton": "a GPU kernel"})
+    if on_avx2:
+        gelu = BackendChoice("gelu", "cpu", "avx2", "GELU (erf form) in the packed GEMM's epilogue")
+    else:
+        gelu = BackendChoice("gelu", "cpu", "pytorch", "PyTorch's GELU after the linear layer", not_avx2)
+    return [attention, linear, layer_norm, gelu]
+
+
+def _cuda_rows() -> list[BackendChoice]:
+    plain = {"attention": "sdpa", "linear": "pytorch", "layer_norm": "pytorch", "gelu": "pytorch"}
+    if not choice.ENABLED:
+        return _off_rows("cuda", plain)
+    cpu_only = {"avx2": "a CPU kernel"}
+    rows = [BackendChoice("attention", "cuda", "sdpa", "PyTorch's scaled_dot_product_attention (flash or "
+                          "memory-efficient)", cpu_only),
+            BackendChoice("linear", "cuda", "pytorch", "cuBLAS", {"avx2, onednn": "CPU kernels"})]
+    if choice.triton is not None:
+        rows.append(BackendChoice("layer_norm", "cuda", "triton", "residual add + LayerNorm in one Triton kernel "
+                                  f"from {choice.MIN_FUSED_ELEMENTS} activations; fewer take PyTorch's"))
+    else:
+        rows.append(BackendChoice("layer_norm", "cuda", "pytorch", "PyTorch's LayerNorm after the residual add",
+                                  {"triton": "Triton is not installed"}))
+    if hasattr(torch, "_addmm_activation"):
+        rows.append(BackendChoice("gelu", "cuda", "cublaslt", "bias + GELU in cuBLASLt's epilogue (tanh form): "
+                                  "tanh-GELU activations, and erf GELU in bf16/fp16"))
+    else:
+        rows.append(BackendChoice("gelu", "cuda", "pytorch", "PyTorch's GELU after the linear layer",
+                                  {"cublaslt": "this PyTorch has no torch._addmm_activation"}))
+    return rows

@@ -1,0 +1,99 @@
+"""kernels.status(): what runs attention, linear layers, LayerNorm and GELU here, and why not the others, under the
+same environment variables that steer the forward passes (each case in a fresh process, as a user would set them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from bertviz_lab import kernels
+from bertviz_lab.kernels import avx2, choice
+
+REPORT = """
+import json
+from bertviz_lab import kernels
+print(json.dumps({row.operation: [row.backend, row.why, row.others] for row in kernels.status().choices
+                  if row.device == "cpu"}))
+"""
+
+
+def cpu_status(**env: str) -> dict[str, list]:
+    """{operation: [backend, why, {other: why not}]} for the CPU, in a process started with `env`."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("BERTVIZ_LAB_CPU_GEMM", "BERTVIZ_LAB_FUSED_KERNELS")}
+    done = subprocess.run([sys.executable, "-c", REPORT], env={**clean, **env}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.usefixtures("avx2_kernels")
+def test_by_default_the_avx2_kernels_run_attention_linear_layers_and_gelu():
+    rows = cpu_status()
+    assert {op: row[0] for op, row in rows.items()} == {"attention": "avx2", "linear": "avx2",
+                                                         "layer_norm": "pytorch", "gelu": "avx2"}
+    assert rows["linear"][2] == {"onednn": "the AVX2 GEMM is faster and comes first"}
+    assert set(rows["attention"][2]) == {"sdpa", "explicit"}
+    assert rows["layer_norm"][2] == {"triton": "a GPU kernel"}
+
+
+def test_onednn_chosen_by_the_environment_takes_the_linear_layers_and_sdpa_the_attention():
+    rows = cpu_status(BERTVIZ_LAB_CPU_GEMM="onednn")
+    expected_linear = "onednn" if choice.ONEDNN_PACKING else "pytorch"
+    assert (rows["attention"][0], rows["linear"][0], rows["gelu"][0]) == ("sdpa", expected_linear, "pytorch")
+    assert rows["attention"][2]["avx2"] == "BERTVIZ_LAB_CPU_GEMM=onednn rules it out"
+    assert rows["gelu"][2] == {"avx2": "BERTVIZ_LAB_CPU_GEMM=onednn rules it out"}
+
+
+def test_cpu_gemm_off_leaves_addmm_and_says_why_neither_packed_gemm_runs():
+    rows = cpu_status(BERTVIZ_LAB_CPU_GEMM="off")
+    assert rows["linear"][:2] == ["pytorch", "addmm (MKL)"]
+    assert rows["linear"][2]["avx2"] == "BERTVIZ_LAB_CPU_GEMM=off rules it out"
+    assert "onednn" in rows["linear"][2]
+
+
+def test_fused_kernels_off_turns_every_fast_path_off():
+    rows = cpu_status(BERTVIZ_LAB_FUSED_KERNELS="0")
+    assert {op: row[0] for op, row in rows.items()} == {"attention": "sdpa", "linear": "pytorch",
+                                                         "layer_norm": "pytorch", "gelu": "pytorch"}
+    assert all("BERTVIZ_LAB_FUSED_KERNELS=0" in row[2]["fast paths"] for row in rows.values())
+
+
+def test_an_unknown_cpu_gemm_is_an_error_naming_the_choices():
+    done = subprocess.run([sys.executable, "-c", REPORT], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "BERTVIZ_LAB_CPU_GEMM": "mkl"})
+    assert done.returncode != 0
+    assert "BERTVIZ_LAB_CPU_GEMM='mkl': use auto, avx2, onednn or off" in done.stderr
+
+
+@pytest.mark.usefixtures("avx2_kernels")
+def test_status_says_what_a_forward_pass_then_runs(monkeypatch):
+    """The report and the forward pass follow one rule: where status names avx2 for attention, the kernel runs."""
+    from bertviz_lab.model import BERT, BERTConfig
+
+    model = BERT(BERTConfig.tiny(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
+    calls = []
+    real = avx2.attention
+    monkeypatch.setattr(avx2, "attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for backend, expected in (("avx2", model.config.num_hidden_layers), ("onednn", 0)):
+        monkeypatch.setattr(choice, "_cpu_backend", backend)
+        calls.clear()
+        with torch.inference_mode():
+            model(torch.randint(5, 100, (1, 32)))
+        assert (kernels.status()["attention"].backend == "avx2") == (expected > 0)
+        assert len(calls) == expected
+
+
+def test_rows_are_looked_up_by_operation_and_device_and_print_as_a_table():
+    report = kernels.status()
+    assert report["attention"] is report["attention", "cpu"]
+    with pytest.raises(KeyError, match="no status for 'softmax' on 'cpu'"):
+        report["softmax"]
+    text = str(report)
+    assert all(f"cpu   {op}" in text for op in ("attention", "linear", "layer_norm", "gelu"))
+    if not torch.cuda.is_available():
+        assert "cuda" not in {row.device for row in report.choices}
