@@ -126,3 +126,12 @@ def test_one_encode_function_for_widgets_and_heads(tokenizer, pretraining_model)
     assert pretraining_model._encode(tokenizer, TEXT, TEXT_B).keys() == encoded.encoding.keys()
     for key, value in pretraining_model._encode(tokenizer, TEXT, TEXT_B).items():
         assert torch.equal(value, encoded.encoding[key]), key
+
+
+def test_the_heads_text_helpers_read_the_same_batch_but_never_cut_it(tokenizer, pretraining_model):
+    long_text = " ".join(["word"] * 200)  # 202 tokens; the model reads 128
+    assert encode_text(pretraining_model, tokenizer, long_text).truncation.kept == 128  # a panel cuts it, and says so
+    with pytest.raises(ValueError, match="202 tokens long .* at most 128"):
+        pretraining_model.get_loss_from_text(tokenizer, long_text)  # a loss on part of the text would mislead
+    with pytest.raises(ValueError, match="empty"):
+        pretraining_model.predict_nsp_labels_from_text(tokenizer, "  ", TEXT_B)
