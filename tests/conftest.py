@@ -1,9 +1,11 @@
 """Shared by every test: one torch thread per test (tiny models are fastest that way, and the 2-core CI is shared),
-and the system programs some tests need (skipped with the install command where missing, an error in CI)."""
+the system programs some tests need (skipped with the install command where missing, an error in CI), and the one
+tiny BERT config (tests/tiny_models.py; a fixture here, a plain import where module-level code needs it)."""
 
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 # Tests never reach the network: every checkpoint is a local folder or a Hub cache a test lays out. Set for the whole
 # session before anything imports huggingface_hub, so no test depends on which file happened to be imported first.
@@ -13,6 +15,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from system_programs import PROGRAMS, REQUIRE_ENV, required  # noqa: E402
+from tiny_models import tiny_config as build_tiny_config  # noqa: E402
+
+from bertviz_lab.model import BERTConfig  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -35,3 +40,9 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(name="tiny_config", scope="session")
+def tiny_config_factory() -> Callable[..., BERTConfig]:
+    """tiny_config(**overrides): the shared tiny BERTConfig, built afresh for each call."""
+    return build_tiny_config
