@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
-from trace_testlib import parse_mermaid, reachable, tiny_config
+from trace_testlib import TRACE_SIZES, parse_mermaid, reachable
 
 from bertviz_lab.model import (
     BERTForPreTraining,
@@ -99,9 +99,9 @@ def test_missing_dot_says_to_install_graphviz(base_trace, monkeypatch, tmp_path)
     assert "digraph" in to_graphviz(base_trace, check_dot=False).source  # the source can still be built
 
 
-def test_depth_collapse_and_shapes_options():
+def test_depth_collapse_and_shapes_options(tiny_config):
     torch.manual_seed(0)
-    model = BERTForPreTraining(tiny_config()).eval()
+    model = BERTForPreTraining(tiny_config(**TRACE_SIZES)).eval()
     everything = parse_mermaid(str(to_mermaid(model, input_shape=(2, 5), depth=None)))
     labels = [s for s, _ in everything.subgraphs.values()]
     assert everything.node_id("qkv") and "intermediate: BERTIntermediate" in labels

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
-from trace_testlib import padded_batch, tiny_config
+from trace_testlib import TRACE_SIZES, padded_batch
 
 from bertviz_lab.model import BERTForPreTraining
 from bertviz_lab.trace import Summary, trace
 
 
 @pytest.fixture
-def pretraining_summary():
+def pretraining_summary(tiny_config):
     torch.manual_seed(0)
-    model = BERTForPreTraining(tiny_config()).eval()
+    model = BERTForPreTraining(tiny_config(**TRACE_SIZES)).eval()
     with torch.no_grad(), trace(model, attentions=False) as t:
         model(*padded_batch())
     return model, t

@@ -1,4 +1,4 @@
-"""Shared helpers of the trace tests: tiny configs, padded batches, a hook census, a mermaid parser."""
+"""Shared helpers of the trace tests: the tiny config's trace sizes, padded batches, a hook census, a mermaid parser."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import re
 from dataclasses import dataclass, field
 
 import torch
+from tiny_models import tiny_config as shared_tiny_config
 from torch import nn
 
 from bertviz_lab.model import BERTConfig
 
-TINY = dict(vocab_size=100, hidden_size=32, num_attention_heads=4, num_hidden_layers=3, intermediate_size=64,
-            max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+# Overrides of the shared tiny config: 3 layers for rollout, 4 heads of 8 for head selection, no dropout.
+TRACE_SIZES = dict(hidden_size=32, num_hidden_layers=3, intermediate_size=64, hidden_dropout_prob=0.0,
+                   attention_probs_dropout_prob=0.0)
 HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
               "_forward_hooks_always_called", "_backward_hooks", "_backward_pre_hooks")
 
@@ -22,7 +24,8 @@ def hook_count(model: nn.Module) -> int:
 
 
 def tiny_config(**overrides) -> BERTConfig:
-    return BERTConfig(**{**TINY, **overrides})
+    """The shared tiny config at the trace sizes, for trace tests that import it by this name."""
+    return shared_tiny_config(**{**TRACE_SIZES, **overrides})
 
 
 def padded_batch(lengths=(8, 5, 3), vocab_size: int = 100, seed: int = 0):
