@@ -13,6 +13,7 @@ from typing import Any, Callable
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from tiny_models import tiny_config, tiny_fields
 
 from bertviz_lab.model import (
     BERT,
@@ -24,8 +25,6 @@ from bertviz_lab.model import (
     DynamicCache,
 )
 
-TINY = dict(vocab_size=100, hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=128,
-            max_position_embeddings=32)
 NO_SUCH_GPU = max(3, torch.cuda.device_count())  # a CUDA index that is not here, whatever the machine
 
 
@@ -46,12 +45,12 @@ class Models:
 def models(tmp_path_factory) -> Models:
     torch.manual_seed(0)
     return Models(
-        bert=BERT(BERTConfig(**TINY)).eval(),
-        decoder=BERT(BERTConfig(**TINY, is_decoder=True, add_cross_attention=True)).eval(),
-        pretraining=BERTForPreTraining(BERTConfig(**TINY)).eval(),
-        tokens=BERTForTokenClassification(BERTConfig(**TINY, num_labels=3)).eval(),
-        sequence=BERTForSequenceClassification(BERTConfig(**TINY, num_labels=3)).eval(),
-        qa=BERTForQuestionAnswering(BERTConfig(**TINY)).eval(),
+        bert=BERT(tiny_config()).eval(),
+        decoder=BERT(tiny_config(is_decoder=True, add_cross_attention=True)).eval(),
+        pretraining=BERTForPreTraining(tiny_config()).eval(),
+        tokens=BERTForTokenClassification(tiny_config(num_labels=3)).eval(),
+        sequence=BERTForSequenceClassification(tiny_config(num_labels=3)).eval(),
+        qa=BERTForQuestionAnswering(tiny_config()).eval(),
         folder=tmp_path_factory.mktemp("bad_inputs"),
     )
 
@@ -254,7 +253,7 @@ CASES = [
                  id="config-json-list"),
     pytest.param(config_json('"bert"'), ValueError, r"config.json in .* holds a string, expected a JSON object",
                  id="config-json-string"),
-    pytest.param(config_json(json.dumps({**TINY, "hidden_dropout_prob": "0.1"})), TypeError,
+    pytest.param(config_json(json.dumps(tiny_fields(hidden_dropout_prob="0.1"))), TypeError,
                  r"BERTConfig.hidden_dropout_prob must be a float in \[0, 1\), got str '0.1'", id="config-json-field"),
     # devices ------------------------------------------------------------------------------------------
     pytest.param(lambda m: m.bert.to(NO_SUCH_GPU), ValueError,

@@ -8,14 +8,12 @@ import dataclasses
 import pytest
 import torch
 import transformers
+from tiny_models import tiny_config, tiny_fields
 
 from bertviz_lab.model import BERT, BERTConfig, DynamicCache, EncoderDecoderCache, StaticCache
 from bertviz_lab.model.weights import BERT_Weights
 
 ATOL = 1e-5
-TINY = dict(vocab_size=100, hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=128,
-            max_position_embeddings=32)
-
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -25,7 +23,7 @@ def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 def hf_pair(tmp_path, add_pooling_layer: bool = True, seed: int = 0, **kwargs):
     """A random transformers.BertModel (biases and LayerNorms perturbed too), saved by HF and loaded by us."""
     torch.manual_seed(seed)
-    reference = transformers.BertModel(transformers.BertConfig(**{**TINY, **kwargs}),
+    reference = transformers.BertModel(transformers.BertConfig(**tiny_fields(**kwargs)),
                                        add_pooling_layer=add_pooling_layer)
     with torch.no_grad():
         for parameter in reference.parameters():  # so zero biases and unit LayerNorms cannot hide a mix-up
@@ -161,7 +159,7 @@ def test_random_tiny_attention_probabilities_match_hf_eager(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_model():
     torch.manual_seed(0)
-    return BERT(BERTConfig(**TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).eval()
+    return BERT(tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).eval()
 
 
 def test_attention_mask_forms_agree(tiny_model):
@@ -476,8 +474,8 @@ def test_decoder_default_cache_is_encoder_decoder(decoder_pair):
 # chunked feed-forward --------------------------------------------------------------------------------
 def test_chunked_feed_forward_equals_unchunked():
     torch.manual_seed(0)
-    plain = BERT(BERTConfig(**TINY)).eval()
-    chunked = BERT(BERTConfig(**TINY, chunk_size_feed_forward=4)).eval()
+    plain = BERT(tiny_config()).eval()
+    chunked = BERT(tiny_config(chunk_size_feed_forward=4)).eval()
     chunked.load_state_dict(plain.state_dict())
     input_ids, mask = padded_batch(lengths=(8, 5))
     with torch.no_grad():
@@ -527,7 +525,7 @@ def test_initialisation():
 # sinusoidal positions --------------------------------------------------------------------------------
 def test_sinusoidal_position_embeddings():
     torch.manual_seed(0)
-    model = BERT(BERTConfig(**{**TINY, "position_embedding_type": "sinusoidal"})).eval()
+    model = BERT(tiny_config(position_embedding_type="sinusoidal")).eval()
     names = [name for name, _ in model.named_parameters()]
     assert not any("position_embeddings" in name for name in names)
     assert "embeddings.position_table" not in model.state_dict()  # a fixed table, not saved
@@ -557,7 +555,7 @@ def test_bad_encoder_attention_mask(decoder_pair):
 
 def test_bad_config_type():
     with pytest.raises(TypeError, match="config must be a BERTConfig, got dict"):
-        BERT(dict(TINY))
+        BERT(tiny_fields())
 
 
 def test_decoder_cache_too_long_for_positions(causal_pair):

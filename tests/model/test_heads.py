@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers
+from tiny_models import tiny_config, tiny_fields
 
 from bertviz_lab.model import factory as factory_module
 from bertviz_lab.model import pretraining as P
@@ -29,8 +30,8 @@ transformers.logging.set_verbosity_error()
 transformers.utils.logging.disable_progress_bar()
 
 ATOL = 1e-5
-TINY = dict(vocab_size=99, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=37,
-            max_position_embeddings=64, type_vocab_size=2)
+# The heads' overrides of the shared tiny config: 99 tokens, 32 wide, a 37-wide feed-forward, 64 positions.
+SIZES = dict(vocab_size=99, hidden_size=32, intermediate_size=37, max_position_embeddings=64)
 B, T = 3, 11
 
 
@@ -74,7 +75,7 @@ def _perturb(model: torch.nn.Module, seed: int) -> None:
             parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.05)
 
 
-def _inputs(vocab_size: int = TINY["vocab_size"], seed: int = 0) -> dict[str, torch.Tensor]:
+def _inputs(vocab_size: int = SIZES["vocab_size"], seed: int = 0) -> dict[str, torch.Tensor]:
     """A padded batch: row 1 has 4 padding positions, row 2 has 7."""
     generator = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(1, vocab_size, (B, T), generator=generator)
@@ -109,7 +110,7 @@ def hf_pair(request, tmp_path_factory):
     """(case, HF model with perturbed weights, our model loaded from the HF checkpoint)."""
     case: Case = request.param
     torch.manual_seed(1)
-    hf = case.hf(transformers.BertConfig(**TINY, **case.config))
+    hf = case.hf(transformers.BertConfig(**tiny_fields(**SIZES, **case.config)))
     _perturb(hf, seed=2)
     hf.eval()
     directory = tmp_path_factory.mktemp(f"hf_{case.name}")
@@ -123,7 +124,7 @@ def ours_saved(request, tmp_path_factory):
     """(case, our model with perturbed weights, the HF model loaded from our checkpoint, HF loading info)."""
     case: Case = request.param
     torch.manual_seed(3)
-    ours = case.ours(BERTConfig(**TINY, **case.config))
+    ours = case.ours(tiny_config(**SIZES, **case.config))
     _perturb(ours, seed=4)
     ours.eval()
     directory = tmp_path_factory.mktemp(f"ours_{case.name}")
@@ -171,7 +172,7 @@ def _labels_for(case: Case, inputs: dict[str, torch.Tensor]) -> tuple[dict[str, 
     """(HF keyword labels, function computing our loss) for one case."""
     generator = torch.Generator().manual_seed(7)
     mask = inputs["attention_mask"]
-    token_labels = torch.randint(0, TINY["vocab_size"], (B, T), generator=generator)
+    token_labels = torch.randint(0, SIZES["vocab_size"], (B, T), generator=generator)
     token_labels = token_labels.masked_fill(torch.rand(B, T, generator=generator) < 0.5, P.IGNORE_INDEX)
     token_labels = token_labels.masked_fill(mask == 0, P.IGNORE_INDEX)
     token_labels[0, 1] = 5  # at least one labelled token
@@ -218,7 +219,7 @@ def test_loss_matches_hf_labels_loss(hf_pair):
 # tied weights ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cls", [BERTForPreTraining, BERTForMaskedLM])
 def test_decoder_is_the_word_embedding_when_tied(cls, tmp_path):
-    model = cls(BERTConfig(**TINY))
+    model = cls(tiny_config(**SIZES))
     predictions = model.cls.predictions
     assert predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
     assert predictions.decoder.bias is predictions.bias
@@ -231,13 +232,13 @@ def test_decoder_is_the_word_embedding_when_tied(cls, tmp_path):
 
 
 def test_causal_lm_decoder_is_tied_too():
-    model = BERTForCausalLM(BERTConfig(**TINY, is_decoder=True))
+    model = BERTForCausalLM(tiny_config(**SIZES, is_decoder=True))
     assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
     assert model.cls.predictions.decoder.bias is model.cls.predictions.bias
 
 
 def test_untied_decoder_is_separate_and_survives_round_trips(tmp_path):
-    model = BERTForMaskedLM(BERTConfig(**TINY, tie_word_embedding=False))
+    model = BERTForMaskedLM(tiny_config(**SIZES, tie_word_embedding=False))
     _perturb(model, seed=8)
     model.eval()
     decoder, embedding = model.cls.predictions.decoder.weight, model.bert.embeddings.word_embeddings.weight
@@ -265,7 +266,7 @@ def test_untied_decoder_is_separate_and_survives_round_trips(tmp_path):
 def test_untied_hf_checkpoint_loads_into_ours(tmp_path):
     """transformers 5 keeps decoder.bias apart from cls.predictions.bias when untied; the one it uses must win."""
     torch.manual_seed(9)
-    hf = transformers.BertForMaskedLM(transformers.BertConfig(**TINY, tie_word_embeddings=False))
+    hf = transformers.BertForMaskedLM(transformers.BertConfig(**tiny_fields(**SIZES, tie_word_embeddings=False)))
     _perturb(hf, seed=10)
     hf.eval()
     predictions = hf.cls.predictions
@@ -279,7 +280,7 @@ def test_untied_hf_checkpoint_loads_into_ours(tmp_path):
 
 
 def test_untied_checkpoint_loads_in_transformers(tmp_path):
-    model = BERTForMaskedLM(BERTConfig(**TINY, tie_word_embedding=False))
+    model = BERTForMaskedLM(tiny_config(**SIZES, tie_word_embedding=False))
     _perturb(model, seed=12)
     model.eval()
     model.save_pretrained(tmp_path)
@@ -294,7 +295,7 @@ def test_untied_checkpoint_loads_in_transformers(tmp_path):
 @pytest.fixture(scope="module")
 def pretraining_model():
     torch.manual_seed(21)
-    model = BERTForPreTraining(BERTConfig(**TINY))
+    model = BERTForPreTraining(tiny_config(**SIZES))
     _perturb(model, seed=22)
     return model.eval()
 
@@ -308,7 +309,7 @@ def _mlm_labels(input_ids: torch.Tensor) -> torch.Tensor:
 def test_pretraining_forward_shapes(pretraining_model):
     inputs = _inputs()
     scores, nsp = pretraining_model(**inputs)
-    assert scores.shape == (B, T, TINY["vocab_size"])
+    assert scores.shape == (B, T, SIZES["vocab_size"])
     assert nsp.shape == (B, 2)
 
 
@@ -342,7 +343,7 @@ def test_pretraining_predictions(pretraining_model):
 
 def test_mlm_accuracy_counts_only_labelled_positions(pretraining_model):
     inputs = _inputs()
-    V = TINY["vocab_size"]
+    V = SIZES["vocab_size"]
     with torch.no_grad():
         predictions = pretraining_model.predict_mlm_token_ids(**inputs)
     labels = torch.full_like(predictions, P.IGNORE_INDEX)
@@ -366,7 +367,7 @@ def test_mlm_accuracy_counts_only_labelled_positions(pretraining_model):
 
 def test_nsp_accuracy_and_weighted_accuracy(pretraining_model):
     inputs = _inputs()
-    V = TINY["vocab_size"]
+    V = SIZES["vocab_size"]
     with torch.no_grad():
         mlm_pred = pretraining_model.predict_mlm_token_ids(**inputs)
         nsp_pred = pretraining_model.predict_nsp_labels(**inputs)
@@ -390,7 +391,7 @@ def test_nsp_accuracy_and_weighted_accuracy(pretraining_model):
 @pytest.fixture(scope="module")
 def causal_model():
     torch.manual_seed(31)
-    model = BERTForCausalLM(BERTConfig(**TINY, is_decoder=True))
+    model = BERTForCausalLM(tiny_config(**SIZES, is_decoder=True))
     _perturb(model, seed=32)
     return model.eval()
 
@@ -419,7 +420,7 @@ def test_predict_next_token_is_argmax_of_last_logits(causal_model):
 
 def test_causal_lm_needs_a_decoder_config():
     with pytest.raises(ValueError, match="is_decoder"):
-        BERTForCausalLM(BERTConfig(**TINY))
+        BERTForCausalLM(tiny_config(**SIZES))
 
 
 # QA span decoding ------------------------------------------------------------------------------------
@@ -485,7 +486,7 @@ def test_best_spans_respects_allowed_positions():
 
 def test_predict_spans_stay_inside_the_attention_mask():
     torch.manual_seed(43)
-    model = BERTForQuestionAnswering(BERTConfig(**TINY))
+    model = BERTForQuestionAnswering(tiny_config(**SIZES))
     _perturb(model, seed=44)
     model.eval()
     inputs = _inputs()
@@ -605,16 +606,16 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def text_models(tokenizer):
     """The seven heads, tiny but with the tokenizer's vocabulary."""
-    config = dict(TINY, vocab_size=tokenizer.vocab_size, max_position_embeddings=128)
+    config = dict(SIZES, vocab_size=tokenizer.vocab_size, max_position_embeddings=128)
     torch.manual_seed(61)
     models = {
-        "pretraining": BERTForPreTraining(BERTConfig(**config)),
-        "masked_lm": BERTForMaskedLM(BERTConfig(**config)),
-        "causal_lm": BERTForCausalLM(BERTConfig(**config, is_decoder=True)),
-        "nsp": BERTForNextSentencePrediction(BERTConfig(**config)),
-        "seq_cls": BERTForSequenceClassification(BERTConfig(**config, num_labels=3)),
-        "token_cls": BERTForTokenClassification(BERTConfig(**config, num_labels=4)),
-        "qa": BERTForQuestionAnswering(BERTConfig(**config)),
+        "pretraining": BERTForPreTraining(tiny_config(**config)),
+        "masked_lm": BERTForMaskedLM(tiny_config(**config)),
+        "causal_lm": BERTForCausalLM(tiny_config(**config, is_decoder=True)),
+        "nsp": BERTForNextSentencePrediction(tiny_config(**config)),
+        "seq_cls": BERTForSequenceClassification(tiny_config(**config, num_labels=3)),
+        "token_cls": BERTForTokenClassification(tiny_config(**config, num_labels=4)),
+        "qa": BERTForQuestionAnswering(tiny_config(**config)),
     }
     return {name: model.eval() for name, model in models.items()}
 

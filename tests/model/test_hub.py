@@ -22,6 +22,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+from tiny_models import tiny_fields
 
 import bertviz_lab
 from bertviz_lab.model import (
@@ -38,8 +39,8 @@ from bertviz_lab.model import (
 )
 
 MINILM = Path(gt_minilm.get_model_path())
-TINY = dict(vocab_size=30522, hidden_size=32, num_attention_heads=2, num_hidden_layers=2, intermediate_size=64,
-            max_position_embeddings=64)
+# Overrides of the shared tiny config: MiniLM's vocab.txt (30522 tokens) sits beside every checkpoint.
+SIZES = dict(vocab_size=30522, hidden_size=32, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
 NER = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC"}
 TOKENIZER_FILES = {"vocab.txt": MINILM / "vocab.txt", "tokenizer_config.json": {"do_lower_case": True,
                                                                                 "model_max_length": 64}}
@@ -59,7 +60,7 @@ HEADS = {
 def save_hf(folder: Path, architecture: str, seed: int, **overrides) -> Path:
     """A tiny checkpoint written by transformers (its own file names and layout) with a tokenizer beside it."""
     torch.manual_seed(seed)
-    model = getattr(transformers, architecture)(transformers.BertConfig(**{**TINY, **overrides}))
+    model = getattr(transformers, architecture)(transformers.BertConfig(**tiny_fields(**{**SIZES, **overrides})))
     perturbed(model, seed).save_pretrained(folder)
     shutil.copy(MINILM / "vocab.txt", folder / "vocab.txt")
     (folder / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_FILES["tokenizer_config.json"]))

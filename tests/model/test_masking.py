@@ -7,9 +7,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiny_models import tiny_config
 
 from bertviz_lab.model import pretraining as P
-from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.heads import BERTForMaskedLM
 
 VOCAB = 30522
@@ -177,8 +177,8 @@ def test_create_masked_lm_inputs_never_selects_literal_mask_ids_even_if_not_list
 
 
 def test_model_method_treats_the_pad_id_as_special():
-    model = BERTForMaskedLM(BERTConfig(vocab_size=60, hidden_size=8, num_attention_heads=2, num_hidden_layers=1,
-                                       intermediate_size=16, max_position_embeddings=16, pad_token_id=0))
+    model = BERTForMaskedLM(tiny_config(vocab_size=60, hidden_size=8, num_attention_heads=2, num_hidden_layers=1,
+                                        intermediate_size=16, max_position_embeddings=16, pad_token_id=0))
     ids = torch.tensor([[1, 5, 6, 7, 2, 0, 0]] * 3)
     masked, labels = model.create_masked_lm_inputs(ids, mask_token_id=4, special_token_ids=(1, 2),
                                                    mlm_probability=1.0, seed=3)

@@ -133,7 +133,8 @@ def test_empty_second_text_is_still_a_pair(tok, hf):
 def test_offsets_parity(tok, hf):
     for text in TEXTS[:6]:
         ours_offsets = tok.encode_plus(text, return_offsets_mapping=True)["offsets"]
-        assert [tuple(o) for o in ours_offsets] == [tuple(o) for o in hf(text, return_offsets_mapping=True)["offset_mapping"]]
+        theirs_offsets = hf(text, return_offsets_mapping=True)["offset_mapping"]
+        assert [tuple(o) for o in ours_offsets] == [tuple(o) for o in theirs_offsets]
 
 
 @pytest.mark.parametrize(
@@ -183,7 +184,8 @@ def test_decode_parity(ours, hf):
         assert ours.decode(ids, skip_special_tokens=False) == hf.decode(
             ids, skip_special_tokens=False, clean_up_tokenization_spaces=True
         )
-    assert ours.batch_decode(ids_list) == hf.batch_decode(ids_list, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+    theirs = hf.batch_decode(ids_list, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+    assert ours.batch_decode(ids_list) == theirs
     padded = ours(["one two", "three four five six"], return_tensors="pt")["input_ids"]
     assert ours.batch_decode(padded) == ["one two", "three four five six"]
     assert ours.decode(padded[0]) == "one two"  # a 1-D tensor is accepted
@@ -201,7 +203,8 @@ def test_token_id_conversions_match_transformers(tok, hf):
     assert tok.convert_tokens_to_ids("hello") == hf.convert_tokens_to_ids("hello")
     ids = hf("Hello [MASK] world")["input_ids"]
     assert tok.convert_ids_to_tokens(ids) == hf.convert_ids_to_tokens(ids)
-    assert tok.convert_ids_to_tokens(ids, skip_special_tokens=True) == hf.convert_ids_to_tokens(ids, skip_special_tokens=True)
+    theirs = hf.convert_ids_to_tokens(ids, skip_special_tokens=True)
+    assert tok.convert_ids_to_tokens(ids, skip_special_tokens=True) == theirs
     assert tok.convert_ids_to_tokens(ids[1]) == hf.convert_ids_to_tokens(ids[1])
     assert tok.convert_ids_to_tokens(torch.tensor(ids)) == hf.convert_ids_to_tokens(ids)
 
@@ -275,9 +278,8 @@ def test_save_load_round_trip_vocab_txt_only(tok, tmp_path):
     (folder / "tokenizer.json").unlink()
     loaded = BERTTokenizerFast.from_pretrained(folder)
     _assert_same_ids(tok, loaded)
-    assert (folder / "vocab.txt").read_text(encoding="utf-8") == (Path(gt_minilm.get_model_path()) / "vocab.txt").read_text(
-        encoding="utf-8"
-    )
+    original = Path(gt_minilm.get_model_path()) / "vocab.txt"
+    assert (folder / "vocab.txt").read_text(encoding="utf-8") == original.read_text(encoding="utf-8")
 
 
 def test_saved_folder_loads_in_transformers(tok, tmp_path):

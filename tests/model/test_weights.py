@@ -13,6 +13,7 @@ import pytest
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
+from tiny_models import tiny_config, tiny_fields
 
 from bertviz_lab.model import BERT, BERTConfig
 from bertviz_lab.model.weights import (
@@ -25,9 +26,6 @@ from bertviz_lab.model.weights import (
 )
 
 ATOL = 1e-5
-TINY = dict(vocab_size=100, hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=128,
-            max_position_embeddings=32)
-
 
 
 def perturbed(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
@@ -41,12 +39,12 @@ def perturbed(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
 
 def ours_tiny(seed: int = 0, **kwargs) -> BERT:
     torch.manual_seed(seed)
-    return perturbed(BERT(BERTConfig(**{**TINY, **kwargs})), seed)
+    return perturbed(BERT(tiny_config(**kwargs)), seed)
 
 
 def hf_tiny(seed: int = 0, cls=transformers.BertModel, **kwargs):
     torch.manual_seed(seed)
-    return perturbed(cls(transformers.BertConfig(**{**TINY, **kwargs})), seed)
+    return perturbed(cls(transformers.BertConfig(**tiny_fields(**kwargs))), seed)
 
 
 def batch():
@@ -91,7 +89,7 @@ def test_saved_names_are_exactly_transformers_names(tmp_path):
     model = ours_tiny(is_decoder=True, add_cross_attention=True)
     model.save_pretrained(tmp_path)
     saved = load_file(str(tmp_path / "model.safetensors"))
-    expected = transformers.BertModel(transformers.BertConfig(**TINY, is_decoder=True, add_cross_attention=True))
+    expected = transformers.BertModel(transformers.BertConfig(**tiny_fields(is_decoder=True, add_cross_attention=True)))
     assert set(saved) == set(expected.state_dict())
     for name, tensor in expected.state_dict().items():
         assert saved[name].shape == tensor.shape, name
@@ -189,7 +187,7 @@ class _NotATensor:
 
 
 def test_pytorch_model_bin_with_arbitrary_objects_is_refused(tmp_path):
-    BERTConfig(**TINY).save_pretrained(tmp_path)
+    tiny_config().save_pretrained(tmp_path)
     torch.save({"embeddings.word_embeddings.weight": _NotATensor()}, tmp_path / "pytorch_model.bin")
     with pytest.raises(ValueError, match=r"pytorch_model.bin could not be loaded safely \(weights_only=True\)"):
         BERT.from_pretrained(tmp_path)
@@ -213,7 +211,7 @@ def test_legacy_gamma_beta_names(tmp_path):
             name = name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
         state[name] = tensor
     assert any(k.endswith("LayerNorm.gamma") for k in state)
-    write_checkpoint(tmp_path, state, BERTConfig(**TINY))
+    write_checkpoint(tmp_path, state, tiny_config())
     model = BERT.from_pretrained(tmp_path, strict=True)
     assert_same_outputs(model, reference)
 
@@ -223,7 +221,7 @@ def test_config_argument_overrides_missing_config_json(tmp_path):
     write_checkpoint(tmp_path, to_hf_state_dict(model), None)
     with pytest.raises(FileNotFoundError, match="No config.json"):
         BERT.from_pretrained(tmp_path)
-    loaded = BERT.from_pretrained(tmp_path, config=BERTConfig(**TINY), device="cpu")
+    loaded = BERT.from_pretrained(tmp_path, config=tiny_config(), device="cpu")
     assert loaded.device == torch.device("cpu")
     assert_same_outputs(loaded, model)
 
@@ -241,7 +239,7 @@ def test_file_instead_of_folder(tmp_path):
 
 
 def test_folder_without_weights(tmp_path):
-    BERTConfig(**TINY).save_pretrained(tmp_path)
+    tiny_config().save_pretrained(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"no model.safetensors or pytorch_model.bin in"):
         BERT.from_pretrained(tmp_path)
 
@@ -260,7 +258,7 @@ def test_corrupt_safetensors(tmp_path, damage):
 def test_foreign_tensor_names(tmp_path):
     gpt2_like = {"wte.weight": torch.zeros(100, 64), "h.0.attn.c_attn.weight": torch.zeros(64, 192),
                  "h.0.mlp.c_fc.weight": torch.zeros(64, 256), "ln_f.weight": torch.ones(64)}
-    write_checkpoint(tmp_path, gpt2_like, BERTConfig(**TINY))
+    write_checkpoint(tmp_path, gpt2_like, tiny_config())
     with pytest.raises(ValueError, match=r"not a BERT checkpoint for BERT: none of its 4 tensors"):
         BERT.from_pretrained(tmp_path)
 
@@ -273,7 +271,7 @@ def test_foreign_model_type(tmp_path):
 
 def test_shape_mismatch_names_the_tensor(tmp_path):
     state = to_hf_state_dict(ours_tiny(vocab_size=120))
-    write_checkpoint(tmp_path, state, BERTConfig(**TINY))  # config says vocab 100
+    write_checkpoint(tmp_path, state, tiny_config())  # config says vocab 100
     with pytest.raises(ValueError, match=r"embeddings.word_embeddings.weight has shape \(120, 64\), but the model "
                                          r"\(from its config\) expects \(100, 64\)"):
         BERT.from_pretrained(tmp_path)
