@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bertviz_lab.device import available_devices, describe_devices, select_device
-from bertviz_lab.model import BERT, BERTConfig
+from bertviz_lab.model import BERT
 
 HAS_CUDA = torch.cuda.is_available()
 CUDA_COUNT = torch.cuda.device_count() if HAS_CUDA else 0
@@ -110,10 +110,10 @@ def test_negative_int_is_not_an_index():
 
 
 @pytest.fixture(scope="module")
-def model():
+def model(tiny_config):
     torch.manual_seed(0)
-    return BERT(BERTConfig(vocab_size=50, hidden_size=32, num_attention_heads=2, num_hidden_layers=1,
-                           intermediate_size=64, max_position_embeddings=16)).eval()
+    return BERT(tiny_config(vocab_size=50, hidden_size=32, num_attention_heads=2, num_hidden_layers=1,
+                            intermediate_size=64, max_position_embeddings=16)).eval()
 
 
 def test_model_to_cpu(model):

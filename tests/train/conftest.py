@@ -1,5 +1,5 @@
-"""Shared fixtures for the training tests: one thread per test (the CI machine has 2 busy cores), a tokenizer trained
-once on the built-in corpus, small pair datasets, and a small BERTForPreTraining factory."""
+"""Shared fixtures for the training tests: a tokenizer trained once on the built-in corpus, small pair datasets, and
+a small BERTForPreTraining factory on the shared tiny config."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import os
 
 import pytest
 import torch
+from tiny_models import tiny_config
 
-from bertviz_lab.model import BERTConfig, BERTForPreTraining, BERTTokenizerFast
+from bertviz_lab.model import BERTForPreTraining, BERTTokenizerFast
 from bertviz_lab.train.data import SentencePairDataset, load_documents, split_documents
 
 SEQ_LEN = 32
@@ -51,9 +52,9 @@ def make_model():
 def small_model(vocab_size: int, seed: int = 0, dropout: float = 0.1) -> BERTForPreTraining:
     """A 1-layer, 32-wide BERTForPreTraining: a training step takes milliseconds."""
     torch.manual_seed(seed)
-    config = BERTConfig.tiny(vocab_size=vocab_size, hidden_size=32, num_attention_heads=2, intermediate_size=64,
-                             num_hidden_layers=1, max_position_embeddings=64, hidden_dropout_prob=dropout,
-                             attention_probs_dropout_prob=dropout)
+    config = tiny_config(vocab_size=vocab_size, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                         num_hidden_layers=1, max_position_embeddings=64, hidden_dropout_prob=dropout,
+                         attention_probs_dropout_prob=dropout)
     return BERTForPreTraining(config)
 
 

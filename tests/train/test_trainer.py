@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from bertviz_lab.model import BERTConfig, BERTForMaskedLM
+from bertviz_lab.model import BERTForMaskedLM
 from bertviz_lab.train import (
     MetricsRecord,
     NonFiniteLossError,
@@ -251,11 +251,11 @@ def test_trains_on_synthetic_batches(make_model):
     assert set(trainer.evaluate()) == EVAL_KEYS
 
 
-def test_errors_name_the_bad_value(pairs, tokenizer, make_model):
+def test_errors_name_the_bad_value(pairs, tokenizer, make_model, tiny_config):
     train, _ = pairs
     model = make_model(len(tokenizer))
     with pytest.raises(TypeError, match="BERTForPreTraining"):
-        Trainer(BERTForMaskedLM(BERTConfig.tiny(vocab_size=50)), train)
+        Trainer(BERTForMaskedLM(tiny_config(vocab_size=50)), train)
     with pytest.raises(ValueError, match="needs a CUDA device"):
         Trainer(model, train, None, _config(precision="bf16", device="cpu"))
     with pytest.raises(ValueError, match="TrainConfig.learning_rate"):
