@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertviz_lab.model import fused
+from bertviz_lab import kernels
 from bertviz_lab.model import pretraining as P
 from bertviz_lab.model.bert import BERT, BERTPreTrainedModel
 from bertviz_lab.model.config import BERTConfig
@@ -24,7 +24,7 @@ class BERTPredictionHeadTransform(nn.Module):
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
-        self.dense = fused.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.transform_act_fn = config.activation()
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
@@ -38,7 +38,7 @@ class BERTLMPredictionHead(nn.Module):
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
         self.transform = BERTPredictionHeadTransform(config)
-        self.decoder = fused.Linear(config.hidden_size, config.vocab_size)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.decoder.bias = self.bias
 
@@ -58,7 +58,7 @@ class BERTOnlyMLMHead(nn.Module):
 class BERTOnlyNSPHead(nn.Module):
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
-        self.seq_relationship = fused.Linear(config.hidden_size, 2)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
 
     def forward(self, pooled_output: torch.Tensor) -> torch.Tensor:
         return self.seq_relationship(pooled_output)
@@ -68,7 +68,7 @@ class BERTPreTrainingHeads(nn.Module):
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
         self.predictions = BERTLMPredictionHead(config)
-        self.seq_relationship = fused.Linear(config.hidden_size, 2)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
 
     def forward(self, sequence_output: torch.Tensor, pooled_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
@@ -95,6 +95,7 @@ class BERTTaskModel(BERTPreTrainedModel):
             if name != "bert":
                 child.apply(self._init_weights)
         self.tie_weights()
+        kernels.accelerate(self)
 
     def tie_weights(self) -> None:
         predictions = getattr(getattr(self, "cls", None), "predictions", None)
@@ -395,7 +396,7 @@ class BERTClassifierModel(BERTTaskModel):
     def __init__(self, config: BERTConfig) -> None:
         super().__init__(config)
         self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = fused.Linear(config.hidden_size, config.num_labels)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self._init_head()
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
@@ -446,7 +447,7 @@ class BERTForQuestionAnswering(BERTTaskModel):
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__(config)
-        self.qa_outputs = fused.Linear(config.hidden_size, 2)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self._init_head()
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
