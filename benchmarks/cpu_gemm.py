@@ -1,4 +1,4 @@
-"""bertviz_lab's CPU kernels (bertviz_lab/model/cpu_gemm.c) on BERT's shapes, fp32, all CPU threads: the GEMM
+"""bertviz_lab's CPU kernels (bertviz_lab/kernels/avx2.c) on BERT's shapes, fp32, all CPU threads: the GEMM
 against MKL's addmm (what PyTorch and transformers call) and oneDNN's on a packed weight; attention against
 PyTorch's scaled_dot_product_attention (its CPU flash kernel, with a padding mask, heads merged afterwards).
 
@@ -48,19 +48,19 @@ def race(calls: dict, flops: float, seconds: float) -> dict[str, float]:
 
 def measure_gemm(rows: int, fan_in: int, fan_out: int, seconds: float) -> dict[str, float]:
     """addmm, oneDNN and the AVX2 GEMM on one (rows, in) x (in, out) product with bias."""
-    from bertviz_lab.model import cpu_gemm
+    from bertviz_lab.kernels import avx2
 
     x, weight, bias = torch.randn(rows, fan_in), torch.randn(fan_out, fan_in), torch.randn(fan_out)
     onednn = torch.ops.mkldnn._reorder_linear_weight(weight, 1024)
-    packed = cpu_gemm.pack(weight)
+    packed = avx2.pack(weight)
     return race({"addmm": lambda: F.linear(x, weight, bias),
                  "onednn": lambda: torch.ops.mkldnn._linear_pointwise(x, onednn, bias, "none", [], ""),
-                 "avx2": lambda: cpu_gemm.linear(x, packed, bias, fan_out)}, 2 * rows * fan_in * fan_out, seconds)
+                 "avx2": lambda: avx2.linear(x, packed, bias, fan_out)}, 2 * rows * fan_in * fan_out, seconds)
 
 
 def measure_attention(batch: int, tokens: int, head_size: int, seconds: float) -> dict[str, float]:
     """q, k, v as views into one fused projection, as the layers see them; the mask hides nothing."""
-    from bertviz_lab.model import cpu_gemm
+    from bertviz_lab.kernels import avx2
 
     qkv = torch.randn(batch, tokens, 3, HEADS, head_size)
     q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
@@ -68,7 +68,7 @@ def measure_attention(batch: int, tokens: int, head_size: int, seconds: float) -
     merged = (batch, tokens, HEADS * head_size)
     return race({"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2)
                  .reshape(merged),
-                 "avx2": lambda: cpu_gemm.attention(q, k, v, mask, head_size ** -0.5)},
+                 "avx2": lambda: avx2.attention(q, k, v, mask, head_size ** -0.5)},
                 4 * batch * HEADS * tokens * tokens * head_size, seconds)
 
 
@@ -82,10 +82,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="per shape (default 3)")
     parser.add_argument("--models", default="minilm,bert-base")
     args = parser.parse_args()
-    from bertviz_lab.model import cpu_gemm
+    from bertviz_lab.kernels import build
 
-    if cpu_gemm.library() is None:
-        raise SystemExit(f"the AVX2 kernels cannot run here: {cpu_gemm.unsupported_reason()}")
+    if build.library() is None:
+        raise SystemExit(f"the AVX2 kernels cannot run here: {build.unsupported_reason() or build.failure()}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {torch.backends.cpu.get_cpu_capability()}")
     models = args.models.split(",")
     print("\n| model | rows | in | out | addmm GFLOP/s | oneDNN | AVX2 | oneDNN / addmm | AVX2 / addmm |")
