@@ -20,12 +20,13 @@ from bertviz_lab.trace.hooks import (
     hook_points,
     trace,
 )
+from bertviz_lab.trace.interventions import ablate
 from bertviz_lab.trace.saliency import saliency
 from bertviz_lab.trace.shapes import TensorSpec
 from bertviz_lab.trace.summary import Summary
 
 __all__ = [
     "DEFAULT_MAX_BYTES", "Call", "ForwardPass", "HookPoint", "MermaidDiagram", "Summary", "TensorSpec", "Trace",
-    "TraceSizeError", "attention_rollout", "attention_shares", "head_entropy", "head_mean", "head_statistics",
+    "TraceSizeError", "ablate", "attention_rollout", "attention_shares", "head_entropy", "head_mean", "head_statistics",
     "hook_points", "layer_means", "saliency", "special_token_masks", "to_graphviz", "to_mermaid", "trace",
 ]

@@ -36,6 +36,11 @@ _SELF_PROBS = re.compile(r"(?:^|\.)attention\.self\.probs$")
 _CROSS_PROBS = re.compile(r"(?:^|\.)crossattention\.self\.probs$")
 _EMBEDDINGS_HIDDEN = re.compile(r"(?:^|\.)embeddings\.hidden$")
 _LAYER_HIDDEN = re.compile(r"(?:^|\.)encoder\.layer\.\d+\.hidden$")
+# the points inside each layer recorded on request: Trace attribute -> point name pattern
+_INSIDE = {kind: re.compile(rf"(?:^|\.)attention\.self\.{kind}$") for kind in ("q", "k", "v", "context")}
+_INSIDE["mlp"] = re.compile(r"(?:^|\.)encoder\.layer\.\d+\.intermediate\.act$")
+_INSIDE_WHAT = {"q": "queries", "k": "keys", "v": "values", "context": "heads' outputs",
+                "mlp": "feed-forward activations"}
 
 
 class TraceSizeError(ValueError):
@@ -51,6 +56,7 @@ class _Sites:
     embeddings: list[tuple[str, HookPoint]]
     layer_hidden: list[tuple[str, HookPoint]]
     num_heads: int | None
+    inside: dict[str, list[HookPoint]]  # "q", "k", "v", "context", "mlp" -> one point per layer
 
     @classmethod
     def find(cls, model: nn.Module) -> "_Sites":
@@ -59,9 +65,11 @@ class _Sites:
         num_heads = None
         if self_probs:
             num_heads = getattr(model.get_submodule(self_probs[0][0].rsplit(".", 1)[0]), "num_heads", None)
+        inside = {kind: [m for n, m in points if pattern.search(n) and ".crossattention." not in n]
+                  for kind, pattern in _INSIDE.items()}
         return cls(self_probs, [(n, m) for n, m in points if _CROSS_PROBS.search(n)],
                    [(n, m) for n, m in points if _EMBEDDINGS_HIDDEN.search(n)],
-                   [(n, m) for n, m in points if _LAYER_HIDDEN.search(n)], num_heads)
+                   [(n, m) for n, m in points if _LAYER_HIDDEN.search(n)], num_heads, inside)
 
     @property
     def num_layers(self) -> int:
@@ -109,7 +117,8 @@ class Trace:
     """
 
     def __init__(self, model: nn.Module, *, attentions: bool = True, hidden_states: bool = False,
-                 shapes: bool = True, layers: int | Sequence[int] | None = None,
+                 shapes: bool = True, qkv: bool = False, context: bool = False, mlp: bool = False,
+                 layers: int | Sequence[int] | None = None,
                  heads: int | Sequence[int] | None = None, batch_index: int | Sequence[int] | None = None,
                  max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
         if not isinstance(model, nn.Module):
@@ -125,6 +134,12 @@ class Trace:
         if heads is not None and not self.num_heads:
             raise ValueError(f"heads={heads!r} was given but {self.model_class} has no attention hook points.")
         self.record_attentions, self.record_hidden_states, self.record_shapes = attentions, hidden_states, shapes
+        self.record_inside = [kind for kind, wanted in (("q", qkv), ("k", qkv), ("v", qkv), ("context", context),
+                                                        ("mlp", mlp)) if wanted]
+        for kind in self.record_inside:
+            if not self._sites.inside[kind]:
+                option = "qkv" if kind in ("q", "k", "v") else kind
+                raise ValueError(f"{option}=True was given but {self.model_class} has no {kind} hook points.")
         self.layers = _index_list(layers, "layers", self.num_layers, self.model_class)
         self.heads = _index_list(heads, "heads", self.num_heads, "each attention layer")
         self.batch_index = _index_list(batch_index, "batch_index")
@@ -161,6 +176,10 @@ class Trace:
             for layer, (_, point) in enumerate(self._sites.layer_hidden):
                 if layer in wanted:
                     add(point.add_hook(functools.partial(self._on_hidden, layer + 1), read_only=True))
+        for kind in self.record_inside:
+            for layer, point in enumerate(self._sites.inside[kind]):
+                if layer in wanted:
+                    add(point.add_hook(functools.partial(self._on_inside, kind, layer), read_only=True))
         if self.record_shapes:
             for path, module in model.named_modules():
                 if path and not isinstance(module, HookPoint):  # a hook on a HookPoint would switch attention paths
@@ -226,6 +245,11 @@ class Trace:
         mine = handed_over and len(point._forward_hooks) == 1
         getattr(current, kind)[layer] = self._keep(probs, f"{kind[:-1].replace('_', '-')} of layer {layer}",
                                                    batch_dim=True, heads=True, copy=not mine)
+
+    def _on_inside(self, kind: str, layer: int, x: torch.Tensor, *, point: HookPoint, handed_over: bool) -> None:
+        current = self._current_pass(kind, layer)
+        getattr(current, kind)[layer] = self._keep(x, f"{_INSIDE_WHAT[kind]} of layer {layer}", batch_dim=True,
+                                                   heads=kind != "mlp")
 
     def _on_hidden(self, index: int, hidden: torch.Tensor, *, point: HookPoint, handed_over: bool) -> None:
         current = self._current_pass("hidden_states", index)
@@ -298,8 +322,8 @@ class Trace:
             raise TraceSizeError(
                 f"trace(max_bytes={self.max_bytes}) exceeded: keeping the {what} ({needed:,} bytes, shape "
                 f"{tuple(x.shape)}) would bring the trace to {self.nbytes + needed:,} bytes. Pass a larger max_bytes "
-                f"(or max_bytes=None for no limit), or record less with layers=, heads=, batch_index= or "
-                f"hidden_states=False.")
+                f"(or max_bytes=None for no limit), or record less with layers=, heads=, batch_index=, "
+                f"hidden_states=False or qkv/context/mlp=False.")
         self.nbytes += needed
         whole = not copy and x.numel() == tensor.numel()
         return x if (fresh or whole) and x.device.type == "cpu" else x.to("cpu", copy=True)
@@ -388,6 +412,32 @@ class Trace:
         first = self._first().hidden_states
         return [first[k] for k in sorted(first)]
 
+    @property
+    def q(self) -> dict[int, torch.Tensor]:
+        """Queries of the first pass by layer, (B, nh, T, hs) each (trace with qkv=True)."""
+        return dict(sorted(self._first().q.items()))
+
+    @property
+    def k(self) -> dict[int, torch.Tensor]:
+        """Keys of the first pass by layer, (B, nh, S, hs) each (trace with qkv=True)."""
+        return dict(sorted(self._first().k.items()))
+
+    @property
+    def v(self) -> dict[int, torch.Tensor]:
+        """Values of the first pass by layer, (B, nh, S, hs) each (trace with qkv=True)."""
+        return dict(sorted(self._first().v.items()))
+
+    @property
+    def context(self) -> dict[int, torch.Tensor]:
+        """Each head's output (probabilities @ values) by layer, (B, nh, T, hs), before the output projection
+        (trace with context=True)."""
+        return dict(sorted(self._first().context.items()))
+
+    @property
+    def mlp(self) -> dict[int, torch.Tensor]:
+        """Feed-forward activations by layer, (B, T, intermediate) after the activation (trace with mlp=True)."""
+        return dict(sorted(self._first().mlp.items()))
+
     def attention(self, layer: int, cross: bool = False) -> torch.Tensor:
         """The (B, nh, T, S) attention probabilities of one layer (negative counts from the end)."""
         recorded = self._first().cross_attentions if cross else self._first().attentions
@@ -435,17 +485,22 @@ class Trace:
 @contextlib.contextmanager
 def trace(model: nn.Module, attentions: bool = True, hidden_states: bool = False, shapes: bool = True,
           layers: int | Sequence[int] | None = None, heads: int | Sequence[int] | None = None,
-          batch_index: int | Sequence[int] | None = None, *, tokens: Any = None, tokenizer: Any = None,
+          batch_index: int | Sequence[int] | None = None, *, qkv: bool = False, context: bool = False,
+          mlp: bool = False, tokens: Any = None, tokenizer: Any = None,
           max_bytes: int | None = DEFAULT_MAX_BYTES) -> Iterator[Trace]:
     """Record the forward passes run inside the block; the hooks are removed on exit, also after an error.
 
     attentions / hidden_states: record attention probabilities / residual streams (of `layers`, default all).
     shapes: record every module call with its input and output shapes and parameter counts.
+    qkv / context / mlp: record each layer's queries, keys and values / heads' outputs before the output projection /
+    feed-forward activations, as `t.q[layer]`, `t.k`, `t.v`, `t.context`, `t.mlp` (nothing is computed or kept
+    for what is not asked).
     heads, batch_index: keep only these heads / batch rows. tokens (+ tokenizer): see Trace.attach_tokens.
     max_bytes: the most the trace may hold; exceeding it raises TraceSizeError (a ValueError) naming this option.
     """
-    recorder = Trace(model, attentions=attentions, hidden_states=hidden_states, shapes=shapes, layers=layers,
-                     heads=heads, batch_index=batch_index, max_bytes=max_bytes)
+    recorder = Trace(model, attentions=attentions, hidden_states=hidden_states, shapes=shapes, qkv=qkv,
+                     context=context, mlp=mlp, layers=layers, heads=heads, batch_index=batch_index,
+                     max_bytes=max_bytes)
     if tokens is not None:
         recorder.attach_tokens(tokens, tokenizer)
     try:

@@ -54,6 +54,11 @@ class ForwardPass:
     attentions: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, T, S)
     cross_attentions: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, T, S)
     hidden_states: dict[int, torch.Tensor] = field(default_factory=dict)  # 0: embeddings, i + 1: after layer i
+    q: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, T, hs) queries
+    k: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, S, hs) keys
+    v: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, S, hs) values
+    context: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, T, hs) heads' outputs
+    mlp: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, T, I) feed-forward activations
     inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # input_ids, attention_mask, token_type_ids, ...
     batch_size: int | None = None  # of the model's input, before batch_index selection
 
