@@ -16,7 +16,7 @@ from IPython.testing.globalipapp import start_ipython
 
 from bertviz_lab.device import available_devices
 from bertviz_lab.magics import wait_for_warm_up
-from bertviz_lab.model import BERT, BERT_Weights, BERTConfig, BERTForPreTraining, BERTTokenizerFast
+from bertviz_lab.model import BERT, BERT_Weights, BERTForPreTraining, BERTTokenizerFast
 from bertviz_lab.widgets import (
     ArchitecturePanel,
     AttentionPanel,
@@ -42,15 +42,15 @@ class Spy:
 
 
 @pytest.fixture(scope="module")
-def shell():
+def shell(tiny_config):
     ip = start_ipython()
     result = ip.run_cell("%load_ext bertviz_lab")
     assert result.success, result.error_in_exec
     wait_for_warm_up()
     tokenizer = BERTTokenizerFast.from_pretrained(BERT_Weights.DEFAULT.path)
     torch.manual_seed(0)
-    model = BERTForPreTraining(BERTConfig.tiny(vocab_size=tokenizer.vocab_size, num_attention_heads=4,
-                                               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    model = BERTForPreTraining(tiny_config(vocab_size=tokenizer.vocab_size, max_position_embeddings=128,
+                                           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
     ip.user_ns.update(m=model, tok=tokenizer, x=3, spy=Spy(), word="REPLACED")
     yield ip
     for name in ("m", "tok", "x", "spy", "word", "panel"):
@@ -81,6 +81,7 @@ def test_load_ext_registers_the_line_and_cell_magic(shell):
     assert shell.find_line_magic("bert_inspect") is not None and shell.find_cell_magic("bert_inspect") is not None
 
 
+@pytest.mark.slow
 def test_load_ext_warms_up_the_panels_and_the_default_model_in_the_background():
     # a fresh interpreter: in this one, earlier tests may already have imported the panels and loaded the model
     script = textwrap.dedent("""

@@ -24,8 +24,8 @@ def test_without_programs():
 
 @pytest.fixture
 def suite(pytester, monkeypatch):
-    """A copy of this suite's conftest in a fresh folder, with a Chromium that is not there."""
-    for name in ("conftest.py", "system_programs.py"):
+    """This suite's conftest and the helpers it imports, copied to a fresh folder, with a Chromium that is not there."""
+    for name in ("conftest.py", "system_programs.py", "tiny_models.py"):
         shutil.copy(TESTS / name, pytester.path / name)
     pytester.makeini("[pytest]\nmarkers =\n    needs_program(name): needs a system program\n")
     pytester.makepyfile(test_needs=NEEDS_CHROMIUM)
@@ -34,12 +34,14 @@ def suite(pytester, monkeypatch):
     return pytester
 
 
+@pytest.mark.slow
 def test_a_missing_program_skips_with_its_install_command(suite):
     result = suite.runpytest_subprocess("-ra", "-p", "no:random_order")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*SKIPPED*chromium is missing (Chromium*`sudo apt-get install chromium`*"])
 
 
+@pytest.mark.slow
 def test_a_missing_program_stops_the_run_where_programs_are_required(suite, monkeypatch):
     monkeypatch.setenv("BERTVIZ_LAB_REQUIRE_PROGRAMS", "1")
     result = suite.runpytest_subprocess("-p", "no:random_order")
