@@ -6,9 +6,11 @@
 For each shape, in one run with interleaved rounds (times: the fastest round, the least disturbed on a shared
 machine; ratios: the median over rounds of traced / plain measured back to back):
   ours:  plain forward (SDPA)  vs  inside `trace(model, attentions=True, shapes=False)` (all layers, all heads,
-         detached CPU copies kept) and, for reference, the default trace (module calls and shapes recorded too);
+         detached CPU copies kept), the same with `qkv=True` (every layer's queries, keys and values too) and, for
+         reference, the default trace (module calls and shapes recorded too);
   transformers: plain forward (SDPA)  vs  eager attention with output_attentions=True (SDPA returns no maps).
-Goal (issue 3): ours ratio <= 1.15 at seq 128, <= 1.3 at seq 512, and no worse than transformers' ratio.
+Goals: ours ratio <= 1.15 at seq 128, <= 1.3 at seq 512, and no worse than transformers' ratio; with q/k/v
+<= 1.2 at seq 128.
 """
 
 from __future__ import annotations
@@ -54,9 +56,9 @@ def compare(models, batch: int, seq: int, rounds: int) -> dict[str, float]:
     ids = torch.randint(1000, 30000, (batch, seq), generator=generator)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
 
-    def traced(shapes: bool) -> Callable[[], object]:
+    def traced(shapes: bool, qkv: bool = False) -> Callable[[], object]:
         def run():
-            with trace(ours, attentions=True, shapes=shapes, max_bytes=None) as t:
+            with trace(ours, attentions=True, shapes=shapes, qkv=qkv, max_bytes=None) as t:
                 ours(**inputs)
             return t
         return run
@@ -64,6 +66,7 @@ def compare(models, batch: int, seq: int, rounds: int) -> dict[str, float]:
     runs = {
         "ours": lambda: ours(**inputs),
         "ours traced": traced(False),
+        "ours traced+qkv": traced(False, qkv=True),
         "ours traced+shapes": traced(True),
         "hf": lambda: sdpa(**inputs),
         "hf attentions": lambda: eager(**inputs, output_attentions=True),
@@ -81,7 +84,8 @@ def compare(models, batch: int, seq: int, rounds: int) -> dict[str, float]:
             for name, run in runs.items():
                 times[name].append(seconds(run, repeats))
     best = {name: min(t) for name, t in times.items()}
-    for traced, plain in (("ours traced", "ours"), ("ours traced+shapes", "ours"), ("hf attentions", "hf")):
+    for traced, plain in (("ours traced", "ours"), ("ours traced+qkv", "ours"), ("ours traced+shapes", "ours"),
+                          ("hf attentions", "hf")):
         # ratio of neighbouring runs, median over rounds: machine noise hits both sides of one ratio alike
         best[f"{traced} ratio"] = statistics.median(a / b for a, b in zip(times[traced], times[plain]))
     best["max attention diff"] = diff
@@ -98,15 +102,16 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     models = build_models()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, bert-base fp32, ms per forward")
-    print("| batch | seq | ours plain | ours traced | ratio | traced+shapes | ratio | HF plain | HF attentions "
-          "| HF ratio | max diff |")
-    print("|------:|----:|-----------:|------------:|------:|--------------:|------:|---------:|--------------:"
-          "|---------:|---------:|")
+    print("| batch | seq | ours plain | ours traced | ratio | traced+qkv | ratio | traced+shapes | ratio | HF plain "
+          "| HF attentions | HF ratio | max diff |")
+    print("|------:|----:|-----------:|------------:|------:|-----------:|------:|--------------:|------:|---------:"
+          "|--------------:|---------:|---------:|")
     for item in args.shapes.split(","):
         batch, seq = (int(n) for n in item.lower().split("x"))
         m = compare(models, batch, seq, 3 if args.quick else 7)
         ms = {k: v * 1000 for k, v in m.items()}
         print(f"| {batch} | {seq} | {ms['ours']:.0f} | {ms['ours traced']:.0f} | {m['ours traced ratio']:.2f}x "
+              f"| {ms['ours traced+qkv']:.0f} | {m['ours traced+qkv ratio']:.2f}x "
               f"| {ms['ours traced+shapes']:.0f} | {m['ours traced+shapes ratio']:.2f}x | {ms['hf']:.0f} "
               f"| {ms['hf attentions']:.0f} | {m['hf attentions ratio']:.2f}x | {m['max attention diff']:.1e} |",
               flush=True)
