@@ -11,7 +11,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
-VIEWS = ("attention", "masking", "architecture", "training", "device", "all")
+VIEWS = ("attention", "masking", "architecture", "training", "device", "all", "neuron")
 WARM_UP_THREAD = "bertviz_lab warm-up"
 
 
@@ -87,8 +87,8 @@ class BertInspectMagics(Magics):
     @no_var_expand  # the line is taken literally: IPython would run {code} and substitute $names in the text
     @magic_arguments()
     @argument("--view", choices=VIEWS, default="all", help="which panel to open (default: the whole workbench)")
-    @argument("--layer", type=int, default=None, help="attention layer to show first (attention or all views)")
-    @argument("--head", type=int, default=None, help="attention head to show first (attention or all views)")
+    @argument("--layer", type=int, default=None, help="attention layer to show first (attention, neuron or all views)")
+    @argument("--head", type=int, default=None, help="attention head to show first (attention, neuron or all views)")
     @argument("--pair", default=None, metavar="TEXT_B", help="a second sentence (sentence B)")
     @argument("--device", default=None, help="auto, cpu, cuda, cuda:N or mps")
     @argument("--model", default=None, metavar="NAME",

@@ -257,3 +257,92 @@ def top_lines(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         np.arange(matrix.shape[1]), (matrix.shape[0], 1))
     weights = np.take_along_axis(matrix, index, axis=1)
     return index.astype(np.uint16), np.rint(weights.clip(0, 1) * 255).astype(np.uint8)
+
+
+# neuron view: one query against every shown key, inside one head --------------------------------------------
+# ColorBrewer "RdBu" reversed (diverging, colour-blind safe): blue below zero, white at zero, red above
+_RDBU = ("#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d", "#b2182b")
+DIVERGING = make_palette(_RDBU)
+ZERO_CODE = TOP_CODE // 2  # the diverging palette's white: code 127 is zero, 0 is -top, 254 is +top
+
+
+@dataclass(frozen=True)
+class NeuronRows:
+    """What the neuron view shows for one query of one head: q, each shown key k_j, q ⊙ k_j, q·k_j/√d, softmax."""
+
+    q: np.ndarray  # float32 (hs,)
+    k: np.ndarray  # float32 (n, hs): the shown keys' vectors
+    products: np.ndarray  # float32 (n, hs): q ⊙ k_j
+    scores: np.ndarray  # float32 (n,): q·k_j / √hs
+    weights: np.ndarray  # float32 (n,): softmax over every real key, then the shown ones picked
+
+
+def neuron_rows(q: torch.Tensor, k: torch.Tensor, head: int, query: int, keys: np.ndarray,
+                real: np.ndarray | None = None) -> NeuronRows:
+    """q (nh, T, hs) and k (nh, S, hs) of one example -> the rows of one query; the softmax runs over the real
+    (non-padding) keys as the model's did, so hiding some keys does not change the weights of the others."""
+    if not 0 <= head < q.shape[0]:
+        raise ValueError(f"head {head} does not exist; this layer has heads 0..{q.shape[0] - 1}.")
+    if not 0 <= query < q.shape[1]:
+        raise ValueError(f"query token {query} does not exist; the input has positions 0..{q.shape[1] - 1}.")
+    q_vec = q[head, query].double()  # (hs,)
+    k_all = k[head].double()  # (S, hs)
+    scores = (k_all @ q_vec) / np.sqrt(q_vec.shape[0])  # (S,)
+    if real is not None:
+        scores = scores.masked_fill(~torch.as_tensor(np.asarray(real, bool)), float("-inf"))
+    weights = torch.softmax(scores, dim=0)
+    keys = torch.as_tensor(np.asarray(keys, dtype=np.int64))
+    shown_k = k_all.index_select(0, keys)
+    return NeuronRows(q_vec.float().numpy(), shown_k.float().numpy(), (shown_k * q_vec).float().numpy(),
+                      scores.index_select(0, keys).float().numpy(), weights.index_select(0, keys).float().numpy())
+
+
+def symmetric_top(*arrays: np.ndarray) -> float:
+    """The largest |value| of the arrays: the top of a diverging colour scale centred at zero (1.0 when all zero)."""
+    top = max((float(np.abs(a).max()) for a in arrays if np.size(a)), default=0.0)
+    return top if top > 0 and np.isfinite(top) else 1.0
+
+
+def diverging_codes(values: np.ndarray, top: float) -> np.ndarray:
+    """uint8 codes of a diverging scale: 127 at zero, 0 at -top, 254 at +top (values beyond are clipped)."""
+    steps = np.rint(np.asarray(values, dtype=np.float64) / top * ZERO_CODE)
+    return (steps.clip(-ZERO_CODE, ZERO_CODE) + ZERO_CODE).astype(np.uint8)
+
+
+def diverging_ticks(top: float) -> list[tuple[float, str]]:
+    """Colour bar ticks of a scale from -top to +top: (position 0..1 from the bottom, value as text), 0 included."""
+    step = _nice_step(top, 3)
+    count = int(np.floor(top / step + 1e-9))
+    values = [i * step for i in range(-count, count + 1)]
+    return [(float((v / top + 1) / 2), f"{round(v, 12):g}") for v in values]
+
+
+# head ablation: how much each head's attention moved ------------------------------------------------------
+def attention_change(before: Sequence[torch.Tensor], after: Sequence[torch.Tensor], row: int,
+                     keep: np.ndarray) -> np.ndarray:
+    """(L, H) mean over the kept query rows of half the L1 distance between a head's attention rows before and after
+    (0: the same, 1: disjoint), over the kept keys."""
+    positions = torch.as_tensor(np.asarray(keep, dtype=np.int64))
+    changes = []
+    for old, new in zip(before, after):
+        a = old[row].index_select(1, positions).index_select(2, positions).double()
+        b = new[row].index_select(1, positions).index_select(2, positions).double()
+        changes.append(0.5 * (a - b).abs().sum(-1).mean(-1) if len(positions) else torch.zeros(a.shape[0]))
+    return torch.stack(changes).numpy()
+
+
+def pooled_differences(before: Sequence[torch.Tensor], after: Sequence[torch.Tensor], row: int, size: int = 24,
+                       keep: np.ndarray | None = None) -> tuple[np.ndarray, int, float]:
+    """after − before of every layer × head map, average-pooled to at most size × size, as diverging codes.
+
+    Returns codes (L, H, s, s) with change = (code − 127) × scale, s, and scale (one step).
+    """
+    positions = torch.as_tensor(np.arange(before[0].shape[-1]) if keep is None else np.asarray(keep))
+    s = max(1, min(size, len(positions)))
+    pooled = []
+    for old, new in zip(before, after):
+        diff = (new[row].float() - old[row].float()).index_select(1, positions).index_select(2, positions)
+        pooled.append(F.adaptive_avg_pool2d(diff.unsqueeze(1), s).squeeze(1))
+    stacked = torch.stack(pooled).numpy()
+    top = symmetric_top(stacked)
+    return diverging_codes(stacked, top), s, top / ZERO_CODE

@@ -1,4 +1,5 @@
-"""AttentionPanel: a traced BERT's attention as a heatmap, a head view and a model view, each with its own toolbar."""
+"""AttentionPanel: a traced BERT's attention as a heatmap, a head view, a model view (with head ablation) and a neuron
+view, each with its own toolbar."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import torch
 from bertviz_lab.model.encoding import Truncation
 from bertviz_lab.trace.hooks import Trace
 from bertviz_lab.widgets import attention_data as D
+from bertviz_lab.widgets.ablation_bar import AblationBar, AblationSource
 from bertviz_lab.widgets.attention_views import HeadView, HeatmapView, ModelView
-from bertviz_lab.widgets.common import HEAD_COLORS, Panel, notice_html
+from bertviz_lab.widgets.common import HEAD_COLORS, Panel, evaluating, notice_html
 from bertviz_lab.widgets.export import ExportBar
+from bertviz_lab.widgets.layer_qk import LayerQK, recorded_inputs
+from bertviz_lab.widgets.neuron_view import NeuronView
 from bertviz_lab.widgets.text_run import TextRun, run_text
 
-VIEWS = ("heatmap", "head view", "model view")
+VIEWS = ("heatmap", "head view", "model view", "neuron view")
 SCALE_OPTIONS = (("linear", "linear"), ("per row", "row"), ("log", "log"))
 SCALE_TITLES = {"linear": "linear scale", "row": "each row scaled to its max", "log": "log scale"}
 _LABEL = {"description_width": "initial"}  # a label as wide as its text, beside its control
@@ -62,14 +66,21 @@ def _toolbar(*controls: widgets.Widget) -> widgets.HBox:
 
 class AttentionPanel(Panel):
     """Layer/head selectors, aggregation (head, mean, rollout), colour scale, [CLS]/[SEP] and sentence-pair filters,
-    three views; each view has a toolbar with the controls that apply to it and an export button."""
+    four views; each view has a toolbar with the controls that apply to it and an export button.
+
+    The model view switches heads off (ablation) and shows what changed; the neuron view shows one query's q against
+    every key's k in one head, from q and k recorded for that layer when it is first shown (see layer_qk).
+    """
 
     def __init__(self, trace: Trace | None = None, *, model: torch.nn.Module | None = None, tokenizer: Any = None,
                  text: str | None = None, text_b: str | None = None, layer: int = 0, head: int = 0,
                  view: str = "heatmap", aggregation: str = "head", row: int = 0, head_view_k: int = 8,
-                 scale: str = "linear", special: str = "clip", run: TextRun | None = None) -> None:
+                 scale: str = "linear", special: str = "clip", run: TextRun | None = None, query: int | None = None,
+                 ablation_mode: str = "zero") -> None:
         if run is not None:  # a forward someone else ran (a Workbench's): shown as is, its text changeable after
             trace, model, tokenizer, text, text_b = run.trace, run.model, run.tokenizer, run.text, run.text_b
+        if view not in VIEWS:
+            raise ValueError(f"view must be one of {VIEWS}, got {view!r}.")
         self.model, self.tokenizer, self.row, self.head_view_k = model, tokenizer, row, head_view_k
         if scale not in D.SCALES:
             raise ValueError(f"scale must be one of {D.SCALES}, got {scale!r}.")
@@ -79,14 +90,16 @@ class AttentionPanel(Panel):
         if trace is None:
             if model is None or tokenizer is None or text is None:
                 raise TypeError("AttentionPanel needs a Trace, or a model, a tokenizer and a text.")
-            trace, self.truncation = trace_text(model, tokenizer, text, text_b)
-        else:
-            self.truncation = run.truncation if run is not None else None
+            run = run_text(model, tokenizer, text, text_b, shapes=False)
+            trace = run.trace
+        self.run = run
+        self.truncation = run.truncation if run is not None else None
         self.text, self.text_b = text, text_b
         self.truncation_notice = widgets.HTML(notice_html(self.truncation))
         self.view = widgets.ToggleButtons(options=VIEWS, value=view, style=_COMPACT)
         self.layer = widgets.Dropdown(description="layer", style=_LABEL, layout=widgets.Layout(width="auto"))
         self.head = widgets.Dropdown(description="head", style=_LABEL, layout=widgets.Layout(width="auto"))
+        self.query = widgets.Dropdown(description="query token", style=_LABEL, layout=widgets.Layout(width="auto"))
         self.aggregation = widgets.ToggleButtons(options=D.AGGREGATIONS, value=aggregation, style=_COMPACT)
         self.direction = widgets.ToggleButtons(options=D.DIRECTIONS, value="all", style=_COMPACT)
         self.scale = widgets.ToggleButtons(
@@ -104,10 +117,16 @@ class AttentionPanel(Panel):
         self.heatmap = HeatmapView()
         self.head_view = HeadView()
         self.model_view = ModelView()
+        self.neuron_view = NeuronView()
         self.heads_shown = HeadsShown(self.head_view)
         self._model_view_key: tuple | None = None
+        self._plain_output: Any = None
         self.model_view.observe(self._open_thumbnail, names="selected")
         self.head_view.observe(lambda _: self._head_view_changed(), names="heads")
+        self.head_view.on_open(self._open_neuron_view)
+        self.neuron_view.on_query(self._query_clicked)
+        self.ablation_bar = AblationBar(self.model_view, self._ablation_source, self._ablation_changed,
+                                        mode=ablation_mode)
         self.export_bar = ExportBar(self, "attention")
         self.labelled = {control: _labelled(text, control) for control, text in (
             (self.view, "view"), (self.aggregation, "show"), (self.direction, "pair"), (self.scale, "colour scale"),
@@ -118,24 +137,27 @@ class AttentionPanel(Panel):
             "heatmap": _toolbar(self.layer, self.head, aggregation_, direction_, scale_, special_),
             "head view": _toolbar(self.layer, direction_, self.hide_special),
             "model view": _toolbar(special_),
+            "neuron view": _toolbar(self.layer, self.head, self.query, self.hide_special),
         }
         self.toolbar = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap", align_items="center",
                                                           grid_gap="4px 24px"))
         # Every view stays mounted and is shown or hidden, so switching back draws nothing anew.
-        self.slots = {name: widgets.Box([view_widget]) for name, view_widget in
-                      zip(VIEWS, (self.heatmap, self.head_view, self.model_view))}
+        self.view_widgets = dict(zip(VIEWS, (self.heatmap, self.head_view, self.model_view, self.neuron_view)))
+        self.slots = {name: widgets.Box([view_widget]) for name, view_widget in self.view_widgets.items()}
+        self.slots["model view"] = widgets.VBox([self.ablation_bar, self.model_view])
         self.stage = widgets.VBox(list(self.slots.values()))
         super().__init__([self.labelled[self.view], self.toolbar, self.truncation_notice, self.message, self.stage])
         self._suspended = False
-        self.set_trace(trace, layer=layer, head=head)
-        for control in (self.view, self.layer, self.aggregation, self.direction, self.scale, self.special):
+        self.set_trace(trace, layer=layer, head=head, query=query)
+        for control in (self.view, self.layer, self.aggregation, self.direction, self.scale, self.special, self.query):
             control.observe(lambda _: self.redraw(), names="value")
         self.head.observe(self._head_chosen, names="value")
         self.hide_special.observe(self._hide_special_toggled, names="value")
 
     # data ------------------------------------------------------------------------------------------------
-    def set_trace(self, trace: Trace, layer: int | None = None, head: int | None = None) -> None:
-        """Show another trace (keeps the layer and head when they still exist)."""
+    def set_trace(self, trace: Trace, layer: int | None = None, head: int | None = None,
+                  query: int | None = None) -> None:
+        """Show another trace (keeps the layer, head and query token when they still exist)."""
         attentions = trace.attentions
         if not attentions:
             raise ValueError("the trace holds no attention maps; record it with trace(model, attentions=True).")
@@ -148,15 +170,24 @@ class AttentionPanel(Panel):
         for name, value, limit in (("layer", layer, num_layers), ("head", head, num_heads)):
             if not 0 <= value < limit:
                 raise ValueError(f"{name} {value} does not exist; this model has {name}s 0..{limit - 1}.")
+        if self.run is not None and self.run.trace is not trace:
+            self.run = None  # a trace given on its own: no text, no output
+        shown = getattr(self, "attentions", None)
+        same_heads = bool(shown) and (len(shown), shown[0].shape[1]) == (num_layers, num_heads)
         self.trace, self.attentions = trace, attentions
         self.info = D.token_info(tokens, None if mask is None else mask[self.row],
                                  None if types is None else types[self.row])
+        self.layer_qk = LayerQK(trace, self.model, self._inputs(), self.row)
+        self._plain_output = None
         self._model_view_key = None
+        query = self._query_after(query, tokens)
         self._suspended = True
         try:
             self.layer.options = list(range(num_layers))
             self.head.options = list(range(num_heads))
             self.layer.value, self.head.value = layer, head
+            self.query.options = [(f"{i} · {tokens[i]}", i) for i in np.flatnonzero(self.info.real).tolist()]
+            self.query.value = query
             # the heads the chips chose stay on for a new text of the same model; else the selected head alone
             same_model = self.head_view.num_heads == num_heads
             self.head_view.num_heads = num_heads
@@ -164,9 +195,29 @@ class AttentionPanel(Panel):
             self.direction.disabled = not self.info.has_pair
             if not self.info.has_pair:
                 self.direction.value = "all"
+            if not same_heads:
+                self.model_view.ablated = []  # another model: its heads are not these
         finally:
             self._suspended = False
-        self.redraw()
+        self.ablation_bar.recompute()  # heads switched off stay off for the new input; it redraws
+
+    def _query_after(self, query: int | None, tokens: list[str]) -> int:
+        """The query token to show: the one asked for, else the one shown before if it is still there, else the
+        first word (not [CLS]/[SEP], not padding)."""
+        real = np.flatnonzero(self.info.real).tolist()
+        if query is not None:
+            if query not in real:
+                raise ValueError(f"query token {query} does not exist; this input has tokens 0..{len(tokens) - 1} "
+                                 f"({len(real)} not padding).")
+            return query
+        if self.query.value is not None and self.query.value in real:
+            return self.query.value
+        words = [i for i in real if not self.info.special[i]]
+        return (words or real or [0])[0]
+
+    def _inputs(self) -> dict[str, torch.Tensor]:
+        """The model inputs of what is shown: the run's, or those the trace recorded."""
+        return dict(self.run.encoded.inputs) if self.run is not None else recorded_inputs(self.trace)
 
     def set_text(self, text: str, text_b: str | None = None) -> None:
         """Re-run the model on a new text (pair) and redraw."""
@@ -177,6 +228,7 @@ class AttentionPanel(Panel):
     def show_run(self, run: TextRun) -> None:
         """Show a forward already run on a text (pair), e.g. the one a Workbench shares between its panels."""
         self.text, self.text_b, self.truncation = run.text, run.text_b, run.truncation
+        self.run = run
         self.truncation_notice.value = notice_html(self.truncation)
         self.set_trace(run.trace)
 
@@ -229,12 +281,59 @@ class AttentionPanel(Panel):
         else:
             self.view.value = "heatmap"  # triggers the redraw
 
+    def _open_neuron_view(self, query_index: int, head: int) -> None:
+        """A query token (or a line) clicked in the head view: the neuron view of that query, at this layer, in that
+        head (a token: the first head shown)."""
+        queries, _ = self.positions()
+        if not 0 <= query_index < len(queries):
+            return
+        self._suspended = True
+        try:
+            if head >= 0:
+                self.head.value = head
+            self.query.value = int(queries[query_index])
+        finally:
+            self._suspended = False
+        if self.view.value == "neuron view":
+            self.redraw()
+        else:
+            self.view.value = "neuron view"  # triggers the redraw
+
+    def _query_clicked(self, position: int) -> None:
+        """A key's token clicked in the neuron view becomes the query."""
+        if position in self.query.options or position in [value for _, value in self.query.options]:
+            self.query.value = position
+
+    def _inputs_output(self) -> Any:
+        """The unablated forward's output on the shown input: the run's, else one forward run here (kept)."""
+        if self.run is not None:
+            return self.run.output
+        if self._plain_output is None:
+            device = next(self.model.parameters()).device
+            inputs = {key: value.to(device) for key, value in self._inputs().items()}
+            with evaluating(self.model), torch.inference_mode():
+                self._plain_output = self.model(**inputs)
+        return self._plain_output
+
+    def _ablation_source(self) -> AblationSource | None:
+        """What the ablation row runs again (None where the panel has no model, only a trace)."""
+        inputs = self._inputs()
+        if self.model is None or not inputs:
+            return None
+        return AblationSource(self.model, self.tokenizer, self.trace, inputs, self._inputs_output, self.row)
+
+    def _ablation_changed(self) -> None:
+        """Heads went off or on (or the mode or the display changed): the model view draws the new state."""
+        self._model_view_key = None
+        if not self._suspended:
+            self.redraw()
+
     # drawing ---------------------------------------------------------------------------------------------
     def redraw(self) -> None:
         """Update the view on screen, sending only what it shows."""
         if self._suspended:
             return
-        self.head.disabled = self.aggregation.value != "head"
+        self.head.disabled = self.aggregation.value != "head" and self.view.value == "heatmap"
         self.message.value = ""
         if self.direction.value != "all" and not self.info.has_pair:
             self.message.value = "A→B and B→A need a sentence pair; showing all tokens."
@@ -253,8 +352,10 @@ class AttentionPanel(Panel):
             self._draw_heatmap()
         elif view == "head view":
             self._draw_head_view()
-        else:
+        elif view == "model view":
             self._draw_model_view()
+        else:
+            self._draw_neuron_view()
         self.toolbar.children = [self.toolbars[view], self.export_bar]
         for name, slot in self.slots.items():
             slot.layout.display = None if name == view else "none"
@@ -263,8 +364,8 @@ class AttentionPanel(Panel):
 
     @property
     def on_screen(self) -> widgets.Widget:
-        """The view widget currently shown (the HeatmapView, the HeadView or the ModelView)."""
-        return self.slots[self.view.value].children[0]
+        """The view widget currently shown (the HeatmapView, the HeadView, the ModelView or the NeuronView)."""
+        return self.view_widgets[self.view.value]
 
     def to_svg(self) -> str:
         """The view on screen as a standalone SVG document."""
@@ -281,8 +382,11 @@ class AttentionPanel(Panel):
             self.export_bar.name = f"attention-layer{layer}-{what}"
         elif view == "head view":
             self.export_bar.name = f"attention-head-view-layer{layer}"
+        elif view == "neuron view":
+            self.export_bar.name = f"attention-neuron-layer{layer}-head{self.head.value}-query{self.query.value}"
         else:
-            self.export_bar.name = "attention-model-view"
+            ablation = self.ablation_bar.ablation
+            self.export_bar.name = "attention-model-view" + (f"-{len(ablation.heads)}-heads-off" if ablation else "")
 
     def _what(self) -> str:
         aggregation = self.aggregation.value
@@ -346,36 +450,76 @@ class AttentionPanel(Panel):
             view.weights = np.concatenate(weight_parts).tobytes()
 
     def _draw_model_view(self) -> None:
-        special = self.special.value
-        key = (id(self.trace), special)
+        special, ablation, show = self.special.value, self.ablation_bar.ablation, self.ablation_bar.show.value
+        key = (id(self.trace), special, id(ablation), show)
         if key != self._model_view_key:
             keep = self.info.real & ~self.info.special if special == "hide" else self.info.real
             positions = np.flatnonzero(keep)
             ignore = self.info.special[positions] if special == "clip" else None
-            codes, size, scale = D.pooled_thumbnails(self.attentions, self.row, keep=positions, ignore=ignore)
-            encoded = D.HeatmapCodes(codes, "linear", scale, np.zeros(0, np.float32), (0.0, 0.0),
-                                     np.zeros(0, np.uint32), np.zeros(0, np.float32))
-            ticks, bar_title = D.colorbar_ticks(encoded)
             T = len(positions)
-            tokens = [self.info.tokens[i] for i in positions]
-            pooled = T / size
             L, H = len(self.attentions), self.attentions[0].shape[1]
+            tokens = [self.info.tokens[i] for i in positions]
             hint = (f"rows: query tokens, columns: key tokens ({tokens[0]} … {tokens[-1]}, {T} tokens)"
                     if T else "no tokens")
-            if size < T:
-                hint += f"; each cell the mean of ~{pooled:.0f} × {pooled:.0f} weights"
-                bar_title = "mean attention weight per cell"
             title = f"{L} layers × {H} heads · {T} tokens · one colour scale"
-            title += {"clip": " · [CLS]/[SEP] clipped", "hide": " · [CLS]/[SEP] hidden", "show": ""}[special]
+            if ablation is not None and show == "change":
+                codes, size, scale = D.pooled_differences(ablation.before.attentions, ablation.after.attentions,
+                                                          self.row, keep=positions)
+                ticks, bar_title = D.diverging_ticks(scale * D.ZERO_CODE), "change in attention weight (after − before)"
+                palette, zero_code = D.DIVERGING, D.ZERO_CODE
+                title = f"{L} layers × {H} heads · change with {len(ablation.heads)} head(s) off ({ablation.mode})"
+            else:
+                attentions = ablation.after.attentions if ablation is not None else self.attentions
+                codes, size, scale = D.pooled_thumbnails(attentions, self.row, keep=positions, ignore=ignore)
+                encoded = D.HeatmapCodes(codes, "linear", scale, np.zeros(0, np.float32), (0.0, 0.0),
+                                         np.zeros(0, np.uint32), np.zeros(0, np.float32))
+                ticks, bar_title = D.colorbar_ticks(encoded)
+                palette, zero_code = D.PALETTE, 0
+                if ablation is not None:
+                    title = f"{L} layers × {H} heads · attention with {len(ablation.heads)} head(s) off " \
+                            f"({ablation.mode}) · one colour scale"
+            if size < T:
+                hint += f"; each cell the mean of ~{T / size:.0f} × {T / size:.0f} weights"
+                if zero_code == 0:
+                    bar_title = "mean attention weight per cell"
+            if zero_code == 0:
+                title += {"clip": " · [CLS]/[SEP] clipped", "hide": " · [CLS]/[SEP] hidden", "show": ""}[special]
+            elif special == "hide":
+                title += " · [CLS]/[SEP] hidden"
+            changes = ablation.attention_change(positions).astype(np.float32) if ablation is not None else None
             view = self.model_view
             with view.hold_sync():
                 view.num_layers, view.num_heads, view.size = L, H, size
-                view.thumbnails, view.scale = codes.tobytes(), scale
+                view.thumbnails, view.scale, view.zero_code = codes.tobytes(), scale, zero_code
+                view.palette = palette.tobytes()
                 view.bar_ticks, view.bar_title = [list(t) for t in ticks], bar_title
                 view.title, view.hint = title, hint
+                view.changes = b"" if changes is None else changes.tobytes()
+                view.lines = ablation.lines() if ablation is not None else []
             self._model_view_key = key
         self._marking_selection = True
         try:
             self.model_view.selected = [self.layer.value, self.head.value]
         finally:
             self._marking_selection = False
+
+    def _draw_neuron_view(self) -> None:
+        """q, the shown keys, q ⊙ k, scores and weights of the selected query, layer and head: that query's rows
+        only, from q and k recorded for this layer on first use."""
+        layer, head, query = self.layer.value, self.head.value, self.query.value
+        if not self.layer_qk.available:
+            self.neuron_view.clear(self.layer_qk.why_not())
+            return
+        q, k = self.layer_qk(layer)
+        hide = self.special.value == "hide"
+        keys = np.flatnonzero(self.info.real & ~self.info.special if hide else self.info.real)
+        rows = D.neuron_rows(q, k, head, query, keys, real=self.info.real)
+        tokens = self.info.tokens
+        title = f"layer {layer} · head {head} · query {query}·{tokens[query]}"
+        notes = [f"score = sum of the q ⊙ k_j row ÷ √{q.shape[-1]}; softmax over every key"]
+        if hide:
+            notes.append("[CLS]/[SEP] hidden: the weights shown do not sum to 1")
+        if self.truncation is not None and self.truncation.cut:
+            notes.append(self.truncation.notice)
+        self.neuron_view.show(rows, [tokens[i] for i in keys], keys.tolist(), tokens[query], query, title,
+                              "; ".join(notes))

@@ -132,8 +132,9 @@ class Workbench(Panel):
 def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
               text_b: str | None = None, view: str = "all", layer: int | None = None, head: int | None = None,
               device: str | None = None) -> Panel:
-    """One panel (or the whole workbench) on a text: what %bert_inspect shows."""
-    if view not in ("all", "attention") and (layer is not None or head is not None):
+    """One panel (or the whole workbench) on a text: what %bert_inspect shows; "neuron" is the attention panel opened
+    on its neuron view."""
+    if view not in ("all", "attention", "neuron") and (layer is not None or head is not None):
         raise ValueError(f"layer and head choose what the attention view shows; the {view} view has none.")
     model, tokenizer = _model_and_tokenizer(model, tokenizer)
     if device is not None:
@@ -141,8 +142,9 @@ def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None,
     layer, head = layer or 0, head or 0
     if view == "all":
         return Workbench(model, tokenizer, text, text_b, layer=layer, head=head)
-    if view == "attention":
-        return AttentionPanel(model=model, tokenizer=tokenizer, text=text, text_b=text_b, layer=layer, head=head)
+    if view in ("attention", "neuron"):
+        return AttentionPanel(model=model, tokenizer=tokenizer, text=text, text_b=text_b, layer=layer, head=head,
+                              view="neuron view" if view == "neuron" else "heatmap")
     if view == "masking":
         return MaskingPreview(tokenizer, text, model=model, text_b=text_b)
     if view == "architecture":
@@ -151,4 +153,5 @@ def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None,
         return TrainingPanel()
     if view == "device":
         return DevicePicker(model)
-    raise ValueError(f"view must be one of all, attention, masking, architecture, training, device; got {view!r}.")
+    raise ValueError(f"view must be one of all, attention, neuron, masking, architecture, training, device; "
+                     f"got {view!r}.")

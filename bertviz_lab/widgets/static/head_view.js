@@ -1,7 +1,8 @@
 // The bertviz-style head view: query tokens on the left, key tokens on the right, one line per (query, key) of each
 // shown head, its opacity the weight. The lines of every head of the layer are in the synced state, so the head
 // chips work without the kernel: a click toggles a head, a double click shows that head alone; the choice goes back
-// to Python in `heads`. Hovering a token shows only its lines. Token text is only ever set with textContent.
+// to Python in `heads`. Hovering a token shows only its lines; clicking a query token (or a line) asks the panel to
+// open the neuron view on that query (and the line's head). Token text is only ever set with textContent.
 const MAX_LABEL_CHARS = 16;
 
 function short(token) {
@@ -72,6 +73,11 @@ function render({ model, el }) {
     svg.setAttribute("height", top * 2 + Math.max(queries.length, keys.length, 1) * rowH);
     scroller.appendChild(svg);
     const lines = svgEl(svg, "g", { class: "bvl-lines" });
+    lines.style.cursor = "pointer";
+    lines.addEventListener("click", (event) => {
+      const line = event.target.closest("line");
+      if (line) model.send({ type: "open", query: Number(line.dataset.q), head: Number(line.dataset.head) });
+    });
     const all = [];
     // opacity: weight ÷ the strongest line shown, so diffuse heads at long inputs (weights ~1/n) stay visible
     let strongest = 0;
@@ -99,8 +105,11 @@ function render({ model, el }) {
     function label(token, x, i, anchor, side) {
       const text = svgEl(svg, "text", { x, y: top + (i + 0.5) * rowH + 4, "text-anchor": anchor,
         class: "bvl-token bvl-" + side }, short(token));
-      svgEl(text, "title", {}, `${side} ${i}: ${token}`);
-      text.style.cursor = "default";
+      svgEl(text, "title", {}, `${side} ${i}: ${token}` + (side === "query" ? " · click: open the neuron view" : ""));
+      text.style.cursor = side === "query" ? "pointer" : "default";
+      if (side === "query") {
+        text.addEventListener("click", () => model.send({ type: "open", query: i, head: shown.length ? shown[0] : -1 }));
+      }
       text.addEventListener("mouseenter", () => {
         for (const line of all) {
           const mine = side === "query" ? line.dataset.q == i : line.dataset.key == i;
