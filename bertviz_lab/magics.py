@@ -11,7 +11,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
-VIEWS = ("attention", "masking", "architecture", "training", "device", "all", "neuron")
+VIEWS = ("attention", "masking", "architecture", "training", "device", "all", "neuron", "saliency")
 WARM_UP_THREAD = "bertviz_lab warm-up"
 
 

@@ -1,5 +1,5 @@
 """AttentionPanel: a traced BERT's attention as a heatmap, a head view, a model view (with head ablation) and a neuron
-view, each with its own toolbar."""
+view, each with its own toolbar, and the text's token saliency (an embedded SaliencyPanel)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,17 @@ from bertviz_lab.trace.hooks import Trace
 from bertviz_lab.widgets import attention_data as D
 from bertviz_lab.widgets.ablation_bar import AblationBar, AblationSource
 from bertviz_lab.widgets.attention_views import HeadView, HeatmapView, ModelView
-from bertviz_lab.widgets.common import HEAD_COLORS, Panel, evaluating, notice_html
+from bertviz_lab.widgets.common import HEAD_COLORS, Panel, escape, evaluating, notice_html
 from bertviz_lab.widgets.export import ExportBar
 from bertviz_lab.widgets.layer_qk import LayerQK, recorded_inputs
 from bertviz_lab.widgets.neuron_view import NeuronView
+from bertviz_lab.widgets.saliency_view import SaliencyPanel
 from bertviz_lab.widgets.text_run import TextRun, run_text
 
-VIEWS = ("heatmap", "head view", "model view", "neuron view")
+VIEWS = ("heatmap", "head view", "model view", "neuron view", "saliency")
 SCALE_OPTIONS = (("linear", "linear"), ("per row", "row"), ("log", "log"))
 SCALE_TITLES = {"linear": "linear scale", "row": "each row scaled to its max", "log": "log scale"}
+SALIENCY_NEEDS = "the saliency view needs the model and the text: build the panel with model=, tokenizer= and text="
 _LABEL = {"description_width": "initial"}  # a label as wide as its text, beside its control
 _COMPACT = {**_LABEL, "button_width": "auto"}
 
@@ -66,10 +68,11 @@ def _toolbar(*controls: widgets.Widget) -> widgets.HBox:
 
 class AttentionPanel(Panel):
     """Layer/head selectors, aggregation (head, mean, rollout), colour scale, [CLS]/[SEP] and sentence-pair filters,
-    four views; each view has a toolbar with the controls that apply to it and an export button.
+    five views; each view has a toolbar with the controls that apply to it and an export button.
 
     The model view switches heads off (ablation) and shows what changed; the neuron view shows one query's q against
-    every key's k in one head, from q and k recorded for that layer when it is first shown (see layer_qk).
+    every key's k in one head, from q and k recorded for that layer when it is first shown (see layer_qk); the
+    saliency view is a SaliencyPanel (its own toolbar) made when first shown, following the panel's text after.
     """
 
     def __init__(self, trace: Trace | None = None, *, model: torch.nn.Module | None = None, tokenizer: Any = None,
@@ -145,6 +148,11 @@ class AttentionPanel(Panel):
         self.view_widgets = dict(zip(VIEWS, (self.heatmap, self.head_view, self.model_view, self.neuron_view)))
         self.slots = {name: widgets.Box([view_widget]) for name, view_widget in self.view_widgets.items()}
         self.slots["model view"] = widgets.VBox([self.ablation_bar, self.model_view])
+        self.saliency: SaliencyPanel | None = None  # made when the saliency view is first shown
+        self._saliency_stale = False
+        self.saliency_note = widgets.HTML()
+        self.slots["saliency"] = widgets.VBox([self.saliency_note])
+        self.toolbars["saliency"] = _toolbar()  # the saliency panel brings its own toolbar and export button
         self.stage = widgets.VBox(list(self.slots.values()))
         super().__init__([self.labelled[self.view], self.toolbar, self.truncation_notice, self.message, self.stage])
         self._suspended = False
@@ -178,6 +186,7 @@ class AttentionPanel(Panel):
         self.info = D.token_info(tokens, None if mask is None else mask[self.row],
                                  None if types is None else types[self.row])
         self.layer_qk = LayerQK(trace, self.model, self._inputs(), self.row)
+        self._saliency_stale = self.saliency is not None
         self._plain_output = None
         self._model_view_key = None
         query = self._query_after(query, tokens)
@@ -354,9 +363,11 @@ class AttentionPanel(Panel):
             self._draw_head_view()
         elif view == "model view":
             self._draw_model_view()
-        else:
+        elif view == "neuron view":
             self._draw_neuron_view()
-        self.toolbar.children = [self.toolbars[view], self.export_bar]
+        else:
+            self._show_saliency()
+        self.toolbar.children = [self.toolbars[view]] + ([self.export_bar] if view != "saliency" else [])
         for name, slot in self.slots.items():
             slot.layout.display = None if name == view else "none"
         self._name_export()
@@ -364,12 +375,40 @@ class AttentionPanel(Panel):
 
     @property
     def on_screen(self) -> widgets.Widget:
-        """The view widget currently shown (the HeatmapView, the HeadView, the ModelView or the NeuronView)."""
+        """The view widget currently shown (the HeatmapView, the HeadView, the ModelView, the NeuronView, or the
+        SaliencyPanel: its note while there is none)."""
+        if self.view.value == "saliency":
+            return self.saliency if self.saliency is not None else self.saliency_note
         return self.view_widgets[self.view.value]
 
     def to_svg(self) -> str:
         """The view on screen as a standalone SVG document."""
+        if self.view.value == "saliency" and self.saliency is None:
+            return ('<svg xmlns="http://www.w3.org/2000/svg" class="bvl-saliency" width="640" height="40">'
+                    f'<text x="8" y="24" font-family="sans-serif">{escape(SALIENCY_NEEDS)}</text></svg>')
         return self.on_screen.to_svg()
+
+    def _show_saliency(self) -> None:
+        """Make the saliency panel on first use, and hand it the panel's text when that changed since."""
+        if self.model is None or self.tokenizer is None or self.text is None:
+            self.saliency_note.value = (f"<span class='bvl-saliency-note' style='color:#555'>{escape(SALIENCY_NEEDS)}"
+                                        "</span>")
+            return
+        if self.saliency is None:
+            self.saliency = SaliencyPanel(self.model, self.tokenizer, self.text, self.text_b)
+            self.saliency.on_figure_changed(self._saliency_figure_changed)
+            self.slots["saliency"].children = [self.saliency]
+        elif self._saliency_stale:
+            if self.run is not None:
+                self.saliency.show_run(self.run)
+            else:
+                self.saliency.set_text(self.text, self.text_b)
+        self._saliency_stale = False
+
+    def _saliency_figure_changed(self) -> None:
+        """The saliency panel redrew (also from its worker thread): the static copy follows when it is on screen."""
+        if self.view.value == "saliency":
+            self.figure_changed()
 
     def static_html(self) -> str:
         """The figure on screen as self-contained HTML (its SVG; no scripts, no network)."""
@@ -384,6 +423,8 @@ class AttentionPanel(Panel):
             self.export_bar.name = f"attention-head-view-layer{layer}"
         elif view == "neuron view":
             self.export_bar.name = f"attention-neuron-layer{layer}-head{self.head.value}-query{self.query.value}"
+        elif view == "saliency":
+            self.export_bar.name = self.saliency.export_bar.name if self.saliency is not None else "saliency"
         else:
             ablation = self.ablation_bar.ablation
             self.export_bar.name = "attention-model-view" + (f"-{len(ablation.heads)}-heads-off" if ablation else "")

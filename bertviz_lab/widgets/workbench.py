@@ -132,8 +132,8 @@ class Workbench(Panel):
 def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
               text_b: str | None = None, view: str = "all", layer: int | None = None, head: int | None = None,
               device: str | None = None) -> Panel:
-    """One panel (or the whole workbench) on a text: what %bert_inspect shows; "neuron" is the attention panel opened
-    on its neuron view."""
+    """One panel (or the whole workbench) on a text: what %bert_inspect shows; "neuron" and "saliency" are the
+    attention panel opened on that view."""
     if view not in ("all", "attention", "neuron") and (layer is not None or head is not None):
         raise ValueError(f"layer and head choose what the attention view shows; the {view} view has none.")
     model, tokenizer = _model_and_tokenizer(model, tokenizer)
@@ -142,9 +142,10 @@ def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None,
     layer, head = layer or 0, head or 0
     if view == "all":
         return Workbench(model, tokenizer, text, text_b, layer=layer, head=head)
-    if view in ("attention", "neuron"):
+    if view in ("attention", "neuron", "saliency"):
+        shown = {"attention": "heatmap", "neuron": "neuron view", "saliency": "saliency"}[view]
         return AttentionPanel(model=model, tokenizer=tokenizer, text=text, text_b=text_b, layer=layer, head=head,
-                              view="neuron view" if view == "neuron" else "heatmap")
+                              view=shown)
     if view == "masking":
         return MaskingPreview(tokenizer, text, model=model, text_b=text_b)
     if view == "architecture":
@@ -153,5 +154,5 @@ def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None,
         return TrainingPanel()
     if view == "device":
         return DevicePicker(model)
-    raise ValueError(f"view must be one of all, attention, neuron, masking, architecture, training, device; "
-                     f"got {view!r}.")
+    raise ValueError(f"view must be one of all, attention, neuron, saliency, masking, architecture, training, "
+                     f"device; got {view!r}.")
