@@ -22,11 +22,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from system_programs import require_avx2_kernels
+from tiny_models import tiny_config
 
 from bertviz_lab import kernels
 from bertviz_lab.kernels import build as kernel_build
 from bertviz_lab.kernels import choice
-from bertviz_lab.model import BERT, BERTConfig
+from bertviz_lab.model import BERT
 
 needs_kernel = pytest.mark.usefixtures("avx2_kernels")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the planted libraries")
@@ -107,6 +108,7 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow  # builds and runs fresh interpreters
 @needs_kernel
 @needs_gcc
 @pytest.mark.parametrize("how", ["world-writable-folder", "files-of-another-user"])
@@ -162,6 +164,7 @@ def test_the_folders_it_creates_are_private_under_umask_000(tmp_path, cache, mon
     assert {stat.S_IMODE(path.stat().st_mode) for path in nested.iterdir()} == {0o600}
 
 
+@pytest.mark.slow  # builds and runs fresh interpreters
 @needs_kernel
 @pytest.mark.parametrize("damage", ["truncated", "overwritten"])
 def test_a_damaged_library_is_rebuilt_and_the_process_lives(build, cache, damage):
@@ -225,7 +228,7 @@ def test_without_a_compiler_or_a_build_the_layers_fall_back_and_log_why(cache, m
 def test_asking_for_the_avx2_kernels_where_they_cannot_run_warns_once(cache, monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent")
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "avx2")
-    model = BERT(BERTConfig.tiny()).eval()
+    model = BERT(tiny_config()).eval()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert choice.cpu_backend() is None and choice.cpu_backend() is None

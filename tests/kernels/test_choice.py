@@ -10,11 +10,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 from system_programs import require_avx2_kernels
+from tiny_models import tiny_config
 from torch import nn
 
 from bertviz_lab import kernels
 from bertviz_lab.kernels import avx2, build, choice
-from bertviz_lab.model import BERT, BERTConfig, BERTForMaskedLM
+from bertviz_lab.model import BERT, BERTForMaskedLM
+
+# large enough that every linear layer reaches the packed GEMMs (choice.MIN_PACKED_WORK) at 64 tokens
+PACKED_SIZES = dict(vocab_size=200, hidden_size=128, intermediate_size=512, max_position_embeddings=128)
 
 
 @pytest.fixture(params=["avx2", "onednn"])
@@ -112,7 +116,7 @@ def test_small_products_and_disabled_take_plain_pytorch(backend):
 
 
 def test_models_with_packed_weights_copy_and_pickle(backend):
-    model = BERTForMaskedLM(BERTConfig.tiny()).eval()
+    model = BERTForMaskedLM(tiny_config(**PACKED_SIZES)).eval()
     ids = torch.randint(5, model.config.vocab_size, (2, 64))
     with torch.inference_mode():
         logits = model(input_ids=ids)
@@ -128,7 +132,7 @@ def test_models_with_packed_weights_copy_and_pickle(backend):
 
 
 def test_a_model_on_packed_weights_matches_plain_pytorch(backend, monkeypatch):
-    model = BERT(BERTConfig.tiny()).eval()
+    model = BERT(tiny_config(**PACKED_SIZES)).eval()
     ids = torch.randint(5, 200, (2, 64), generator=torch.Generator().manual_seed(0))  # ids <= 20 are masked out
     calls = []
     for name in ("attention", "linear"):
@@ -210,7 +214,7 @@ def kernel_attention(monkeypatch) -> tuple[BERT, torch.Tensor, nn.Module]:
     """(tiny model on the AVX2 kernels, input ids, its first layer's probs point)."""
     require_avx2_kernels()
     monkeypatch.setattr(choice, "_cpu_backend", "avx2")
-    model = BERT(BERTConfig.tiny()).eval()
+    model = BERT(tiny_config(num_attention_heads=2, max_position_embeddings=64)).eval()
     return model, torch.randint(5, model.config.vocab_size, (2, 40)), model.encoder.layer[0].attention.self.probs
 
 

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import torch
+from tiny_models import tiny_config
 
 from bertviz_lab import kernels
 from bertviz_lab.kernels import avx2, choice
@@ -31,6 +32,7 @@ def cpu_status(**env: str) -> dict[str, list]:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow  # a fresh interpreter
 @pytest.mark.usefixtures("avx2_kernels")
 def test_by_default_the_avx2_kernels_run_attention_linear_layers_and_gelu():
     rows = cpu_status()
@@ -41,6 +43,7 @@ def test_by_default_the_avx2_kernels_run_attention_linear_layers_and_gelu():
     assert rows["layer_norm"][2] == {"triton": "a GPU kernel"}
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_onednn_chosen_by_the_environment_takes_the_linear_layers_and_sdpa_the_attention():
     rows = cpu_status(BERTVIZ_LAB_CPU_GEMM="onednn")
     expected_linear = "onednn" if choice.ONEDNN_PACKING else "pytorch"
@@ -49,6 +52,7 @@ def test_onednn_chosen_by_the_environment_takes_the_linear_layers_and_sdpa_the_a
     assert rows["gelu"][2] == {"avx2": "BERTVIZ_LAB_CPU_GEMM=onednn rules it out"}
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_cpu_gemm_off_leaves_addmm_and_says_why_neither_packed_gemm_runs():
     rows = cpu_status(BERTVIZ_LAB_CPU_GEMM="off")
     assert rows["linear"][:2] == ["pytorch", "addmm (MKL)"]
@@ -56,6 +60,7 @@ def test_cpu_gemm_off_leaves_addmm_and_says_why_neither_packed_gemm_runs():
     assert "onednn" in rows["linear"][2]
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_fused_kernels_off_turns_every_fast_path_off():
     rows = cpu_status(BERTVIZ_LAB_FUSED_KERNELS="0")
     assert {op: row[0] for op, row in rows.items()} == {"attention": "sdpa", "linear": "pytorch",
@@ -63,6 +68,7 @@ def test_fused_kernels_off_turns_every_fast_path_off():
     assert all("BERTVIZ_LAB_FUSED_KERNELS=0" in row[2]["fast paths"] for row in rows.values())
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_an_unknown_cpu_gemm_is_an_error_naming_the_choices():
     done = subprocess.run([sys.executable, "-c", REPORT], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "BERTVIZ_LAB_CPU_GEMM": "mkl"})
@@ -73,9 +79,9 @@ def test_an_unknown_cpu_gemm_is_an_error_naming_the_choices():
 @pytest.mark.usefixtures("avx2_kernels")
 def test_status_says_what_a_forward_pass_then_runs(monkeypatch):
     """The report and the forward pass follow one rule: where status names avx2 for attention, the kernel runs."""
-    from bertviz_lab.model import BERT, BERTConfig
+    from bertviz_lab.model import BERT
 
-    model = BERT(BERTConfig.tiny(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
+    model = BERT(tiny_config()).eval()
     calls = []
     real = avx2.attention
     monkeypatch.setattr(avx2, "attention", lambda *a, **k: calls.append(1) or real(*a, **k))

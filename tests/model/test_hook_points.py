@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_models import tiny_config
 from torch import nn
 
-from bertviz_lab.model import BERT, BERTConfig
+from bertviz_lab.model import BERT
 from bertviz_lab.model.hook_points import HookPoint, hook_points
 
 
@@ -56,7 +57,7 @@ def test_hooks_are_told_the_point_and_whether_the_tensor_is_handed_over():
 
 
 def test_every_point_of_a_bert_by_name():
-    names = list(hook_points(BERT(BERTConfig.tiny(num_hidden_layers=1))))
+    names = list(hook_points(BERT(tiny_config(num_hidden_layers=1))))
     assert names == ["embeddings.hidden", "encoder.layer.0.attention.self.q", "encoder.layer.0.attention.self.k",
                      "encoder.layer.0.attention.self.v", "encoder.layer.0.attention.self.probs",
                      "encoder.layer.0.attention.self.context", "encoder.layer.0.intermediate.act",

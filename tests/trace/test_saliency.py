@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from tiny_models import tiny_config
 from trace_testlib import hook_count
 
 from bertviz_lab.model import (
@@ -38,9 +39,9 @@ TARGETS = {
 
 def config(**overrides) -> BERTConfig:
     """Tiny, with dropout (so eval mode matters) and weights wide enough to make the model clearly nonlinear."""
-    values = dict(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+    values = dict(vocab_size=40, hidden_size=32, num_attention_heads=2, intermediate_size=64,
                   max_position_embeddings=16, num_labels=3, initializer_range=0.2)
-    return BERTConfig(**{**values, **overrides})
+    return tiny_config(**{**values, **overrides})
 
 
 def build(cls: type, dtype: torch.dtype = torch.float64, seed: int = 0) -> torch.nn.Module:

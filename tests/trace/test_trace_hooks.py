@@ -9,7 +9,7 @@ import weakref
 
 import pytest
 import torch
-from trace_testlib import hook_count, padded_batch, tiny_config
+from trace_testlib import hook_count, padded_batch, trace_config
 
 from bertviz_lab.model import (
     BERT,
@@ -32,12 +32,12 @@ def probs_points(model):
 # hook points -------------------------------------------------------------------------------------------
 def test_hook_point_names_are_stable_and_documented():
     torch.manual_seed(0)
-    model = BERT(tiny_config(num_hidden_layers=2, is_decoder=True, add_cross_attention=True))
+    model = BERT(trace_config(num_hidden_layers=2, is_decoder=True, add_cross_attention=True))
     per_layer = [*(f"{block}.self.{name}" for block in ("attention", "crossattention")
                    for name in ("q", "k", "v", "probs", "context")), "intermediate.act", "hidden"]
     assert list(hook_points(model)) == ["embeddings.hidden", *(f"encoder.layer.{i}.{name}" for i in range(2)
                                                                for name in per_layer)]
-    heads = BERTForPreTraining(tiny_config(num_hidden_layers=1))
+    heads = BERTForPreTraining(trace_config(num_hidden_layers=1))
     assert "bert.encoder.layer.0.attention.self.probs" in hook_points(heads)
     with pytest.raises(TypeError, match="torch.nn.Module"):
         hook_points("model")
@@ -119,7 +119,7 @@ def test_hidden_states_follow_hugging_face_numbering(tiny_bert, batch):
 
 def test_cross_attention_and_cached_decoding_are_recorded():
     torch.manual_seed(0)
-    model = BERTForCausalLM(tiny_config(is_decoder=True, add_cross_attention=True)).eval()
+    model = BERTForCausalLM(trace_config(is_decoder=True, add_cross_attention=True)).eval()
     ids, memory = torch.randint(5, 100, (2, 6)), torch.randn(2, 4, 32)
     with torch.no_grad(), trace(model) as t:
         cache = DynamicCache()
@@ -234,7 +234,7 @@ def test_calls_record_keyword_tensors_and_named_tuple_outputs(tiny_bert, batch):
 
 def test_calls_record_tuple_and_dict_outputs_and_count_tied_weights_once():
     torch.manual_seed(0)
-    model = BERTForPreTraining(tiny_config()).eval()
+    model = BERTForPreTraining(trace_config()).eval()
     ids, mask, types = padded_batch()
     with torch.no_grad(), trace(model, attentions=False) as t:
         model(ids, mask, types)
@@ -330,7 +330,7 @@ def test_positional_inputs_are_remembered_from_the_first_pass(tiny_bert, batch):
 # leaks -------------------------------------------------------------------------------------------------
 def test_a_finished_trace_does_not_keep_the_model_alive(batch):
     torch.manual_seed(0)
-    model = BERTForPreTraining(tiny_config())
+    model = BERTForPreTraining(trace_config())
     with trace(model, hidden_states=True) as t:
         model(batch[0])
     ref = weakref.ref(model)
@@ -347,7 +347,7 @@ def _rss_bytes() -> int:
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc (Linux)")
 def test_a_thousand_traced_passes_leave_memory_flat():
     torch.manual_seed(0)
-    model = BERT(tiny_config(num_hidden_layers=2)).eval()
+    model = BERT(trace_config(num_hidden_layers=2)).eval()
     ids, mask, _ = padded_batch((8, 6))
     traces = []
 
@@ -378,7 +378,7 @@ def test_on_the_cpu_kernels_a_lone_trace_keeps_the_kernels_probabilities_and_cha
     require_avx2_kernels()
     monkeypatch.setattr(choice, "_cpu_backend", "avx2")
     torch.manual_seed(0)
-    model = BERT(tiny_config(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
+    model = BERT(trace_config(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
     ids, mask, types = padded_batch()
     handed = []
     kernel = avx2.attention

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 import torch
-from tiny_models import tiny_config as shared_tiny_config
+from tiny_models import tiny_config
 from torch import nn
 
 from bertviz_lab.model import BERTConfig
@@ -18,14 +18,14 @@ HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwarg
               "_forward_hooks_always_called", "_backward_hooks", "_backward_pre_hooks")
 
 
+def trace_config(**overrides) -> BERTConfig:
+    """The shared tiny config at the trace sizes."""
+    return tiny_config(**{**TRACE_SIZES, **overrides})
+
+
 def hook_count(model: nn.Module) -> int:
     """Every forward/backward hook registered on any module of the model."""
     return sum(len(getattr(m, name, {})) for m in model.modules() for name in HOOK_DICTS)
-
-
-def tiny_config(**overrides) -> BERTConfig:
-    """The shared tiny config at the trace sizes, for trace tests that import it by this name."""
-    return shared_tiny_config(**{**TRACE_SIZES, **overrides})
 
 
 def padded_batch(lengths=(8, 5, 3), vocab_size: int = 100, seed: int = 0):
