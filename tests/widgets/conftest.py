@@ -11,7 +11,6 @@ from widgets_testlib import XSS, tiny_config
 from bertviz_lab.model import (
     BERT,
     BERT_Weights,
-    BERTConfig,
     BERTForMaskedLM,
     BERTForPreTraining,
     BERTTokenizerFast,
@@ -62,7 +61,7 @@ def xss_tokenizer(tmp_path_factory) -> BERTTokenizerFast:
 def xss_model(xss_tokenizer) -> BERTForMaskedLM:
     """A tiny masked LM over the XSS vocabulary that predicts the XSS token first everywhere."""
     torch.manual_seed(3)
-    model = BERTForMaskedLM(BERTConfig.tiny(vocab_size=xss_tokenizer.vocab_size, hidden_size=32, num_attention_heads=2,
+    model = BERTForMaskedLM(tiny_config(xss_tokenizer.vocab_size, hidden_size=32, num_attention_heads=2,
                                             intermediate_size=64, hidden_dropout_prob=0.0,
                                             attention_probs_dropout_prob=0.0)).eval()
     with torch.no_grad():

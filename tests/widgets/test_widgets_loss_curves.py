@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import torch
-from widgets_testlib import assert_safe_html, parse_html, wait_until
+from widgets_testlib import assert_safe_html, parse_html, tiny_config, wait_until
 
-from bertviz_lab.model import BERTConfig, BERTForPreTraining
+from bertviz_lab.model import BERTForPreTraining
 from bertviz_lab.train import (
     MetricsRecord,
     TrainConfig,
@@ -53,7 +53,7 @@ def last_x(curves: LossCurves, key: str) -> float | None:
 
 def tiny_trainer(max_steps: int, eval_interval: int = 0) -> Trainer:
     torch.manual_seed(0)
-    model = BERTForPreTraining(BERTConfig.tiny(vocab_size=200, hidden_size=32, num_attention_heads=2,
+    model = BERTForPreTraining(tiny_config(200, hidden_size=32, num_attention_heads=2,
                                                intermediate_size=64, num_hidden_layers=1,
                                                max_position_embeddings=64))
     batches = [synthetic_to_training_batch(b) for b in generate_synthetic_bert_batches(4, 8, 16, 200, random_seed=0)]

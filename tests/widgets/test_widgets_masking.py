@@ -9,9 +9,9 @@ from html import unescape
 
 import pytest
 import torch
-from widgets_testlib import XSS, assert_safe_html
+from widgets_testlib import XSS, assert_safe_html, tiny_config
 
-from bertviz_lab.model import BERT, BERTConfig, BERTForCausalLM, BERTForNextSentencePrediction, BERTForPreTraining
+from bertviz_lab.model import BERT, BERTForCausalLM, BERTForNextSentencePrediction, BERTForPreTraining
 from bertviz_lab.model.pretraining import create_masked_lm_inputs, sample_masking
 from bertviz_lab.train import TrainConfig, Trainer, generate_synthetic_bert_batches, synthetic_to_training_batch
 from bertviz_lab.widgets import MaskingPreview
@@ -148,9 +148,9 @@ def test_no_predictions_without_an_mlm_head(tokenizer, backbone):
     assert without_model.predictions == [] and "predictions" not in without_model.view.value
     # a causal LM's head scores the next token, not the masked one: no "MLM" predictions either
     torch.manual_seed(0)
-    causal = BERTForCausalLM(BERTConfig.tiny(vocab_size=tokenizer.vocab_size, is_decoder=True))
+    causal = BERTForCausalLM(tiny_config(tokenizer.vocab_size, is_decoder=True))
     assert MaskingPreview(tokenizer, TEXT, model=causal, mlm_probability=0.5).predictions == []
-    nsp = BERTForNextSentencePrediction(BERTConfig.tiny(vocab_size=tokenizer.vocab_size))
+    nsp = BERTForNextSentencePrediction(tiny_config(tokenizer.vocab_size))
     assert MaskingPreview(tokenizer, TEXT, model=nsp, text_b=TEXT_B, mlm_probability=0.5).predictions == []
 
 
@@ -208,7 +208,7 @@ def tiny_trainer_for(tokenizer, steps: int = 4) -> Trainer:
     """A BERTForPreTraining over `tokenizer`'s vocabulary, trained on synthetic batches, knowing its tokenizer."""
     torch.manual_seed(4)
     vocab = len(tokenizer)
-    model = BERTForPreTraining(BERTConfig.tiny(vocab_size=vocab, hidden_size=32, num_attention_heads=2,
+    model = BERTForPreTraining(tiny_config(vocab, hidden_size=32, num_attention_heads=2,
                                                intermediate_size=64, num_hidden_layers=1, max_position_embeddings=64))
     batches = [synthetic_to_training_batch(b) for b in generate_synthetic_bert_batches(4, 8, 16, vocab, random_seed=0)]
     config = TrainConfig(max_steps=steps, batch_size=8, eval_interval=0, progress=False, device="cpu", log_interval=0)
@@ -257,10 +257,10 @@ def test_next_sentence_probability_for_a_pair_with_an_nsp_head(tokenizer, pretra
     assert f"P(B follows A) = {format_probability(expected)}" in preview.view.value
     assert MaskingPreview(tokenizer, TEXT, model=pretraining_model).next_sentence is None  # no pair
     torch.manual_seed(0)
-    nsp = BERTForNextSentencePrediction(BERTConfig.tiny(vocab_size=tokenizer.vocab_size)).eval()
+    nsp = BERTForNextSentencePrediction(tiny_config(tokenizer.vocab_size)).eval()
     only_nsp = MaskingPreview(tokenizer, TEXT, model=nsp, text_b=TEXT_B)
     assert only_nsp.predictions == [] and 0 < only_nsp.next_sentence < 1 and "P(B follows A)" in only_nsp.view.value
-    assert MaskingPreview(tokenizer, TEXT, model=BERT(BERTConfig.tiny(vocab_size=tokenizer.vocab_size)),
+    assert MaskingPreview(tokenizer, TEXT, model=BERT(tiny_config(tokenizer.vocab_size)),
                           text_b=TEXT_B).next_sentence is None
 
 

@@ -8,17 +8,21 @@ from html.parser import HTMLParser
 from typing import Any, Callable, Iterator
 
 import ipywidgets as widgets
+from tiny_models import tiny_config as shared_tiny_config
 
 from bertviz_lab.model import BERTConfig
 
 XSS = "<img src=x onerror=alert(1)>"
 
 
+# Overrides of the shared tiny config: 3 layers for rollout, 4 heads of 32, 128 positions, no dropout.
+WIDGET_SIZES = dict(num_hidden_layers=3, num_attention_heads=4, hidden_size=128, intermediate_size=512,
+                    max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
 def tiny_config(vocab_size: int, **overrides: Any) -> BERTConfig:
-    """3 layers x 4 heads, 128 wide, no dropout: enough layers for rollout, enough heads for head selection."""
-    values = dict(vocab_size=vocab_size, num_hidden_layers=3, num_attention_heads=4, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0)
-    return BERTConfig.tiny(**{**values, **overrides})
+    """The shared tiny config at the widget sizes, for a tokenizer's vocabulary."""
+    return shared_tiny_config(**{**WIDGET_SIZES, "vocab_size": vocab_size, **overrides})
 
 
 def all_widgets(root: widgets.Widget) -> Iterator[widgets.Widget]:
