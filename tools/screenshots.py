@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Regenerate the README's pictures from the browser test run.
 
-    python tools/screenshots.py                 # writes docs/images/{workbench_attention,loss_curves,architecture}.png
+    python tools/screenshots.py     # docs/images/{workbench_attention,loss_curves,architecture,saliency_view}.png
 
 It runs `pytest tests/browser` (JupyterLab in headless Chromium, every notebook run top to bottom) with
 BERTVIZ_LAB_SCREENSHOTS set to the output folder: a notebook's pictures are written there only when its test passed.
@@ -23,6 +23,7 @@ PICTURES = {  # file -> what it shows (and which notebook makes it)
     "workbench_attention.png": "the workbench's attention heatmap (00_workbench)",
     "loss_curves.png": "live MLM/NSP loss curves while a tiny BERT trains (04_pretraining_live)",
     "architecture.png": "BERT-base as a mermaid diagram with tensor shapes (05_architecture)",
+    "saliency_view.png": "the saliency view on a sentence pair (tests/browser/test_saliency_in_browser.py)",
 }
 
 

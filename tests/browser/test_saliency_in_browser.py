@@ -1,0 +1,168 @@
+"""The saliency view in JupyterLab, in headless Chromium, offline: it draws every token from its synced state, hover
+shows the exact score the kernel computed, a toolbar change computes again, and its export button writes an SVG.
+
+The test writes a small notebook (a SaliencyPanel on the default model, a sentence pair with an HTML-looking word)
+into the server's folder and runs it. A screenshot of the view goes to screenshots/saliency_view.png, and with
+BERTVIZ_LAB_SCREENSHOTS set (tools/screenshots.py) to the README's pictures as well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from browser_lab import (
+    CONTENT_BOX,
+    DOM_ERRORS,
+    KERNEL_READY,
+    README_IMAGES_ENV,
+    REPO,
+    RUN_ALL,
+    RUN_STATE,
+    SCREENSHOTS,
+    allowed_url,
+    delete_sessions,
+    strip_ansi,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
+
+TIMEOUT_MS = 120_000
+TEXT, TEXT_B = "The cat sat on the mat because it was warm.", "It stayed there <script> all afternoon."
+CELLS = [
+    "from bertviz_lab.widgets import SaliencyPanel\n"
+    f"panel = SaliencyPanel(text={TEXT!r}, text_b={TEXT_B!r})\n"
+    "panel",
+    "import json\n"
+    "from bertviz_lab.widgets.saliency_view import score_text\n"
+    "print('SCORES=' + json.dumps({'tokens': panel.tokens, 'scores': [score_text(s) for s in panel.scores]}))",
+]
+PICTURE = "saliency_view.png"
+
+# What the live view drew: its state, its token boxes' text and fills, the colour bar, its title and target.
+DRAWN = """(el) => {
+  const svg = el.querySelector('svg');
+  const tokens = [...svg.querySelectorAll('g.bvl-token')].map((g) => ({
+    text: g.querySelector('text').textContent, fill: g.querySelector('rect').getAttribute('fill')}));
+  return {status: el.dataset.status, draws: Number(el.dataset.draws || 0), count: Number(el.dataset.tokens || 0),
+          title: el.dataset.title || '', subtitle: el.dataset.subtitle || '', tokens,
+          bands: svg.querySelectorAll('.bvl-colorbar rect').length,
+          segments: [...svg.querySelectorAll('.bvl-segment')].map((t) => t.textContent),
+          scripts: el.querySelectorAll('script').length};
+}"""
+
+
+def write_notebook(server: Any, name: str) -> str:
+    path = server.root / "notebooks" / name
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, path)
+    return f"notebooks/{name}"
+
+
+@pytest.fixture
+def page(lab_context, lab_server):
+    delete_sessions(lab_context, lab_server)
+    page = lab_context.new_page()
+    page.set_default_timeout(30_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(f"{error} {error.stack or ''}"[:600]))
+    page.on("console", lambda message: errors.append(f"console.error: {message.text}"[:600])
+            if message.type == "error" else None)
+    page.errors = errors
+    yield page
+    page.close()
+    delete_sessions(lab_context, lab_server)
+
+
+def open_and_run(page: Any, server: Any, path: str) -> None:
+    page.goto(f"{server.url}/lab/tree/{path}?reset&token={server.token}", wait_until="domcontentloaded")
+    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+    page.evaluate(RUN_ALL)
+    state = page.wait_for_function(RUN_STATE, timeout=TIMEOUT_MS, polling=500).json_value()
+    assert state == "done", "a cell failed"
+
+
+def printed_scores(page: Any) -> dict:
+    text = page.locator(".jp-OutputArea-output").filter(has_text="SCORES=").first.inner_text()
+    return json.loads(text.split("SCORES=", 1)[1].strip())
+
+
+def wait_drawn(view: Any, condition: str = "true", timeout_s: float = 60) -> dict:
+    """What the view drew once it is ready and `condition` (a JS expression over `d`) holds."""
+    view.page.wait_for_function(
+        f"(el) => {{ const d = el.dataset; return d.status === 'ready' && Number(d.draws) > 0 && ({condition}); }}",
+        arg=view.element_handle(), timeout=timeout_s * 1000, polling=200)
+    return view.evaluate(DRAWN)
+
+
+def test_the_saliency_view_renders_and_exports(page, lab_server, lab_context):
+    first_request = len(lab_context.requested)
+    path = write_notebook(lab_server, "saliency_view.ipynb")
+    open_and_run(page, lab_server, path)
+    shown = page.evaluate(DOM_ERRORS)
+    assert not shown, "\n".join(strip_ansi(s) for s in shown)
+    output = page.locator(".jp-OutputArea-output").filter(has=page.locator("div.bvl-saliency[data-status]")).first
+    view = output.locator("div.bvl-saliency[data-status]")
+    drawn = wait_drawn(view)
+    expected = printed_scores(page)
+
+    # every token drawn as text (the HTML-looking one too), in order, with a fill; title, target, A / B, colour bar
+    assert drawn["count"] == len(expected["tokens"]) == len(drawn["tokens"])
+    assert [t["text"] for t in drawn["tokens"]] == expected["tokens"]
+    assert "<" in expected["tokens"] and "script" in expected["tokens"] and drawn["scripts"] == 0
+    assert all(t["fill"].startswith("#") for t in drawn["tokens"])
+    assert "integrated gradients" in drawn["title"] and "64 steps" in drawn["title"]
+    assert drawn["subtitle"].startswith("target: ") and "[CLS]" in drawn["subtitle"]
+    assert drawn["segments"] == ["A", "B"] and drawn["bands"] > 60
+    assert output.locator(".bvl-saliency-toolbar").is_visible()
+
+    # hover shows the exact score the kernel holds
+    index = expected["tokens"].index("cat")
+    view.locator("g.bvl-token").nth(index).hover()
+    tip = view.locator(".bvl-tooltip")
+    tip.wait_for(state="visible")
+    assert tip.inner_text().splitlines() == [f"{index} · cat", f"score {expected['scores'][index]}"]
+    assert view.evaluate(f"(el) => el.bvlScoreText({index})") == expected["scores"][index]
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "saliency_view_hover.png"), clip=output.evaluate(CONTENT_BOX))
+    page.mouse.move(1, 1)
+
+    output.scroll_into_view_if_needed()
+    picture = SCREENSHOTS / PICTURE
+    page.screenshot(path=str(picture), clip=output.evaluate(CONTENT_BOX))
+
+    # a toolbar change computes again in the kernel and the view follows
+    before = drawn["draws"]
+    output.locator("button", has_text="gradient × input").click()
+    drawn = wait_drawn(view, f"Number(d.draws) > {before} && d.title.includes('gradient × input')")
+    assert drawn["count"] == len(expected["tokens"])
+
+    # the export button writes the figure on screen as an SVG next to the notebook
+    figures = lab_server.root / "notebooks" / "bertviz_figures"
+    existing = set(figures.glob("saliency-*.svg")) if figures.exists() else set()
+    output.locator("button", has_text="export").click()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not set(figures.glob("saliency-*.svg")) - existing:
+        time.sleep(0.3)
+    written = sorted(set(figures.glob("saliency-*.svg")) - existing)
+    assert written, "the export button wrote no SVG"
+    svg = written[0].read_text(encoding="utf-8")
+    assert svg.startswith("<svg") and 'class="bvl-saliency"' in svg and "gradient × input" in svg
+    assert "&lt;" in svg and "<script" not in svg
+    output.locator(".bvl-export-status", has_text="saved").wait_for(state="visible", timeout=10_000)
+
+    assert not page.errors, page.errors
+    foreign = [url for url in lab_context.requested[first_request:] if not allowed_url(url)]
+    assert not foreign, f"requests left the machine: {foreign}"
+    folder = os.environ.get(README_IMAGES_ENV)  # the README's picture, only from a run that passed
+    if folder:
+        destination = Path(folder) if Path(folder).is_absolute() else REPO / folder
+        destination.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(picture, destination / PICTURE)
