@@ -304,8 +304,9 @@ def symmetric_top(*arrays: np.ndarray) -> float:
 
 
 def diverging_codes(values: np.ndarray, top: float) -> np.ndarray:
-    """uint8 codes of a diverging scale: 127 at zero, 0 at -top, 254 at +top (values beyond are clipped)."""
-    steps = np.rint(np.asarray(values, dtype=np.float64) / top * ZERO_CODE)
+    """uint8 codes of a diverging scale: 127 at zero, 0 at -top, 254 at +top (values beyond are clipped); halves
+    round up, as the browser's Math.round does."""
+    steps = np.floor(np.asarray(values, dtype=np.float64) / top * ZERO_CODE + 0.5)
     return (steps.clip(-ZERO_CODE, ZERO_CODE) + ZERO_CODE).astype(np.uint8)
 
 

@@ -296,10 +296,11 @@ class AttentionPanel(Panel):
         queries, _ = self.positions()
         if not 0 <= query_index < len(queries):
             return
+        if head < 0:
+            head = min(self.head_view.heads) if self.head_view.heads else self.head.value
         self._suspended = True
         try:
-            if head >= 0:
-                self.head.value = head
+            self.head.value = head
             self.query.value = int(queries[query_index])
         finally:
             self._suspended = False

@@ -1,0 +1,249 @@
+"""The neuron view: the numbers it sends are q, k, q ⊙ k, q·k/√d and the softmax of the trace; q/k are recorded only for
+the layer shown; a query token clicked in the head view opens it; at 512 tokens only one query's rows travel; its SVG
+is a standalone, escaped figure; %bert_inspect --view neuron / saliency open the panel on those views."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import torch
+from IPython.testing.globalipapp import start_ipython
+from widgets_testlib import tiny_config
+
+from bertviz_lab.magics import wait_for_warm_up
+from bertviz_lab.model import BERT
+from bertviz_lab.model.hook_points import hook_points
+from bertviz_lab.trace import trace
+from bertviz_lab.widgets import AttentionPanel
+from bertviz_lab.widgets import attention_data as D
+from bertviz_lab.widgets.front_end import esm
+from bertviz_lab.widgets.neuron_view import NeuronView
+from bertviz_lab.widgets.payload import sent_messages, state_bytes
+
+TEXT_A = "The cat sat on the mat."
+TEXT_B = 'It was "warm" there.'
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@pytest.fixture
+def pair_panel(pretraining_model, tokenizer) -> AttentionPanel:
+    return AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT_A, text_b=TEXT_B)
+
+
+def reference(model, tokenizer) -> "trace":
+    """The same pair run independently, with q, k and attentions recorded."""
+    encoded = tokenizer.encode_pretraining_inputs(TEXT_A, TEXT_B)
+    with torch.inference_mode(), trace(model, qkv=True) as recorded:
+        model(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
+    return recorded
+
+
+def no_hooks(model) -> bool:
+    return not any(point._forward_hooks or point._forward_pre_hooks for point in hook_points(model).values()) and \
+        not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def test_the_numbers_sent_are_q_k_products_scores_and_softmax_of_the_trace(pair_panel):
+    panel = pair_panel
+    expected = reference(panel.model, panel.tokenizer)
+    panel.view.value = "neuron view"
+    view = panel.neuron_view
+    assert panel.on_screen is view and isinstance(view, NeuronView)
+    T = len(panel.trace.tokens[0])
+    for layer, head, query in ((0, 0, 1), (2, 3, 5), (1, 2, 0), (2, 1, T - 1)):
+        panel.layer.value, panel.head.value, panel.query.value = layer, head, query
+        rows = view.rows()  # decoded from the very bytes the browser gets
+        q = expected.q[layer][0, head].double()  # (T, hs)
+        k = expected.k[layer][0, head].double()
+        d = q.shape[-1]
+        assert view.head_size == d == 32 and view.key_positions == list(range(T))
+        np.testing.assert_allclose(rows.q, q[query].numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(rows.k, k.numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(rows.products, (q[query] * k).numpy(), rtol=0, atol=1e-6)
+        scores = (k @ q[query]) / np.sqrt(d)
+        np.testing.assert_allclose(rows.scores, scores.numpy(), rtol=0, atol=1e-5)
+        # the products of a row add up to its score (× √d): the view's reading guide holds
+        np.testing.assert_allclose(rows.products.sum(-1) / np.sqrt(d), rows.scores, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(rows.weights, torch.softmax(scores, 0).numpy(), rtol=0, atol=1e-6)
+        # ... and the softmax is the model's own attention row
+        np.testing.assert_allclose(rows.weights, expected.attention(layer)[0, head, query].numpy(), atol=1e-5)
+        assert rows.weights.sum() == pytest.approx(1.0, abs=1e-5)
+        tokens = panel.trace.tokens[0]
+        assert view.key_tokens == tokens and view.query_row == query
+        assert view.query_token == tokens[query] and view.query_position == query
+        assert view.title == f"layer {layer} · head {head} · query {query}·{tokens[query]}"
+        assert panel.export_bar.name == f"attention-neuron-layer{layer}-head{head}-query{query}"
+        # colour scales: symmetric around zero, titled ticks in values
+        assert view.vector_top == pytest.approx(max(np.abs(rows.q).max(), np.abs(rows.k).max()))
+        assert view.product_top == pytest.approx(np.abs(rows.products).max())
+        assert any(label == "0" for _, label in view.vector_ticks)
+    toolbar = panel.toolbar.children[0].children
+    assert list(toolbar) == [panel.layer, panel.head, panel.query, panel.hide_special]
+    assert not panel.head.disabled
+    assert [label for label, _ in panel.query.options][:2] == ["0 · [CLS]", "1 · the"]
+
+
+def test_q_and_k_are_recorded_for_the_layer_shown_only_when_the_view_needs_them(pair_panel, pretraining_model):
+    panel = pair_panel
+    assert panel.trace.q == {} and panel.trace.k == {}  # the panel's own forward records attentions only
+    assert panel.layer_qk.forwards == 0  # and nothing runs for a view not shown
+    panel.layer.value = 1
+    assert panel.layer_qk.forwards == 0
+    panel.view.value = "neuron view"
+    assert panel.layer_qk.forwards == 1 and set(panel.layer_qk._layers) == {1}
+    panel.head.value, panel.query.value = 3, 4
+    assert panel.layer_qk.forwards == 1  # another head or query of the same layer: nothing runs
+    panel.layer.value = 2
+    assert panel.layer_qk.forwards == 2 and set(panel.layer_qk._layers) == {1, 2}
+    panel.layer.value = 1
+    assert panel.layer_qk.forwards == 2
+    assert no_hooks(pretraining_model)
+    panel.set_text("Dogs bark.")  # a new text: q and k of the new run, on demand again
+    assert panel.layer_qk.forwards == 1 and panel.neuron_view.key_tokens == ["[CLS]", "dogs", "bark", ".", "[SEP]"]
+
+    # a trace recorded with qkv=True needs no model and no forward
+    recorded = reference(pretraining_model, panel.tokenizer)
+    recorded.attach_tokens(pair_panel.tokenizer.encode_pretraining_inputs(TEXT_A, TEXT_B), pair_panel.tokenizer)
+    fixed = AttentionPanel(recorded, view="neuron view", layer=2, head=1, query=3)
+    assert fixed.layer_qk.forwards == 0 and fixed.neuron_view.query_position == 3
+    np.testing.assert_array_equal(fixed.neuron_view.rows().k, recorded.k[2][0, 1].numpy())
+
+    # a trace without q/k and no model: the view says what it needs
+    with torch.inference_mode(), trace(pretraining_model) as plain:
+        pretraining_model(torch.tensor([[101, 2000, 2001, 102]]))
+    bare = AttentionPanel(plain, view="neuron view")
+    assert "qkv=True" in bare.neuron_view.title and bare.neuron_view.k == b""
+    ET.fromstring(bare.to_svg())
+
+
+def test_hiding_special_keys_leaves_the_other_weights_as_they_are(pair_panel):
+    panel = pair_panel
+    panel.view.value = "neuron view"
+    panel.layer.value, panel.head.value, panel.query.value = 1, 1, 2
+    everything = panel.neuron_view.rows()
+    panel.hide_special.value = True
+    tokens = panel.trace.tokens[0]
+    keep = [i for i, t in enumerate(tokens) if t not in ("[CLS]", "[SEP]")]
+    rows = panel.neuron_view.rows()
+    assert panel.neuron_view.key_positions == keep and "[SEP]" not in panel.neuron_view.key_tokens
+    np.testing.assert_array_equal(rows.weights, everything.weights[keep])
+    np.testing.assert_array_equal(rows.k, everything.k[keep])
+    assert rows.weights.sum() < 1 and "do not sum to 1" in panel.neuron_view.note
+
+
+def test_a_query_token_clicked_in_the_head_view_opens_the_neuron_view(pair_panel):
+    panel = pair_panel
+    panel.layer.value = 2
+    panel.view.value = "head view"
+    panel.head_view.heads = [1, 3]
+    panel.head_view._handle_custom_msg({"type": "open", "query": 4, "head": -1}, [])  # a query token's click
+    assert panel.view.value == "neuron view" and panel.on_screen is panel.neuron_view
+    assert (panel.layer.value, panel.head.value, panel.query.value) == (2, 1, 4)
+    assert panel.neuron_view.title.startswith("layer 2 · head 1 · query 4·")
+    panel.view.value = "head view"
+    panel.head_view._handle_custom_msg({"type": "open", "query": 6, "head": 3}, [])  # a line of head 3
+    assert (panel.view.value, panel.head.value, panel.query.value) == ("neuron view", 3, 6)
+    # with B→A the head view's rows are sentence B's tokens: the index counts within them
+    panel.view.value = "head view"
+    panel.direction.value = "B→A"
+    b_tokens = [i for i, t in enumerate(panel.trace.token_type_ids[0].tolist()) if t == 1]
+    panel.head_view._handle_custom_msg({"type": "open", "query": 1, "head": 0}, [])
+    assert (panel.view.value, panel.head.value, panel.query.value) == ("neuron view", 0, b_tokens[1])
+    for bad in ({"type": "open", "query": 99, "head": 0}, {"type": "open", "query": "1", "head": 0},
+                {"type": "open", "query": 0, "head": 9}, {"type": "other"}):
+        panel.view.value = "head view"
+        panel.head_view._handle_custom_msg(bad, [])
+        assert panel.view.value == "head view"
+
+
+def test_a_key_clicked_in_the_neuron_view_becomes_the_query(pair_panel):
+    panel = pair_panel
+    panel.view.value = "neuron view"
+    panel.neuron_view._handle_custom_msg({"type": "query", "position": 7}, [])
+    assert panel.query.value == 7 and panel.neuron_view.query_position == 7
+    panel.neuron_view._handle_custom_msg({"type": "query", "position": 999}, [])
+    assert panel.query.value == 7
+
+
+def test_512_tokens_send_only_the_selected_querys_rows(tokenizer):
+    torch.manual_seed(6)
+    model = BERT(tiny_config(tokenizer.vocab_size, num_hidden_layers=2, num_attention_heads=4, hidden_size=256,
+                             intermediate_size=256, max_position_embeddings=512)).eval()
+    panel = AttentionPanel(model=model, tokenizer=tokenizer, text=" ".join(["word"] * 510), layer=1, head=2,
+                           view="neuron view")
+    T, d = 512, 64
+    view = panel.neuron_view
+    assert len(view.key_tokens) == T and view.head_size == d
+    assert (len(view.q), len(view.k), len(view.products)) == (d * 4, T * d * 4, T * d * 4)
+    assert len(view.scores) == len(view.weights) == T * 4
+    sent = state_bytes(view)
+    rows_bytes = 4 * (d + 2 * T * d + 2 * T)  # q, K, q ⊙ K of this query, scores, weights: 264 KB
+    every_query = 4 * T * T * d  # q ⊙ k of every query with every key: 67 MB
+    assert rows_bytes <= sent <= rows_bytes + 30_000  # + tokens, tick labels and layout as JSON
+    assert sent * 200 < every_query
+    with sent_messages(view) as sizes:
+        panel.query.value = 300
+    assert 0 < sum(sizes) <= rows_bytes + 30_000 and view.query_row == 300
+    assert len(view.key_ticks) <= T // 10  # labels thinned out to where they fit
+    assert view.geometry["row_h"] == 1
+    svg = view.to_svg()
+    assert "<image" in svg and svg.count("<rect") < 3 * T + 600  # blocks as PNGs, one score and weight bar per key
+    ET.fromstring(svg)
+
+
+NASTY = '<b>&"x'
+
+
+def test_svg_is_standalone_escaped_and_titled(pretraining_model, tmp_path):
+    ids = torch.tensor([[101, 2000, 2001, 2002, 2003, 102]])
+    with torch.inference_mode(), trace(pretraining_model, qkv=True) as recorded:
+        pretraining_model(ids)
+    recorded.attach_tokens(["[CLS]", "a", NASTY, "long" * 6, '"q"', "[SEP]"])
+    panel = AttentionPanel(recorded, layer=1, head=2, view="neuron view", query=2)
+    svg = panel.to_svg()
+    root = ET.fromstring(svg)
+    assert root.tag == f"{SVG}svg" and float(root.get("width")) > 0
+    assert "<b>" not in svg and "&lt;b&gt;&amp;" in svg
+    assert not [n for n in root.iter() if n.tag in (f"{SVG}b", f"{SVG}script")]
+    texts = {n.get("class"): "".join(n.itertext()) for n in root.iter(f"{SVG}text") if n.get("class")}
+    assert texts["bvl-title"] == f"layer 1 · head 2 · query 2·{NASTY}"
+    bars = [n for n in root.iter(f"{SVG}g") if n.get("class") == "bvl-colorbar"]
+    assert ["".join(t.itertext()) for b in bars for t in b.iter(f"{SVG}text")
+            if t.get("class") == "bvl-colorbar-title"] == ["q, k: value per dimension", "q ⊙ k: product per dimension"]
+    cells = [n for n in root.iter(f"{SVG}rect") if n.find(f"{SVG}title") is not None]
+    assert len(cells) >= 6 * 32 * 2  # every k and q ⊙ k value a cell, its exact value as a tooltip
+    assert panel.static_html() == f"<div class='bvl-figure bvl-attention'>{svg}</div>"
+    png = panel.save(tmp_path / "neuron.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    front_end = esm("neuron_view.js")
+    assert "innerHTML" not in front_end and "textContent" in front_end
+
+
+def test_palette_is_diverging_with_white_at_zero():
+    assert tuple(D.DIVERGING[D.ZERO_CODE]) == (247, 247, 247)
+    codes = D.diverging_codes(np.array([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0]), 2.0)
+    assert codes.tolist() == [0, 64, 127, 191, 254, 254]
+    assert D.DIVERGING[0][2] > D.DIVERGING[0][0] and D.DIVERGING[254][0] > D.DIVERGING[254][2]  # blue, red
+
+
+@pytest.fixture(scope="module")
+def shell(tokenizer, pretraining_model):
+    ip = start_ipython()
+    assert ip.run_cell("%load_ext bertviz_lab").success
+    wait_for_warm_up()
+    ip.user_ns.update(nm=pretraining_model, ntok=tokenizer)
+    yield ip
+    for name in ("nm", "ntok"):
+        ip.user_ns.pop(name, None)
+
+
+def test_bert_inspect_opens_the_neuron_and_saliency_views(shell):
+    panel = shell.run_line_magic("bert_inspect", 'nm ntok --view neuron --layer 2 --head 1 "The [MASK] sat."')
+    assert isinstance(panel, AttentionPanel) and panel.view.value == "neuron view"
+    assert panel.neuron_view.title == "layer 2 · head 1 · query 1·the"
+    panel = shell.run_line_magic("bert_inspect", 'nm ntok --view saliency "The [MASK] sat."')
+    assert panel.view.value == "saliency" and panel.saliency is not None
+    assert panel.saliency.tokens == ["[CLS]", "the", "[MASK]", "sat", ".", "[SEP]"]
+    assert panel.to_svg() == panel.saliency.to_svg()
