@@ -186,7 +186,8 @@ def target_choices(model: torch.nn.Module, tokenizer: Any, encoding: Mapping[str
     tokens = tokenizer.convert_ids_to_tokens(ids)
     special = encoding["special_tokens_mask"][0].tolist() if "special_tokens_mask" in encoding else [0] * len(ids)
     types = encoding["token_type_ids"][0].tolist() if "token_type_ids" in encoding else [0] * len(ids)
-    ordinary = [p for p, s in enumerate(special) if not s][:MAX_POSITIONS]
+    plain = [p for p, s in enumerate(special) if not s]
+    ordinary = plain[:MAX_POSITIONS]
     choices: list[TargetChoice] = []
     ranked: dict[str, str] = {}  # kind of default -> the key of its choice
     note = ""
@@ -196,11 +197,12 @@ def target_choices(model: torch.nn.Module, tokenizer: Any, encoding: Mapping[str
 
     mlm = named.get("mlm_logits")
     if mlm is not None and mlm.dim() == 3 and _is_decoder(model):
-        last = len(ids) - 1
+        last = plain[-1] if plain else len(ids) - 1  # the text's last word, not the [SEP] after it
         for rank, token_id in enumerate(mlm[0, last].float().topk(TOP_PREDICTIONS).indices.tolist(), start=1):
-            choices.append(TargetChoice(f"next:{last}:{token_id}", f"next token → {name(token_id)} (top {rank})",
-                                        f"logit of {_quoted(name(token_id))} as the next token (top {rank})",
-                                        ("mlm", last, token_id)))
+            choices.append(TargetChoice(
+                f"next:{last}:{token_id}", f"next token after {tokens[last]} → {name(token_id)} (top {rank})",
+                f"logit of {_quoted(name(token_id))} as the token after {_quoted(tokens[last])} (top {rank})",
+                ("mlm", last, token_id)))
         ranked["next"] = choices[0].key
     elif mlm is not None and mlm.dim() == 3:
         masks = [p for p, i in enumerate(ids) if i == tokenizer.mask_token_id][:MAX_MASKS]

@@ -17,8 +17,10 @@ from widgets_testlib import XSS, assert_safe_html, parse_html, tiny_config
 
 from bertviz_lab.model import (
     BERT,
+    BERTForCausalLM,
     BERTForMaskedLM,
     BERTForNextSentencePrediction,
+    BERTForQuestionAnswering,
     BERTForSequenceClassification,
     BERTForTokenClassification,
     BERTTokenizerFast,
@@ -336,6 +338,22 @@ def test_token_classifier_and_custom_targets(tokenizer, mlm_model):
     offered = custom.options()[1][1]
     chosen = SaliencyPanel(mlm_model, tokenizer, MASKED, target=custom._choices[offered].target)
     assert chosen.target_choice.value == offered  # a shorthand the toolbar offers is chosen there
+
+
+def test_question_answering_and_causal_lm_targets(tokenizer):
+    torch.manual_seed(9)
+    reader = BERTForQuestionAnswering(tiny_config(tokenizer.vocab_size)).eval()
+    panel = SaliencyPanel(reader, tokenizer, "where is the cat ?", PLAIN, method="gradient_x_input")
+    start, end = (int(logits[0].argmax()) for logits in reader(**panel.encoded.inputs))
+    assert [k for _, k in panel.options()] == [f"start:{start}", f"end:{end}"]
+    assert panel.target == SV.OutputLogit(0, start) and "answer-start logit" in panel.view.subtitle
+    np.testing.assert_array_equal(sent_scores(panel), reference(panel))
+    writer = BERTForCausalLM(tiny_config(tokenizer.vocab_size, is_decoder=True)).eval()
+    panel = SaliencyPanel(writer, tokenizer, "the cat sat on the", method="gradient_x_input")
+    last = len(panel.tokens) - 2  # the last word, not the [SEP] after it
+    assert panel.target == ("mlm", last, int(writer(**panel.encoded.inputs)[0, last].argmax()))
+    assert all(k.startswith(f"next:{last}:") for _, k in panel.options())
+    np.testing.assert_array_equal(sent_scores(panel), reference(panel))
 
 
 def test_the_default_model_is_a_backbone_scored_by_a_function_of_its_output():
