@@ -57,6 +57,11 @@ DRAWN = """(el) => {
           scripts: el.querySelectorAll('script').length};
 }"""
 
+# The static copy (hidden while the live view draws) follows a figure computed in the background, so a saved
+# notebook shows what was on screen.
+STATIC_COPY_SAYS = """(text) => [...document.querySelectorAll('[data-bvl-static]')].some(
+  (copy) => copy.querySelector('svg.bvl-saliency') && copy.textContent.includes(text))"""
+
 
 def write_notebook(server: Any, name: str) -> str:
     path = server.root / "notebooks" / name
@@ -138,11 +143,12 @@ def test_the_saliency_view_renders_and_exports(page, lab_server, lab_context):
     picture = SCREENSHOTS / PICTURE
     page.screenshot(path=str(picture), clip=output.evaluate(CONTENT_BOX))
 
-    # a toolbar change computes again in the kernel and the view follows
+    # a toolbar change computes again in the kernel (in the background); the view and the static copy follow
     before = drawn["draws"]
     output.locator("button", has_text="gradient × input").click()
     drawn = wait_drawn(view, f"Number(d.draws) > {before} && d.title.includes('gradient × input')")
     assert drawn["count"] == len(expected["tokens"])
+    page.wait_for_function(STATIC_COPY_SAYS, arg="gradient × input", timeout=10_000, polling=250)
 
     # the export button writes the figure on screen as an SVG next to the notebook
     figures = lab_server.root / "notebooks" / "bertviz_figures"
