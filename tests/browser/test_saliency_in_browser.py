@@ -1,5 +1,6 @@
-"""The saliency view in JupyterLab, in headless Chromium, offline: it draws every token from its synced state, hover
-shows the exact score the kernel computed, a toolbar change computes again, and its export button writes an SVG.
+"""The saliency view in JupyterLab, in headless Chromium, offline: it draws every token from its synced state (also
+after a reload), hover shows the exact score the kernel computed, a toolbar change computes again, and its export
+button writes an SVG.
 
 The test writes a small notebook (a SaliencyPanel on the default model, a sentence pair with an HTML-looking word)
 into the server's folder and runs it. A screenshot of the view goes to screenshots/saliency_view.png, and with
@@ -163,6 +164,16 @@ def test_the_saliency_view_renders_and_exports(page, lab_server, lab_context):
     assert svg.startswith("<svg") and 'class="bvl-saliency"' in svg and "gradient × input" in svg
     assert "&lt;" in svg and "<script" not in svg
     output.locator(".bvl-export-status", has_text="saved").wait_for(state="visible", timeout=10_000)
+
+    # after a reload (kernel alive) the view draws the same figure from the synced state alone
+    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_timeout(1500)
+    page.reload(wait_until="domcontentloaded")
+    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+    view = page.locator(".jp-OutputArea-output div.bvl-saliency[data-status]").first
+    view.wait_for(timeout=30_000)
+    again = wait_drawn(view)
+    assert {k: v for k, v in again.items() if k != "draws"} == {k: v for k, v in drawn.items() if k != "draws"}
 
     assert not page.errors, page.errors
     foreign = [url for url in lab_context.requested[first_request:] if not allowed_url(url)]
