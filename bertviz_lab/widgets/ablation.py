@@ -104,16 +104,14 @@ def run_ablated(model: torch.nn.Module, inputs: dict[str, torch.Tensor], heads: 
 
 
 def summary_html(ablation: Ablation | None, has_model: bool) -> str:
-    """The line under the ablation controls: which heads are off and what the heads' predictions did (escaped)."""
+    """The line under the ablation controls: which heads are off (the model view says what that changed)."""
     if not has_model:
         return ("<span class='bvl-ablation-summary' style='color:#555'>switching heads off needs the model: build the "
                 "panel with model= and tokenizer=</span>")
     if ablation is None:
         return ("<span class='bvl-ablation-summary' style='color:#555'>all heads on · choose “switch heads off” and "
                 "click thumbnails (or shift-click any time) to run the text again without them</span>")
-    lines = ablation.lines() or ["(no [MASK] in the text and no sentence pair: only the attention maps show the "
-                                 "change)"]
-    items = "".join(f"<li>{escape(line)}</li>" for line in lines)
+    what = "" if ablation.lines() else (" · no [MASK] in the text and no sentence pair with a next-sentence head: "
+                                         "only the attention maps show the change")
     return (f"<div class='bvl-ablation-summary'><b>{len(ablation.heads)} head{'s' if len(ablation.heads) != 1 else ''}"
-            f" off ({escape(ablation.mode)})</b>: {escape(heads_text(ablation.heads))}"
-            f"<ul style='margin:2px 0 0 18px;padding:0'>{items}</ul></div>")
+            f" off ({escape(ablation.mode)})</b>: {escape(heads_text(ablation.heads))}{escape(what)}</div>")

@@ -36,7 +36,7 @@ from bertviz_lab.widgets.front_end import esm
 
 MAX_ROWS_H = 640  # px: the key rows fill at most this height, at one whole pixel (or more) per row
 MAX_ROW_H, MAX_CELL_W = 16, 12
-BLOCK_W = 384  # px: a vector block is at most this wide
+BLOCK_W = 288  # px: a vector block is at most this wide
 BAR_ZONE = 64  # px of the score and weight bars; their numbers follow when rows are tall enough
 NUMBER_ROW_H = 12  # rows at least this tall print the score and weight beside their bars
 POSITIVE, NEGATIVE, WEIGHT = "#d6604d", "#4393c3", "#2171b5"

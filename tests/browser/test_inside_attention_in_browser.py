@@ -1,0 +1,207 @@
+"""Inside attention in a real browser: the neuron view draws (q, K and q ⊙ K painted, scores and weights, colour
+bars), a query token clicked in the head view opens the neuron view on it, a key clicked there becomes the query, and
+heads clicked off in the model view run the text again and show what changed (thumbnails, badges, predictions), with
+reset and shift-click. JupyterLab in headless Chromium, offline, on a notebook the test writes next to the others.
+Screenshots go to screenshots/; with BERTVIZ_LAB_SCREENSHOTS=docs/images the README's neuron_view.png and
+head_ablation.png are written there too (tools/screenshots.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from browser_lab import CONTENT_BOX, README_IMAGES_ENV, REPO, SCREENSHOTS, allowed_url, delete_sessions
+from test_notebooks_in_browser import DRAW_TIMEOUT_MS, Run, assert_no_error_outputs, open_and_run, wait_for
+
+pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
+
+NAME = "inside_attention_check.ipynb"
+CELLS = [
+    """import warnings
+
+import torch
+
+from bertviz_lab.model import BERT_Weights, BERTForPreTraining, BERTTokenizerFast
+from bertviz_lab.widgets import AttentionPanel
+
+torch.manual_seed(0)
+tokenizer = BERTTokenizerFast.from_pretrained(BERT_Weights.DEFAULT.path)
+with warnings.catch_warnings():  # MiniLM has no MLM/NSP heads: they are initialised (and reported)
+    warnings.simplefilter("ignore")
+    model = BERTForPreTraining.from_pretrained(BERT_Weights.DEFAULT.path).eval()""",
+    """neuron = AttentionPanel(model=model, tokenizer=tokenizer,
+                        text="The trophy didn't fit in the suitcase because it was too big.",
+                        layer=3, head=7, view="neuron view", query=11)
+neuron""",
+    """panel = AttentionPanel(model=model, tokenizer=tokenizer,
+                       text="The trophy didn't fit in the [MASK] because it was too big.",
+                       text_b="So we left it at home.", layer=2, head=5, view="head view")
+panel""",
+]
+
+# What a drawn neuron view holds: its data attributes, whether each canvas block has ink, and the SVG's texts.
+NEURON_DRAWN = """(el) => {
+  const ink = {};
+  for (const c of el.querySelectorAll('canvas.bvl-neuron-cells')) {
+    let any = false;
+    if (c.width && c.style.display !== 'none') {
+      const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      for (let i = 0; i < data.length; i += 4) if (Math.abs(data[i] - data[i + 2]) > 20) { any = true; break; }
+    }
+    ink[c.dataset.block] = any;
+  }
+  // a label's own text (its tooltip <title> is a child element)
+  const texts = (cls) => [...el.querySelectorAll('svg text.' + cls)].map((t) => t.firstChild.nodeValue);
+  const shown = el.getBoundingClientRect();
+  return {rows: Number(el.dataset.rows || 0), query: Number(el.dataset.query ?? -1), title: el.dataset.title || '',
+          draws: Number(el.dataset.draws || 0), ink, bars: el.querySelectorAll('g.bvl-scores rect').length,
+          colorbars: texts('bvl-colorbar-title'), keys: texts('bvl-key'), visible: shown.width > 0 && shown.height > 0};
+}"""
+
+# The model view's state as drawn: heads off, badges, prediction lines, title, and a fingerprint of the thumbnails.
+MODEL_VIEW_DRAWN = """(el) => {
+  let sum = 0;
+  for (const c of el.querySelectorAll('canvas.bvl-thumb')) {
+    const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    for (let i = 0; i < data.length; i += 97) sum = (sum * 31 + data[i]) % 1000000007;
+  }
+  return {ablated: el.dataset.ablated || '', badges: Number(el.dataset.badges || 0), mode: el.dataset.clickMode || '',
+          offMarks: el.querySelectorAll('.bvl-ablated').length,
+          lines: [...el.querySelectorAll('.bvl-ablation-line')].map((l) => l.textContent),
+          title: (el.querySelector('.bvl-title') || {}).textContent || '', pixels: sum};
+}"""
+
+
+def write_notebook(root: Path) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
+    path = root / "notebooks" / NAME
+    nbformat.write(notebook, path)
+    return path
+
+
+def button(panel: Any, text: str) -> Any:
+    return panel.locator(".widget-toggle-button", has_text=re.compile(f"^{re.escape(text)}$")).first
+
+
+def active(panel: Any, text: str) -> bool:
+    return "mod-active" in (button(panel, text).get_attribute("class") or "")
+
+
+def picture(run: Run, locator: Any, name: str, pictures: list[Path]) -> None:
+    """A screenshot of the output's content into screenshots/ (copied to the README's folder if the test passes)."""
+    SCREENSHOTS.mkdir(exist_ok=True)
+    locator.scroll_into_view_if_needed()
+    run.page.wait_for_timeout(300)
+    target = SCREENSHOTS / f"{name}.png"
+    run.page.screenshot(path=str(target), clip=locator.evaluate(CONTENT_BOX))
+    pictures.append(target)
+
+
+def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
+    delete_sessions(lab_context, lab_server)
+    write_notebook(lab_server.root)
+    first_request = len(lab_context.requested)
+    page = lab_context.new_page()
+    page.set_default_timeout(DRAW_TIMEOUT_MS)
+    page.set_viewport_size({"width": 1600, "height": 1100})
+    run = Run(page, NAME)
+    pictures: list[Path] = []
+    passed = False
+    try:
+        cells = open_and_run(run, lab_server)
+        assert_no_error_outputs(run, cells)
+        page.evaluate("() => window.jupyterapp.shell.collapseLeft()")  # the figures get the page's width
+        panels = run.outputs(".widget-toggle-button:text-is('neuron view')")
+        wait_for(run, "two attention panels", lambda: panels.count() == 2)
+        first, second = panels.nth(0), panels.nth(1)
+
+        with run.step("the neuron view draws q, K, q ⊙ K, scores, weights and two titled colour bars"):
+            neuron = first.locator("div.bvl-neuron-view").first
+            drawn = wait_for(run, "the neuron view has no data", lambda: (d := neuron.evaluate(NEURON_DRAWN))["rows"]
+                             > 1 and d)
+            assert drawn["visible"] and drawn["query"] == 11, drawn
+            assert drawn["title"] == "layer 3 · head 7 · query 11·it", drawn["title"]
+            assert drawn["ink"] == {"q": True, "k": True, "products": True}, drawn["ink"]
+            assert drawn["bars"] == 2 * drawn["rows"], drawn  # a score bar and a weight bar per key
+            assert drawn["colorbars"] == ["q, k: value per dimension", "q ⊙ k: product per dimension"], drawn
+            assert "suitcase" in drawn["keys"] and "it" in drawn["keys"]
+            picture(run, first, "neuron_view", pictures)
+
+        with run.step("a key's token clicked in the neuron view becomes the query"):
+            neuron.locator("svg text.bvl-key[data-position='9']").click()
+            moved = wait_for(run, "the query did not move to 'suitcase'",
+                             lambda: (d := neuron.evaluate(NEURON_DRAWN))["query"] == 9 and d)
+            assert moved["title"] == "layer 3 · head 7 · query 9·suitcase", moved["title"]
+
+        with run.step("a query token clicked in the head view opens the neuron view on it"):
+            second.locator(".bvl-head-view svg line").first.wait_for(state="attached")
+            second.locator(".bvl-head-view svg text.bvl-query").nth(11).click()
+            opened = second.locator("div.bvl-neuron-view").first
+            drawn = wait_for(run, "the head view's click did not open the neuron view",
+                             lambda: (d := opened.evaluate(NEURON_DRAWN))["visible"] and d["rows"] > 1 and d)
+            assert drawn["title"] == "layer 2 · head 5 · query 11·it" and drawn["query"] == 11, drawn
+            assert active(second, "neuron view") and all(drawn["ink"].values()), drawn
+
+        view = second.locator("div.bvl-model-view").first
+        with run.step("model view: heads clicked off run the text again and show what changed"):
+            button(second, "model view").click()
+            view.locator("canvas.bvl-thumb").first.wait_for(state="visible")
+            before = view.evaluate(MODEL_VIEW_DRAWN)
+            assert before["ablated"] == "" and before["lines"] == [] and before["mode"] == "open", before
+            button(second, "switch it off").click()
+            wait_for(run, "the model view did not switch to ablate clicks",
+                     lambda: view.evaluate(MODEL_VIEW_DRAWN)["mode"] == "ablate")
+            view.locator("canvas.bvl-thumb[data-layer='0'][data-head='3']").click()
+            view.locator("canvas.bvl-thumb[data-layer='1'][data-head='7']").click()
+            after = wait_for(run, "the heads clicked off did not show their change",
+                             lambda: (d := view.evaluate(MODEL_VIEW_DRAWN))["ablated"] == "0:3,1:7" and d["lines"]
+                             and d)
+            assert after["offMarks"] == 2 and after["badges"] > 0, after
+            assert after["title"].endswith("change with 2 head(s) off (zero)") and after["pixels"] != before["pixels"]
+            assert after["lines"][0].startswith("[MASK] at 9: ") and " → " in after["lines"][0], after["lines"]
+            assert after["lines"][1].startswith("P(IsNext): "), after["lines"]
+            assert active(second, "model view")  # a click in ablate mode does not open the heatmap
+            summary = second.locator(".bvl-ablation-summary").first.text_content() or ""
+            assert "2 heads off (zero)" in summary and "L0 H3, L1 H7" in summary, summary
+
+        with run.step("reset switches every head on; shift-click switches one off in open mode"):
+            second.locator("button", has_text="reset: all heads on").click()
+            reset = wait_for(run, "reset did not bring the heads back",
+                             lambda: (d := view.evaluate(MODEL_VIEW_DRAWN))["ablated"] == "" and d)
+            assert reset["lines"] == [] and reset["badges"] == 0 and reset["pixels"] == before["pixels"], reset
+            button(second, "open it").click()
+            wait_for(run, "back to open clicks", lambda: view.evaluate(MODEL_VIEW_DRAWN)["mode"] == "open")
+            view.locator("canvas.bvl-thumb[data-layer='0'][data-head='3']").click(modifiers=["Shift"])
+            view.locator("canvas.bvl-thumb[data-layer='2'][data-head='1']").click(modifiers=["Shift"])
+            shifted = wait_for(run, "shift-clicks did not switch heads off",
+                               lambda: (d := view.evaluate(MODEL_VIEW_DRAWN))["ablated"] == "0:3,2:1" and d["lines"]
+                               and d)
+            assert active(second, "model view") and shifted["offMarks"] == 2, shifted
+            picture(run, second, "head_ablation", pictures)
+            view.locator("canvas.bvl-thumb[data-layer='4'][data-head='0']").click()  # a plain click opens the head
+            wait_for(run, "a plain click did not open the heatmap", lambda: active(second, "heatmap"))
+
+        with run.step("no error outputs after the interactions"):
+            assert_no_error_outputs(run, cells)
+        with run.step("offline: every request went to 127.0.0.1"):
+            foreign = sorted({u for u in lab_context.requested[first_request:] + run.sockets if not allowed_url(u)})
+            assert not foreign, foreign
+        problems = run.failures + run.console
+        assert not problems, "\n".join(problems)
+        passed = True
+    finally:
+        folder = os.environ.get(README_IMAGES_ENV)
+        if folder and passed:
+            destination = Path(folder) if Path(folder).is_absolute() else REPO / folder
+            destination.mkdir(parents=True, exist_ok=True)
+            for path in pictures:
+                shutil.copyfile(path, destination / path.name)
+        print(f"\n{NAME}: screenshots {[str(p.relative_to(REPO)) for p in pictures]}")
+        page.close()
