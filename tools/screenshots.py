@@ -1,12 +1,12 @@
 #!/usr/bin/env python
 """Regenerate the README's pictures from the browser test run.
 
-    python tools/screenshots.py     # docs/images/{workbench_attention,loss_curves,architecture,saliency_view}.png
+    python tools/screenshots.py     # docs/images/*.png, the PICTURES below
 
 It runs `pytest tests/browser` (JupyterLab in headless Chromium, every notebook run top to bottom) with
 BERTVIZ_LAB_SCREENSHOTS set to the output folder: a notebook's pictures are written there only when its test passed.
 Screenshots of every whole notebook land in screenshots/ (git-ignored) on every run of the browser test.
-Extra arguments go to pytest, e.g. `python tools/screenshots.py -- -k "00 or 04 or 05"`.
+Extra arguments go to pytest, e.g. `python tools/screenshots.py -- -k "00 or 04 or 05"` or `-- -k inside`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ PICTURES = {  # file -> what it shows (and which notebook makes it)
     "loss_curves.png": "live MLM/NSP loss curves while a tiny BERT trains (04_pretraining_live)",
     "architecture.png": "BERT-base as a mermaid diagram with tensor shapes (05_architecture)",
     "saliency_view.png": "the saliency view on a sentence pair (tests/browser/test_saliency_in_browser.py)",
+    "neuron_view.png": "the neuron view: q against every key's k in one head "
+                       "(tests/browser/test_inside_attention_in_browser.py)",
+    "head_ablation.png": "the model view with two heads switched off: change, badges, predictions "
+                         "(tests/browser/test_inside_attention_in_browser.py)",
 }
 
 
