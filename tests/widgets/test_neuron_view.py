@@ -4,15 +4,15 @@ is a standalone, escaped figure; %bert_inspect --view neuron / saliency open the
 
 from __future__ import annotations
 
+import types
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
 import torch
-from IPython.testing.globalipapp import start_ipython
 from widgets_testlib import tiny_config
 
-from bertviz_lab.magics import wait_for_warm_up
+from bertviz_lab.magics import BertInspectMagics
 from bertviz_lab.model import BERT
 from bertviz_lab.model.hook_points import hook_points
 from bertviz_lab.trace import trace
@@ -228,22 +228,15 @@ def test_palette_is_diverging_with_white_at_zero():
     assert D.DIVERGING[0][2] > D.DIVERGING[0][0] and D.DIVERGING[254][0] > D.DIVERGING[254][2]  # blue, red
 
 
-@pytest.fixture(scope="module")
-def shell(tokenizer, pretraining_model):
-    ip = start_ipython()
-    assert ip.run_cell("%load_ext bertviz_lab").success
-    wait_for_warm_up()
-    ip.user_ns.update(nm=pretraining_model, ntok=tokenizer)
-    yield ip
-    for name in ("nm", "ntok"):
-        ip.user_ns.pop(name, None)
-
-
-def test_bert_inspect_opens_the_neuron_and_saliency_views(shell):
-    panel = shell.run_line_magic("bert_inspect", 'nm ntok --view neuron --layer 2 --head 1 "The [MASK] sat."')
+def test_bert_inspect_opens_the_neuron_and_saliency_views(tokenizer, pretraining_model):
+    # the magic on a namespace of its own (tests/test_magics.py drives it in a real shell; IPython's test shell is
+    # started once per process, so it is left to that file)
+    magics = BertInspectMagics(shell=types.SimpleNamespace(user_ns={"nm": pretraining_model, "ntok": tokenizer},
+                                                           configurables=[]))
+    panel = magics.bert_inspect('nm ntok --view neuron --layer 2 --head 1 "The [MASK] sat."')
     assert isinstance(panel, AttentionPanel) and panel.view.value == "neuron view"
     assert panel.neuron_view.title == "layer 2 · head 1 · query 1·the"
-    panel = shell.run_line_magic("bert_inspect", 'nm ntok --view saliency "The [MASK] sat."')
+    panel = magics.bert_inspect('nm ntok --view saliency "The [MASK] sat."')
     assert panel.view.value == "saliency" and panel.saliency is not None
     assert panel.saliency.tokens == ["[CLS]", "the", "[MASK]", "sat", ".", "[SEP]"]
     assert panel.to_svg() == panel.saliency.to_svg()
