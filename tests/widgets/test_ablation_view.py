@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from widgets_testlib import tiny_config
+from widgets_testlib import XSS, assert_safe_html, tiny_config
 
 from bertviz_lab.model import BERT
 from bertviz_lab.model.hook_points import hook_points
@@ -213,3 +213,17 @@ def test_model_view_pools_differences_of_long_inputs(tokenizer):
     pooled = F.adaptive_avg_pool2d(diff.flatten(0, 1).unsqueeze(1), 24).squeeze(1).view(2, 2, 24, 24).numpy()
     np.testing.assert_allclose(view.decoded(), pooled, atol=view.scale / 2 + 1e-7)
     assert "each cell the mean of" in view.hint
+
+
+def test_predicted_tokens_are_escaped_in_the_figure(xss_model, xss_tokenizer):
+    panel = AttentionPanel(model=xss_model, tokenizer=xss_tokenizer, text=f"the [MASK] {XSS} cat", view="model view")
+    panel.model_view.ablated = [[0, 1]]
+    assert panel.model_view.lines[0].startswith(f"[MASK] at 2: {XSS} ")  # sent whole: the browser sets textContent
+    svg = panel.to_svg()
+    ET.fromstring(svg)
+    assert_safe_html(svg)
+    assert_safe_html(panel.static_html())
+    assert_safe_html(panel.ablation_bar.summary.value, must_show=None)
+    panel.view.value = "neuron view"
+    assert XSS in panel.neuron_view.key_tokens
+    assert_safe_html(panel.to_svg())
