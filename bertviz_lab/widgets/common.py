@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import html
+import threading
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -109,12 +111,27 @@ def notice_html(truncation: Truncation | None) -> str:
             f"background:#fff6ea;color:#5a3a00'>{escape(truncation.notice)}</div>")
 
 
+_model_locks: "weakref.WeakKeyDictionary[Any, threading.RLock]" = weakref.WeakKeyDictionary()
+_locks_lock = threading.Lock()
+
+
+def model_lock(model: Any) -> threading.RLock:
+    """One lock per model that every panel's run holds: a run on a worker thread (saliency) and the notebook's
+    runs then never overlap, so no trace records another panel's forward and no run sees another's mode."""
+    with _locks_lock:
+        lock = _model_locks.get(model)
+        if lock is None:
+            lock = _model_locks[model] = threading.RLock()
+        return lock
+
+
 @contextlib.contextmanager
 def evaluating(model: Any) -> Iterator[None]:
-    """Eval mode (no dropout) for the block, then the model's previous mode again."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
+    """Eval mode (no dropout) for the block, then the model's previous mode again; the model's lock held."""
+    with model_lock(model):
+        was_training = model.training
+        model.eval()
+        try:
+            yield
+        finally:
+            model.train(was_training)

@@ -24,7 +24,7 @@ import traitlets
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text
 from bertviz_lab.trace.saliency import BASELINES, METHODS, check_choice, check_count, named_outputs, saliency
 from bertviz_lab.widgets.attention_views import short_token
-from bertviz_lab.widgets.common import Panel, escape, evaluating, notice_html
+from bertviz_lab.widgets.common import Panel, escape, evaluating, model_lock, notice_html
 from bertviz_lab.widgets.export import ExportBar
 from bertviz_lab.widgets.front_end import esm
 from bertviz_lab.widgets.svg import nice_ticks, text_width
@@ -536,7 +536,6 @@ class SaliencyPanel(Panel):
         self._default, self._default_note, self._unavailable = "", "", ""
         self._cache: collections.OrderedDict[tuple, np.ndarray] = collections.OrderedDict()
         self._lock = threading.RLock()  # the figure's state: the notebook and the worker both draw
-        self._computing = threading.Lock()  # one saliency run on the model at a time (it switches modes)
         self._wanted: tuple | None = None
         self._shown: tuple | None = None
         self._pending: _Job | None = None
@@ -801,7 +800,7 @@ class SaliencyPanel(Panel):
                 self._draw(job, scores)
 
     def _compute(self, job: _Job) -> np.ndarray:
-        with self._computing:
+        with model_lock(self.model):  # no other panel's run on this model meanwhile (its trace would see ours)
             scores = saliency(self.model, job.encoding, job.target, method=job.method, steps=job.steps,
                               baseline=job.baseline, tokenizer=self.tokenizer)[0].numpy()
         with self._lock:

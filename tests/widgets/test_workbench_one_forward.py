@@ -135,3 +135,29 @@ def test_the_heads_text_helpers_read_the_same_batch_but_never_cut_it(tokenizer, 
         pretraining_model.get_loss_from_text(tokenizer, long_text)  # a loss on part of the text would mislead
     with pytest.raises(ValueError, match="empty"):
         pretraining_model.predict_nsp_labels_from_text(tokenizer, "  ", TEXT_B)
+
+
+def test_a_run_waits_while_another_thread_holds_the_model(backbone, tokenizer):
+    """A saliency worker and the notebook's runs hold one lock per model: a run never overlaps another panel's."""
+    import threading
+
+    from bertviz_lab.widgets.common import model_lock
+    from bertviz_lab.widgets.text_run import run_text
+
+    held, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def worker() -> None:
+        with model_lock(backbone):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=worker)
+    holder.start()
+    held.wait(10)
+    runner = threading.Thread(target=lambda: (run_text(backbone, tokenizer, "the cat sat"), done.set()))
+    runner.start()
+    assert not done.wait(0.3)  # blocked behind the worker
+    release.set()
+    holder.join(10)
+    runner.join(10)
+    assert done.is_set()
