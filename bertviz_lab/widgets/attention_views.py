@@ -114,6 +114,19 @@ def colorbar(x: float, y: float, height: float, palette: np.ndarray, ticks: Sequ
     return "".join(parts)
 
 
+def figure_header(css_class: str, box: dict[str, Any], title: str, note: str) -> list[str]:
+    """The opening of a view's SVG: its size, a white ground, the title and the note under it (escaped)."""
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="{css_class}" width="{box["total_w"]}" '
+             f'height="{box["total_h"]}" font-family="monospace" font-size="{LABEL_FONT}">'
+             '<rect width="100%" height="100%" fill="#fff"/>'
+             f'<text class="bvl-title" x="8" y="20" font-size="{TITLE_FONT}" font-family="sans-serif" '
+             f'font-weight="bold">{escape(title)}</text>']
+    if note:
+        parts.append(f'<text class="bvl-note" x="8" y="{20 + NOTE_FONT + 6}" font-size="{NOTE_FONT}" '
+                     f'font-family="sans-serif" fill="#555">{escape(note)}</text>')
+    return parts
+
+
 def heatmap_svg(state: dict[str, Any], values: np.ndarray | None = None) -> str:
     """A heatmap view's synced state as a standalone SVG document: title, axes, token labels, cells, colour bar.
 
@@ -124,14 +137,7 @@ def heatmap_svg(state: dict[str, Any], values: np.ndarray | None = None) -> str:
     codes = np.frombuffer(bytes(state["codes"]), dtype=np.uint8).reshape(rows, cols)
     palette = np.frombuffer(bytes(state["palette"]), dtype=np.uint8).reshape(256, 3)
     cell, left, top = box["cell"], box["left"], box["top"]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-heatmap" width="{box["total_w"]}" '
-             f'height="{box["total_h"]}" font-family="monospace" font-size="{LABEL_FONT}">'
-             '<rect width="100%" height="100%" fill="#fff"/>'
-             f'<text class="bvl-title" x="8" y="20" font-size="{TITLE_FONT}" font-family="sans-serif" '
-             f'font-weight="bold">{escape(state["title"])}</text>']
-    if state["note"]:
-        parts.append(f'<text class="bvl-note" x="8" y="{20 + NOTE_FONT + 6}" font-size="{NOTE_FONT}" '
-                     f'font-family="sans-serif" fill="#555">{escape(state["note"])}</text>')
+    parts = figure_header("bvl-heatmap", box, state["title"], state["note"])
     if rows * cols <= RECT_LIMIT:
         parts.append('<g class="bvl-cells" shape-rendering="crispEdges">')
         for r in range(rows):

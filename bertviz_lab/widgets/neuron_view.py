@@ -24,9 +24,9 @@ from bertviz_lab.widgets.attention_views import (
     LABEL_FONT,
     NOTE_FONT,
     RECT_LIMIT,
-    TITLE_FONT,
     _label_width,
     colorbar,
+    figure_header,
     png,
     short_token,
     tick_labels,
@@ -104,14 +104,7 @@ def neuron_svg(state: dict[str, Any], rows: D.NeuronRows) -> str:
     row_h, cell_w, keys_top = box["row_h"], box["cell_w"], box["keys_top"]
     query_label = f"{state['query_position']}·{state['query_token']}"
     named = [f"key {p}·{t}" for p, t in zip(positions, tokens)]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-neuron-view" width="{box["total_w"]}" '
-             f'height="{box["total_h"]}" font-family="monospace" font-size="{LABEL_FONT}">'
-             '<rect width="100%" height="100%" fill="#fff"/>'
-             f'<text class="bvl-title" x="8" y="20" font-size="{TITLE_FONT}" font-family="sans-serif" '
-             f'font-weight="bold">{escape(state["title"])}</text>']
-    if state["note"]:
-        parts.append(f'<text class="bvl-note" x="8" y="{20 + NOTE_FONT + 6}" font-size="{NOTE_FONT}" '
-                     f'font-family="sans-serif" fill="#555">{escape(state["note"])}</text>')
+    parts = figure_header("bvl-neuron-view", box, state["title"], state["note"])
     header = 'class="bvl-header" font-family="sans-serif" font-size="12" fill="#333"'
     for x, text in ((box["k_x"], "q (top), k_j (one row per key) · dimensions →"), (box["p_x"], "q ⊙ k_j"),
                     (box["s_x"], "q·k_j/√d"), (box["w_x"], weight_header(state["weight_top"]))):

@@ -461,23 +461,6 @@ class SaliencyView(anywidget.AnyWidget):
 
 
 # the panel -------------------------------------------------------------------------------------------------------
-def _model_and_tokenizer(model: torch.nn.Module | str | None, tokenizer: Any) -> tuple[torch.nn.Module, Any]:
-    """The workbench's default pretrained model when neither is given; a named checkpoint brings its tokenizer."""
-    if model is None and tokenizer is None:
-        from bertviz_lab.widgets.workbench import default_model_and_tokenizer
-
-        return default_model_and_tokenizer()
-    if isinstance(model, str):
-        if tokenizer is not None:
-            raise TypeError(f"model={model!r} is a name that brings its own tokenizer; leave tokenizer out.")
-        from bertviz_lab.widgets.named_models import named_model_and_tokenizer
-
-        return named_model_and_tokenizer(model)
-    if model is None or tokenizer is None:
-        raise TypeError("pass both a model and its tokenizer, or neither for the default pretrained model.")
-    return model, tokenizer
-
-
 def _forward(model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]) -> Any:
     with evaluating(model), torch.inference_mode():
         return model(**inputs)
@@ -529,7 +512,9 @@ class SaliencyPanel(Panel):
         check_count("steps", steps)
         if steps > MAX_STEPS:
             raise ValueError(f"steps must be at most {MAX_STEPS}, got {steps}.")
-        self.model, self.tokenizer = _model_and_tokenizer(model, tokenizer)
+        from bertviz_lab.widgets.workbench import model_and_tokenizer
+
+        self.model, self.tokenizer = model_and_tokenizer(model, tokenizer)
         self.background = True  # toolbar changes compute on a worker thread
         self._asked: Any = target  # what the user asked for: a toolbar key, a shorthand or a callable
         self._choices: dict[str, TargetChoice] = {}

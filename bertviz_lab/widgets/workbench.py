@@ -40,7 +40,8 @@ def default_model_and_tokenizer() -> tuple[torch.nn.Module, Any]:
         return _load_default_once()
 
 
-def _model_and_tokenizer(model: torch.nn.Module | str | None, tokenizer: Any) -> tuple[torch.nn.Module, Any]:
+def model_and_tokenizer(model: torch.nn.Module | str | None, tokenizer: Any) -> tuple[torch.nn.Module, Any]:
+    """The default pretrained model when neither is given; a named checkpoint brings its own tokenizer."""
     if model is None and tokenizer is None:
         return default_model_and_tokenizer()
     if isinstance(model, str):  # a checkpoint folder or Hub repo id: the checkpoint's own tokenizer comes with it
@@ -63,7 +64,7 @@ class Workbench(Panel):
                  text_b: str | None = None, layer: int = 0, head: int = 0, tab: str = "attention") -> None:
         if tab not in TABS:
             raise ValueError(f"tab must be one of {TABS}, got {tab!r}.")
-        self.model, self.tokenizer = _model_and_tokenizer(model, tokenizer)
+        self.model, self.tokenizer = model_and_tokenizer(model, tokenizer)
         self.text_box = widgets.Textarea(value=text, description="text", layout=widgets.Layout(width="70%"))
         self.text_b_box = widgets.Text(value=text_b or "", description="sentence B", placeholder="(optional)",
                                        layout=widgets.Layout(width="70%"))
@@ -136,7 +137,7 @@ def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None,
     attention panel opened on that view."""
     if view not in ("all", "attention", "neuron") and (layer is not None or head is not None):
         raise ValueError(f"layer and head choose what the attention view shows; the {view} view has none.")
-    model, tokenizer = _model_and_tokenizer(model, tokenizer)
+    model, tokenizer = model_and_tokenizer(model, tokenizer)
     if device is not None:
         model.to(device)
     layer, head = layer or 0, head or 0
