@@ -89,25 +89,8 @@ function render({ model, el }) {
 
   // Vertical bar, code 0 at the bottom, in stacked bands (as the exported SVG); ticks are real weights.
   function drawColorbar(box, palette) {
-    const bar = svgEl(svg, "g", { class: "bvl-colorbar" });
-    const x = box.bar_x, y = box.top, h = box.bar_h, w = box.bar_w, bands = 128;
-    for (let band = 0; band < bands; band++) {
-      const code = Math.round((band * TOP_CODE) / (bands - 1));
-      const y0 = y + h * (1 - (band + 1) / bands), y1 = y + h * (1 - band / bands);
-      svgEl(bar, "rect", { x, y: y0, width: w, height: y1 - y0 + 0.3, "shape-rendering": "crispEdges",
-        fill: `rgb(${palette[3 * code]},${palette[3 * code + 1]},${palette[3 * code + 2]})` });
-    }
-    svgEl(bar, "rect", { x, y, width: w, height: h, fill: "none", stroke: "#888", "stroke-width": 0.5 });
-    let widest = 1;
-    for (const [position, label] of model.get("bar_ticks")) {
-      const ty = y + h * (1 - position);
-      svgEl(bar, "line", { x1: x + w, y1: ty, x2: x + w + 4, y2: ty, stroke: "#555" });
-      svgEl(bar, "text", { class: "bvl-colorbar-tick", x: x + w + 6, y: ty + 4, "font-size": LABEL_FONT }, label);
-      widest = Math.max(widest, label.length);
-    }
-    const cx = x + w + 6 + Math.ceil(widest * 6.7) + 6 + 12, cy = y + h / 2;
-    svgEl(bar, "text", { class: "bvl-colorbar-title", transform: `translate(${cx},${cy}) rotate(90)`,
-      "text-anchor": "middle", "font-size": 12, "font-family": "sans-serif" }, model.get("bar_title"));
+    verticalColorbar(svg, box.bar_x, box.top, box.bar_w, box.bar_h, palette, TOP_CODE, model.get("bar_ticks"),
+      model.get("bar_title"), LABEL_FONT);
   }
 
   function draw() {
