@@ -58,11 +58,7 @@ function render({ model, el }) {
   const canvas = document.createElement("canvas");
   canvas.className = "bvl-heatmap-cells";
   canvas.style.cssText = "position: absolute; image-rendering: pixelated; cursor: crosshair;";
-  const tip = document.createElement("div");
-  tip.className = "bvl-tooltip";
-  tip.style.cssText = "position: absolute; display: none; pointer-events: none; white-space: pre; z-index: 2;" +
-    "background: rgba(255,255,255,0.95); border: 1px solid #888; border-radius: 3px; padding: 3px 6px;" +
-    "font: 12px system-ui, sans-serif; color: #111;";
+  const tip = tooltip();
   root.append(svg, canvas, tip);
   el.appendChild(outer);
 

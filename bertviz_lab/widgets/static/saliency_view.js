@@ -42,11 +42,7 @@ function render({ model, el }) {
   badge.style.cssText = "position: absolute; right: 8px; top: 6px; display: none; padding: 2px 10px;" +
     "border-radius: 10px; background: #fff6ea; border: 1px solid #ff7f0e; color: #5a3a00;" +
     "font: 12px system-ui, sans-serif;";
-  const tip = document.createElement("div");
-  tip.className = "bvl-tooltip";
-  tip.style.cssText = "position: absolute; display: none; pointer-events: none; white-space: pre; z-index: 2;" +
-    "background: rgba(255,255,255,0.95); border: 1px solid #888; border-radius: 3px; padding: 3px 6px;" +
-    "font: 12px system-ui, sans-serif; color: #111;";
+  const tip = tooltip();
   root.append(svg, badge, tip);
   el.appendChild(outer);
 

@@ -10,6 +10,16 @@ function svgEl(parent, name, attrs, text) {
   return node;
 }
 
+// The hover box a view shows beside a cell (hidden until a pointer is over one; text only, never HTML).
+function tooltip() {
+  const tip = document.createElement("div");
+  tip.className = "bvl-tooltip";
+  tip.style.cssText = "position: absolute; display: none; pointer-events: none; white-space: pre; z-index: 2;" +
+    "background: rgba(255,255,255,0.95); border: 1px solid #888; border-radius: 3px; padding: 3px 6px;" +
+    "font: 12px system-ui, sans-serif; color: #111;";
+  return tip;
+}
+
 // A synced Bytes trait arrives as a DataView (or ArrayBuffer): its bytes as a Uint8Array.
 function bytes(value) {
   if (!value) return new Uint8Array(0);
