@@ -31,8 +31,9 @@ def text_of(tokenizer, tokens: int) -> str:
 
 
 def measure_panel(name: str, model, tokenizer, tokens: int) -> None:
+    from payload import sent_messages, state_bytes
+
     from bertviz_lab.widgets import AttentionPanel
-    from bertviz_lab.widgets.payload import sent_messages, state_bytes
 
     panel = AttentionPanel(model=model, tokenizer=tokenizer, text=text_of(tokenizer, tokens), layer=0, head=0)
     T = len(panel.info.tokens)
@@ -103,7 +104,7 @@ from bertviz_lab.model import BERTConfig, BERTForPreTraining
 from bertviz_lab.train import TrainConfig, Trainer, generate_synthetic_bert_batches, synthetic_to_training_batch
 from bertviz_lab.train.runner import BertRunner
 from bertviz_lab.widgets import LossCurves, MaskingPreview
-from bertviz_lab.widgets.training_panel import DEMO_RUN
+from bertviz_lab.widgets.panels.training import DEMO_RUN
 
 torch.set_num_threads(THREADS)
 
@@ -216,7 +217,7 @@ def measure_live_curves(pairs: int = 9, seconds: float = 3.0, threads: int = 2) 
 def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
     from bertviz_lab.model import BERT, BERTConfig
-    from bertviz_lab.widgets.workbench import default_model_and_tokenizer
+    from bertviz_lab.widgets.panels.models import default_model_and_tokenizer
 
     minilm, tokenizer = default_model_and_tokenizer()
     print("| fresh Jupyter kernel, MiniLM, 128 tokens | seconds |")

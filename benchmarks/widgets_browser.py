@@ -27,7 +27,7 @@ from browser_lab import CHROMIUM_ARGS, KERNEL_READY, RUN_ALL, RUN_STATE, LabServ
 from system_programs import CHROMIUM  # noqa: E402
 
 SETUP = """from bertviz_lab.widgets import AttentionPanel
-from bertviz_lab.widgets.workbench import default_model_and_tokenizer
+from bertviz_lab.widgets.panels.models import default_model_and_tokenizer
 model, tokenizer = default_model_and_tokenizer()
 words = ("the quick brown fox jumps over the lazy dog while the cat watches from the warm window " * 60).split()
 def text_of(tokens):

@@ -5,8 +5,7 @@ from __future__ import annotations
 from bertviz_lab.device import available_devices, describe_devices, select_device
 from bertviz_lab.model import *  # noqa: F403 (the model family is the package's core API)
 from bertviz_lab.model import __all__ as _model_names
-from bertviz_lab.model.auto import load
-from bertviz_lab.model.weights import load_default
+from bertviz_lab.model.auto import load, load_default
 
 __version__ = "0.1.0"
 __all__ = [*_model_names, "available_devices", "describe_devices", "select_device", "load", "load_default"]

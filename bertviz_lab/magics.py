@@ -27,7 +27,7 @@ def _lookup(namespace: dict[str, Any], name: str, what: str) -> Any:
 
 def _load_named(name: str) -> tuple[Any, Any]:
     """--model NAME: a checkpoint folder or Hub repo id, loaded once per session; its errors in one line."""
-    from bertviz_lab.widgets.named_models import named_model_and_tokenizer
+    from bertviz_lab.widgets.panels.models import named_model_and_tokenizer
 
     try:
         return named_model_and_tokenizer(name)
@@ -117,7 +117,7 @@ class BertInspectMagics(Magics):
         except SystemExit as error:  # argparse exits on a bad option
             raise UsageError(f"bad option in: {line}") from error
         options = resolve(args, cell, self.shell.user_ns if self.shell is not None else {})
-        from bertviz_lab.widgets.workbench import open_view
+        from bertviz_lab.widgets.panels.workbench import open_view
 
         try:
             return open_view(**options)
@@ -130,7 +130,7 @@ def warm_up() -> None:
     or forward only computes."""
     from bertviz_lab import kernels
     from bertviz_lab.widgets import Workbench  # noqa: F401 (ipywidgets, anywidget and every panel's module)
-    from bertviz_lab.widgets.workbench import default_model_and_tokenizer
+    from bertviz_lab.widgets.panels.models import default_model_and_tokenizer
 
     kernels.warm_up()  # compiles the AVX2 kernels where they are not cached yet (about a second)
     default_model_and_tokenizer()

@@ -93,13 +93,13 @@ def test_load_ext_warms_up_the_panels_and_the_default_model_in_the_background():
         warm_up = [t for t in threading.enumerate() if t.name == WARM_UP_THREAD]
         assert len(warm_up) == 1 and warm_up[0].daemon
         warm_up[0].join()
-        from bertviz_lab.widgets import workbench
-        assert "bertviz_lab.widgets.attention_panel" in sys.modules and "anywidget" in sys.modules
-        assert workbench._load_default_once.cache_info().currsize == 1
+        from bertviz_lab.widgets.panels import models
+        assert "bertviz_lab.widgets.panels.attention" in sys.modules and "anywidget" in sys.modules
+        assert models._load_default_once.cache_info().currsize == 1
         from bertviz_lab.kernels import build
         assert build.library.cache_info().currsize == 1  # built or verified before the first forward
         panel = ip.run_line_magic("bert_inspect", "--view attention 'warm already'")
-        assert workbench._load_default_once.cache_info().hits == 1, workbench._load_default_once.cache_info()
+        assert models._load_default_once.cache_info().hits == 1, models._load_default_once.cache_info()
         print(type(panel).__name__)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
@@ -108,18 +108,17 @@ def test_load_ext_warms_up_the_panels_and_the_default_model_in_the_background():
 
 
 def test_default_model_is_loaded_once_when_asked_from_two_threads():
-    from bertviz_lab.widgets import workbench
-
-    workbench._load_default_once.cache_clear()
+    from bertviz_lab.widgets.panels import models
+    models._load_default_once.cache_clear()
     results = []
-    threads = [threading.Thread(target=lambda: results.append(workbench.default_model_and_tokenizer()))
+    threads = [threading.Thread(target=lambda: results.append(models.default_model_and_tokenizer()))
                for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert len(results) == 2 and results[0][0] is results[1][0]
-    assert workbench._load_default_once.cache_info().misses == 1
+    assert models._load_default_once.cache_info().misses == 1
 
 
 def test_default_model_on_a_text(shell):

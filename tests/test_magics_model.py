@@ -17,7 +17,8 @@ from IPython.core.error import UsageError
 
 from bertviz_lab.magics import BertInspectMagics
 from bertviz_lab.model import BERTForMaskedLM
-from bertviz_lab.widgets import AttentionPanel, Workbench, named_models
+from bertviz_lab.widgets import AttentionPanel, Workbench
+from bertviz_lab.widgets.panels import models as named_models
 
 
 @pytest.fixture(autouse=True)

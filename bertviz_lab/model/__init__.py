@@ -1,6 +1,6 @@
 """The BERT model family: config, backbone, task heads, tokenizer, weights and factories."""
 
-from bertviz_lab.model.auto import load
+from bertviz_lab.model.auto import load, load_default
 from bertviz_lab.model.bert import BERT, BERTModelOutput, BERTPreTrainedModel
 from bertviz_lab.model.cache import DynamicCache, EncoderDecoderCache, StaticCache
 from bertviz_lab.model.config import BERTConfig
@@ -32,7 +32,7 @@ from bertviz_lab.model.heads import (
     BERTForTokenClassification,
 )
 from bertviz_lab.model.tokenizer import BERTTokenizerFast
-from bertviz_lab.model.weights import BERT_Weights, LoadReport, load_default
+from bertviz_lab.model.weights import BERT_Weights, LoadReport
 
 __all__ = [
     "BERT",

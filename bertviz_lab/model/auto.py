@@ -27,6 +27,7 @@ from bertviz_lab.model.heads import (
 from bertviz_lab.model.tokenizer import BERTTokenizerFast
 from bertviz_lab.model.weights import (
     CONFIG_NAME,
+    BERT_Weights,
     HubOptions,
     WeightsEntry,
     build_model,
@@ -91,3 +92,11 @@ def _architectures(config_file: Path) -> list[str]:
     """config.json's `architectures` (transformers class names), or [] where it has none."""
     names = json.loads(config_file.read_text()).get("architectures") or []
     return [name for name in names if isinstance(name, str)]
+
+
+def load_default(device: torch.device | str | None = None) -> tuple[BERT, BERTTokenizerFast]:
+    """The real pretrained BERT and its tokenizer the workbench opens with (all-MiniLM-L6-v2)."""
+    entry = BERT_Weights.DEFAULT
+    model = BERT.from_pretrained(entry, device=device)
+    tokenizer = BERTTokenizerFast.from_pretrained(entry.path)
+    return model, tokenizer

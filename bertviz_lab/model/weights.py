@@ -336,17 +336,6 @@ class BERT_Weights:  # noqa: N801 (public name fixed by the API)
         return [v for k, v in vars(cls).items() if isinstance(v, WeightsEntry) and k != "DEFAULT"]
 
 
-def load_default(device: Any = None):
-    """The real pretrained BERT and its tokenizer the workbench opens with (all-MiniLM-L6-v2)."""
-    from bertviz_lab.model.bert import BERT
-    from bertviz_lab.model.tokenizer import BERTTokenizerFast
-
-    entry = BERT_Weights.DEFAULT
-    model = BERT.from_pretrained(entry, device=device)
-    tokenizer = BERTTokenizerFast.from_pretrained(entry.path)
-    return model, tokenizer
-
-
 # Hugging Face Hub ------------------------------------------------------------------------------------
 def _env_true(name: str) -> bool:
     """An environment switch as huggingface_hub reads it ("1", "ON", "YES", "TRUE"), read now, not at import."""

@@ -27,7 +27,6 @@ from bertviz_lab.trace.shapes import TensorSpec, call_arguments, iter_tensors
 from bertviz_lab.trace.tokens import INPUT_ALIASES, INPUT_NAMES, token_rows
 
 if TYPE_CHECKING:
-    from bertviz_lab.trace.diagram import MermaidDiagram
     from bertviz_lab.trace.summary import Summary
 
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB: all attention maps of bert-base at batch 8, seq 256, with room to spare
@@ -462,18 +461,6 @@ class Trace:
         from bertviz_lab.trace.summary import summarize
 
         return summarize(self, depth=depth)
-
-    def to_mermaid(self, **options: Any) -> "MermaidDiagram":
-        """The architecture as a mermaid flowchart (see diagram.to_mermaid)."""
-        from bertviz_lab.trace.diagram import to_mermaid
-
-        return to_mermaid(self, **options)
-
-    def to_graphviz(self, **options: Any):
-        """The architecture as a graphviz.Digraph (see diagram.to_graphviz)."""
-        from bertviz_lab.trace.diagram import to_graphviz
-
-        return to_graphviz(self, **options)
 
     def __repr__(self) -> str:
         shape = tuple(self.attentions[0].shape) if self.attentions else None

@@ -58,7 +58,7 @@ def test_mermaid_of_bert_base_has_lucids_structure(base_trace):
 
 
 def test_mermaid_mime_bundle_and_text(base_trace):
-    diagram = base_trace.to_mermaid(direction="TB", depth=2)
+    diagram = to_mermaid(base_trace, direction="TB", depth=2)
     bundle = diagram._repr_mimebundle_()
     assert set(bundle) == {"text/vnd.mermaid", "text/markdown", "text/plain"}
     assert bundle["text/vnd.mermaid"] == str(diagram) == bundle["text/plain"] == diagram.source

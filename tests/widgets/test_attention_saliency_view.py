@@ -10,7 +10,7 @@ import torch
 
 from bertviz_lab.trace import saliency, trace
 from bertviz_lab.widgets import AttentionPanel, Workbench
-from bertviz_lab.widgets.saliency_view import SaliencyPanel
+from bertviz_lab.widgets.panels.saliency import SaliencyPanel
 
 
 def test_saliency_is_made_when_first_shown_and_follows_the_text(pretraining_model, tokenizer):

@@ -16,9 +16,9 @@ import torch
 
 from bertviz_lab.trace import trace
 from bertviz_lab.widgets import AttentionPanel
-from bertviz_lab.widgets import attention_data as D
-from bertviz_lab.widgets.attention_views import RECT_LIMIT, cell_size, png, tick_labels
-from bertviz_lab.widgets.front_end import esm
+from bertviz_lab.widgets.figures import attention_data as D
+from bertviz_lab.widgets.figures.heatmap import RECT_LIMIT, cell_size, png, tick_labels
+from bertviz_lab.widgets.views.front_end import esm
 
 SVG = "{http://www.w3.org/2000/svg}"
 NASTY = '<b>&"x'  # a token that would be markup if it were not escaped
@@ -156,7 +156,7 @@ def test_the_views_keep_the_layout_trait_of_ipywidgets():
     """A synced trait named `layout` would shadow DOMWidget's Layout and break every front-end view of the widget."""
     import ipywidgets
 
-    from bertviz_lab.widgets.attention_views import HeadView, HeatmapView, ModelView
+    from bertviz_lab.widgets.views.attention import HeadView, HeatmapView, ModelView
 
     for view in (HeatmapView(), HeadView(), ModelView()):
         assert isinstance(view.layout, ipywidgets.Layout), type(view).__name__

@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 import torch
+from payload import sent_messages, state_bytes
 from widgets_testlib import tiny_config
 
 from bertviz_lab.magics import BertInspectMagics
@@ -17,10 +18,9 @@ from bertviz_lab.model import BERT
 from bertviz_lab.model.hook_points import hook_points
 from bertviz_lab.trace import trace
 from bertviz_lab.widgets import AttentionPanel
-from bertviz_lab.widgets import attention_data as D
-from bertviz_lab.widgets.front_end import esm
-from bertviz_lab.widgets.neuron_view import NeuronView
-from bertviz_lab.widgets.payload import sent_messages, state_bytes
+from bertviz_lab.widgets.figures import attention_data as D
+from bertviz_lab.widgets.views.front_end import esm
+from bertviz_lab.widgets.views.neuron import NeuronView
 
 TEXT_A = "The cat sat on the mat."
 TEXT_B = 'It was "warm" there.'

@@ -26,11 +26,13 @@ from bertviz_lab.model import (
     BERTTokenizerFast,
 )
 from bertviz_lab.trace import saliency
+from bertviz_lab.trace import targets as TG
 from bertviz_lab.widgets import SaliencyPanel
-from bertviz_lab.widgets import saliency_view as SV
-from bertviz_lab.widgets.export import svg_size
-from bertviz_lab.widgets.front_end import esm
-from bertviz_lab.widgets.text_run import run_text
+from bertviz_lab.widgets.figures.export import svg_size, themed
+from bertviz_lab.widgets.panels import saliency as SV
+from bertviz_lab.widgets.panels.text_run import run_text
+from bertviz_lab.widgets.views import saliency as SF
+from bertviz_lab.widgets.views.front_end import all_css, esm
 
 SCRIPT = "<script>"
 MASKED = "the cat sat on the [MASK] ."
@@ -112,13 +114,13 @@ def test_the_scores_follow_the_toolbar(pretraining_model, tokenizer, method, bas
 
 def test_a_backbone_scores_a_function_of_its_output_and_one_hidden_unit(backbone, tokenizer):
     panel = SaliencyPanel(backbone, tokenizer, PLAIN, steps=8)
-    assert panel.target is SV.cls_norm and "[CLS]" in panel.view.subtitle
+    assert panel.target is TG.cls_norm and "[CLS]" in panel.view.subtitle
     assert "no task head" in panel.view.note
     np.testing.assert_array_equal(sent_scores(panel), reference(panel))
     panel.background = False
     panel.target_choice.value = "cls-unit"
     panel.unit.value = 7
-    assert panel.target == SV.HiddenUnit(7) and "unit 7" in panel.view.subtitle
+    assert panel.target == TG.HiddenUnit(7) and "unit 7" in panel.view.subtitle
     assert panel.unit_box.layout.display is None
     np.testing.assert_array_equal(sent_scores(panel), reference(panel))
     direct = saliency(backbone, panel.encoded.encoding, lambda out: out.last_hidden_state[:, 0, 7], steps=8,
@@ -223,9 +225,9 @@ def test_colours_follow_the_sign_of_the_scores_on_a_symmetric_scale(mlm_model, t
         if abs(score) > 0.02 * limit:
             assert (red > blue) == (score > 0), (token, score, fill)
         if score == 0:
-            assert fill == SV.hex_color(SV.CODES // 2) == "#f7f7f7"
+            assert fill == SF.hex_color(SF.CODES // 2) == "#f7f7f7"
     strongest = int(np.abs(scores).argmax())
-    assert panel.view.colors[strongest] in (SV.hex_color(0), SV.hex_color(SV.CODES - 1))
+    assert panel.view.colors[strongest] in (SF.hex_color(0), SF.hex_color(SF.CODES - 1))
     ticks = dict((label, position) for position, label in panel.view.bar_ticks)
     assert ticks["0"] == 0.5 and ticks[f"{-limit:.3g}"] == 0 and ticks[f"{limit:.3g}"] == 1
 
@@ -251,7 +253,7 @@ def test_tokens_wrap_in_reading_order_and_sentence_b_starts_a_line(backbone, tok
     rows = sorted({y for _, y, _ in boxes})
     assert len(rows) >= 3  # wrapped
     assert [(y, x) for x, y, _ in boxes] == sorted((y, x) for x, y, _ in boxes)  # reading order
-    assert all(x + w <= SV.MARGIN + SV.GUTTER + SV.WRAP_W for x, _, w in boxes)
+    assert all(x + w <= SF.MARGIN + SF.GUTTER + SF.WRAP_W for x, _, w in boxes)
     first_b = segments.index(1)
     assert boxes[first_b][0] == boxes[0][0] and boxes[first_b][1] > boxes[first_b - 1][1]
     assert [text for _, text in panel.view.gutter] == ["A", "B"]
@@ -271,7 +273,7 @@ def test_a_long_text_shows_the_truncation_notice(backbone, tokenizer):
 def test_save_writes_svg_and_png(backbone, tokenizer, tmp_path):
     panel = SaliencyPanel(backbone, tokenizer, PLAIN, steps=4)
     svg = panel.save(tmp_path / "saliency.svg")
-    assert svg.read_text(encoding="utf-8") == panel.to_svg()
+    assert svg.read_text(encoding="utf-8") == themed(panel.to_svg(), all_css(), "light")
     png = panel.save(tmp_path / "figures" / "saliency.png", scale=2)
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -286,7 +288,7 @@ def test_the_export_button_writes_the_figure(backbone, tokenizer, tmp_path, monk
     panel = SaliencyPanel(backbone, tokenizer, PLAIN, steps=4)
     path = panel.export_bar.export()
     assert path is not None and path.name.startswith("saliency-integrated-gradients-cls-norm")
-    assert path.read_text(encoding="utf-8") == panel.to_svg()
+    assert path.read_text(encoding="utf-8") == themed(panel.to_svg(), all_css(), "light")
 
 
 # the targets ---------------------------------------------------------------------------------------------------
@@ -294,7 +296,7 @@ def test_targets_offered_match_the_models_heads(mlm_model, pretraining_model, ns
                                                 tokenizer):
     mlm = SaliencyPanel(mlm_model, tokenizer, "the [MASK] sat on the [MASK] .", method="gradient_x_input")
     keys = [key for _, key in mlm.options()]
-    assert len(keys) == 2 * SV.TOP_PREDICTIONS and all(key.startswith("mlm:") for key in keys)
+    assert len(keys) == 2 * TG.TOP_PREDICTIONS and all(key.startswith("mlm:") for key in keys)
     assert mlm.target_choice.value == keys[0] and mlm.target[1] == 2  # the first [MASK], top prediction
 
     pair = SaliencyPanel(pretraining_model, tokenizer, PLAIN, "it was warm .", method="gradient_x_input")
@@ -314,7 +316,7 @@ def test_targets_offered_match_the_models_heads(mlm_model, pretraining_model, ns
     assert "negative" in classes.options()[0][0]
 
     bare = SaliencyPanel(backbone, tokenizer, MASKED, method="gradient_x_input")
-    assert [k for _, k in bare.options()] == ["cls-norm", "mean-norm", "cls-unit"] and bare.target is SV.cls_norm
+    assert [k for _, k in bare.options()] == ["cls-norm", "mean-norm", "cls-unit"] and bare.target is TG.cls_norm
 
     no_mask = SaliencyPanel(mlm_model, tokenizer, PLAIN, method="gradient_x_input")
     assert no_mask.target == ("mlm", 1, tokenizer.convert_tokens_to_ids("the"))  # the word itself
@@ -346,7 +348,7 @@ def test_question_answering_and_causal_lm_targets(tokenizer):
     panel = SaliencyPanel(reader, tokenizer, "where is the cat ?", PLAIN, method="gradient_x_input")
     start, end = (int(logits[0].argmax()) for logits in reader(**panel.encoded.inputs))
     assert [k for _, k in panel.options()] == [f"start:{start}", f"end:{end}"]
-    assert panel.target == SV.OutputLogit(0, start) and "answer-start logit" in panel.view.subtitle
+    assert panel.target == TG.OutputLogit(0, start) and "answer-start logit" in panel.view.subtitle
     np.testing.assert_array_equal(sent_scores(panel), reference(panel))
     writer = BERTForCausalLM(tiny_config(tokenizer.vocab_size, is_decoder=True)).eval()
     panel = SaliencyPanel(writer, tokenizer, "the cat sat on the", method="gradient_x_input")
@@ -360,7 +362,7 @@ def test_the_default_model_is_a_backbone_scored_by_a_function_of_its_output():
     started = time.perf_counter()
     panel = SaliencyPanel(text="The cat sat on the mat.")
     elapsed = time.perf_counter() - started
-    assert isinstance(panel.model, BERT) and panel.target is SV.cls_norm
+    assert isinstance(panel.model, BERT) and panel.target is TG.cls_norm
     assert "length of the last layer's [CLS] vector" in panel.view.subtitle
     assert panel.tokens[:3] == ["[CLS]", "the", "cat"] and panel.view.status == "ready"
     np.testing.assert_array_equal(sent_scores(panel), reference(panel))
@@ -415,5 +417,5 @@ def test_bad_arguments_raise_at_once(backbone, tokenizer):
 
 def test_score_text_keeps_what_a_float32_holds():
     for value in (0.0, 0.5329999923706055, -1.234567e-05, 123456.7, 3.0):
-        assert float(SV.score_text(value)) == pytest.approx(value, rel=1e-6)
-    assert SV.score_text(np.float32(0.1)) == "0.1"
+        assert float(SF.score_text(value)) == pytest.approx(value, rel=1e-6)
+    assert SF.score_text(np.float32(0.1)) == "0.1"

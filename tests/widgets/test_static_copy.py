@@ -10,9 +10,9 @@ import xml.etree.ElementTree as ET
 import ipywidgets as widgets
 import pytest
 
-from bertviz_lab.widgets import static_copy as sc
-from bertviz_lab.widgets.common import Panel
-from bertviz_lab.widgets.workbench import TABS, Workbench
+from bertviz_lab.widgets.panels import static_copy as sc
+from bertviz_lab.widgets.panels.panel import Panel
+from bertviz_lab.widgets.panels.workbench import TABS, Workbench
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -131,7 +131,7 @@ def test_the_workbench_copy_follows_its_tabs(pretraining_model, tokenizer):
 
 
 def test_the_export_bar_says_why_a_figure_was_not_saved(tmp_path, monkeypatch):
-    from bertviz_lab.widgets.export import ExportBar
+    from bertviz_lab.widgets.panels.export_bar import ExportBar
 
     monkeypatch.chdir(tmp_path)
     panel = Counter()

@@ -14,9 +14,9 @@ import torch
 from bertviz_lab.device import available_devices, describe_devices
 from bertviz_lab.trace import MermaidDiagram
 from bertviz_lab.widgets import ArchitecturePanel, DevicePicker
-from bertviz_lab.widgets.architecture_panel import example_inputs
-from bertviz_lab.widgets.device_picker import format_bytes, model_memory_bytes
-from bertviz_lab.widgets.front_end import esm
+from bertviz_lab.widgets.panels.architecture import example_inputs
+from bertviz_lab.widgets.panels.device_picker import format_bytes, model_memory_bytes
+from bertviz_lab.widgets.views.front_end import esm
 
 
 # ArchitecturePanel ---------------------------------------------------------------------------------------

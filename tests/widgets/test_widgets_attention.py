@@ -7,15 +7,17 @@ import ipywidgets as widgets
 import numpy as np
 import pytest
 import torch
+from payload import sent_messages, state_bytes
 from widgets_testlib import tiny_config
 
 from bertviz_lab.model import BERT
 from bertviz_lab.trace import attention_rollout, trace
 from bertviz_lab.widgets import AttentionPanel
-from bertviz_lab.widgets import attention_data as D
-from bertviz_lab.widgets.attention_panel import trace_text
-from bertviz_lab.widgets.attention_views import HeadView, HeatmapView, ModelView
-from bertviz_lab.widgets.payload import sent_messages, state_bytes
+from bertviz_lab.widgets.figures import attention_data as D
+from bertviz_lab.widgets.figures.export import themed
+from bertviz_lab.widgets.panels.attention import trace_text
+from bertviz_lab.widgets.views.attention import HeadView, HeatmapView, ModelView
+from bertviz_lab.widgets.views.front_end import all_css
 
 TEXT_A = "The cat sat on the mat."
 TEXT_B = 'It was "warm" there.'
@@ -256,7 +258,7 @@ def test_export_writes_the_view_on_screen(pair_panel, tmp_path, monkeypatch):
     pair_panel.layer.value, pair_panel.head.value = 2, 3
     path = pair_panel.export_bar.export()
     assert path.name.startswith("attention-layer2-head3-") and path.suffix == ".svg"
-    assert path.read_text(encoding="utf-8") == pair_panel.to_svg()
+    assert path.read_text(encoding="utf-8") == themed(pair_panel.to_svg(), all_css(), "light")
 
 
 # head view ----------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from widgets_testlib import XSS, assert_safe_html, html_values
 
 from bertviz_lab.trace import trace
 from bertviz_lab.widgets import AttentionPanel, MaskingPreview, Workbench
-from bertviz_lab.widgets.front_end import esm
+from bertviz_lab.widgets.views.front_end import esm
 
 TEXT = f"the cat {XSS} sat on the mat ."
 TEXT_B = f'it was " warm " & {XSS}'

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import torch
+from payload import sent_messages
 from widgets_testlib import assert_safe_html, parse_html, tiny_config, wait_until
 
 from bertviz_lab.model import BERTForPreTraining
@@ -20,9 +21,9 @@ from bertviz_lab.train import (
     synthetic_to_training_batch,
 )
 from bertviz_lab.widgets import LossCurves, TrainingPanel
-from bertviz_lab.widgets.front_end import esm
-from bertviz_lab.widgets.loss_curves import CHARTS, KEYS, SERIES, downsample, downsample_points
-from bertviz_lab.widgets.payload import sent_messages
+from bertviz_lab.widgets.panels.loss_curves import CHARTS, SERIES, downsample, downsample_points
+from bertviz_lab.widgets.views.curves import KEYS
+from bertviz_lab.widgets.views.front_end import esm
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 

@@ -12,11 +12,12 @@ import torch
 from widgets_testlib import XSS, assert_safe_html, tiny_config
 
 from bertviz_lab.model import BERT, BERTForCausalLM, BERTForNextSentencePrediction, BERTForPreTraining
+from bertviz_lab.model.encoding import encode_text
 from bertviz_lab.model.pretraining import create_masked_lm_inputs, sample_masking
 from bertviz_lab.train import TrainConfig, Trainer, generate_synthetic_bert_batches, synthetic_to_training_batch
 from bertviz_lab.widgets import MaskingPreview
-from bertviz_lab.widgets.common import COLORS, encode_text
-from bertviz_lab.widgets.masking_preview import format_probability
+from bertviz_lab.widgets.figures.palette import COLORS
+from bertviz_lab.widgets.panels.masking import format_probability
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat near the old "
         "window and the birds sing in the garden outside")
@@ -277,7 +278,7 @@ def test_svg_export_parses_escapes_and_has_the_chips(xss_tokenizer, xss_model, t
     assert len(chips) == preview.counts["tokens"] + 5  # + the legend's five
     assert sum("bvl-mask" in g.get("class") for g in chips) == preview.counts["mask"] + 1
     png = preview.save(tmp_path / "masking.png", scale=2)
-    from bertviz_lab.widgets.export import svg_size
+    from bertviz_lab.widgets.figures.export import svg_size
 
     width, height = svg_size(svg)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

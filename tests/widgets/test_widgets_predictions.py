@@ -21,8 +21,9 @@ from bertviz_lab.model import (
     BERTForSequenceClassification,
     BERTForTokenClassification,
 )
-from bertviz_lab.widgets import Workbench, named_models, open_view
-from bertviz_lab.widgets.predictions import prediction_html
+from bertviz_lab.widgets import Workbench, open_view
+from bertviz_lab.widgets.panels import models as named_models
+from bertviz_lab.widgets.panels.predictions import prediction_html
 
 NER = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC"}
 TEXT = "Ada Lovelace lived in London."

@@ -18,7 +18,7 @@ from bertviz_lab.widgets import (
     Workbench,
     open_view,
 )
-from bertviz_lab.widgets.workbench import DEFAULT_TEXT
+from bertviz_lab.widgets.panels.workbench import DEFAULT_TEXT
 
 
 @pytest.fixture

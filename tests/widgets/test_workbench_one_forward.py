@@ -11,12 +11,12 @@ import torch
 from widgets_testlib import tiny_config
 
 from bertviz_lab.model import BERTForSequenceClassification, BERTForTokenClassification
+from bertviz_lab.model.encoding import encode_text
 from bertviz_lab.model.encoding import encode_text as model_encode_text
 from bertviz_lab.widgets import ArchitecturePanel, AttentionPanel, MaskingPreview, Workbench
-from bertviz_lab.widgets.attention_panel import trace_text
-from bertviz_lab.widgets.common import encode_text
-from bertviz_lab.widgets.predictions import Predictions, prediction_html
-from bertviz_lab.widgets.text_run import run_text
+from bertviz_lab.widgets.panels.attention import trace_text
+from bertviz_lab.widgets.panels.predictions import Predictions, prediction_html
+from bertviz_lab.widgets.panels.text_run import run_text
 
 TEXT, TEXT_B = "The cat sat on the mat because it was warm.", "The dog ran home."
 
@@ -141,8 +141,8 @@ def test_a_run_waits_while_another_thread_holds_the_model(backbone, tokenizer):
     """A saliency worker and the notebook's runs hold one lock per model: a run never overlaps another panel's."""
     import threading
 
-    from bertviz_lab.widgets.common import model_lock
-    from bertviz_lab.widgets.text_run import run_text
+    from bertviz_lab.widgets.panels.running import model_lock
+    from bertviz_lab.widgets.panels.text_run import run_text
 
     held, release, done = threading.Event(), threading.Event(), threading.Event()
 

@@ -1,0 +1,177 @@
+"""ArchitecturePanel: the traced model as a graphviz or mermaid diagram with tensor shapes, and its parameter table.
+
+Diagrams run top to bottom so they fit a notebook's width with readable text: Graphviz's SVG is drawn by the
+project's own view (views/architecture.js) fit to the panel's width, never below 12 px text, with zoom and pan;
+mermaid gets the same direction and a 16 px font (JupyterLab shrinks a diagram wider than the page).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from typing import Any
+
+import ipywidgets as widgets
+import torch
+from IPython.display import display
+
+from bertviz_lab.trace.diagram import to_graphviz, to_mermaid
+from bertviz_lab.trace.hooks import Trace, trace
+from bertviz_lab.widgets.figures.text import escape
+from bertviz_lab.widgets.panels.export_bar import ExportBar
+from bertviz_lab.widgets.panels.panel import Panel
+from bertviz_lab.widgets.panels.running import evaluating
+from bertviz_lab.widgets.views.diagram import GRAPHVIZ_FONT, DiagramView
+
+RENDERERS = ("mermaid", "graphviz")
+LABELLED = {"description_width": "initial"}
+MERMAID_FONT_PX = 16
+PX_PER_PT = 4 / 3
+
+
+def dot_available() -> bool:
+    """True where Graphviz's `dot` program is on PATH."""
+    return shutil.which("dot") is not None
+
+
+def example_inputs(model: torch.nn.Module, input_shape: tuple[int, int] = (1, 8)) -> dict[str, torch.Tensor]:
+    """Token ids of the given shape for a BERT model (ids above the special range, on the model's device)."""
+    config = model.config
+    low = min(1000, config.vocab_size - 1)
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(low, config.vocab_size, input_shape, generator=generator)
+    return {"input_ids": ids.to(next(model.parameters()).device)}
+
+
+def trace_shapes(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> Trace:
+    """One forward pass recording every module call's shapes (no attention maps)."""
+    with evaluating(model), torch.inference_mode(), trace(model, attentions=False, shapes=True) as recorded:
+        model(**inputs)
+    return recorded
+
+
+def svg_document(svg: str) -> str:
+    """Graphviz's SVG without its XML prologue, sized in pixels (it writes points): ready to nest or to save."""
+    svg = svg[svg.index("<svg"):]
+    end = svg.index(">") + 1
+    root = re.sub(r'\b(width|height)="([\d.]+)pt"', lambda m: f'{m.group(1)}="{float(m.group(2)) * PX_PER_PT:.0f}"',
+                  svg[:end])
+    return root + svg[end:]
+
+
+class ArchitecturePanel(Panel):
+    """Renderer choice, depth, collapse and shapes toggles around the diagram; the parameter table below."""
+
+    def __init__(self, model: torch.nn.Module, inputs: dict[str, torch.Tensor] | None = None,
+                 input_shape: tuple[int, int] = (1, 8), renderer: str | None = None, depth: int = 3,
+                 direction: str = "TB", trace: Trace | None = None) -> None:
+        renderer = renderer or ("graphviz" if dot_available() else "mermaid")
+        if renderer not in RENDERERS:
+            raise ValueError(f"renderer must be one of {RENDERERS}, got {renderer!r}.")
+        self.model, self.direction = model, direction
+        self.inputs = inputs if inputs is not None else example_inputs(model, input_shape)
+        self._svg_cache: dict[tuple, str] = {}
+        # ToggleButtons draw their own description above the buttons: the label is a Label beside them
+        self.renderer = widgets.ToggleButtons(options=RENDERERS, value=renderer, style={"button_width": "auto"})
+        self.depth = widgets.IntSlider(value=depth, min=1, max=8, description="depth", style=LABELLED,
+                                       layout=widgets.Layout(width="220px"))
+        self.collapse = widgets.Checkbox(value=True, description="collapse repeats", indent=False,
+                                         layout=widgets.Layout(width="auto"))
+        self.shapes = widgets.Checkbox(value=True, description="shapes", indent=False,
+                                       layout=widgets.Layout(width="auto"))
+        self.export = ExportBar(self, "architecture")
+        self.error = widgets.HTML()
+        self.diagram_output = widgets.Output()  # mermaid, drawn by the front end's own renderer
+        self.graph_view = DiagramView()
+        self.table = widgets.HTML()
+        toolbar = widgets.HBox([widgets.Label("draw with"), self.renderer, self.depth, self.collapse, self.shapes,
+                                self.export],
+                               layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
+        toolbar.add_class("bvl-toolbar")
+        super().__init__([toolbar, self.error, self.diagram_output, self.graph_view,
+                          widgets.HTML("<b>parameters</b> (click a module to open it)"), self.table])
+        if trace is not None:  # recorded with shapes on `inputs` already (a Workbench's shared forward)
+            self.show_trace(trace)
+        else:
+            self.rerun()
+        for control in (self.renderer, self.depth, self.collapse, self.shapes):
+            control.observe(lambda _: self.redraw(), names="value")
+
+    def rerun(self, *_: Any) -> None:
+        """Trace the model again (after a device move or a new input) and redraw."""
+        device = next(self.model.parameters()).device
+        self.inputs = {k: v.to(device) for k, v in self.inputs.items()}
+        self.show_trace(trace_shapes(self.model, self.inputs))
+
+    def show_trace(self, trace: Trace, inputs: dict[str, torch.Tensor] | None = None) -> None:
+        """Draw a trace recorded with shapes (by rerun, or a forward shared with other panels) of `inputs`."""
+        if not trace.calls:
+            raise ValueError("the trace holds no module calls; record it with trace(model, shapes=True).")
+        if inputs is not None:
+            self.inputs = inputs
+        self.trace = trace
+        self._svg_cache.clear()
+        self.table.value = self.trace.summary().collapsible_html()
+        self.redraw()
+
+    def _options(self) -> dict[str, Any]:
+        return {"depth": self.depth.value, "collapse_repeats": self.collapse.value, "show_shapes": self.shapes.value,
+                "direction": self.direction}
+
+    def diagram(self, renderer: str | None = None) -> Any:
+        """The diagram object for the current settings (MermaidDiagram or graphviz.Digraph)."""
+        if (renderer or self.renderer.value) == "mermaid":
+            return to_mermaid(self.trace, font_size=MERMAID_FONT_PX, **self._options())
+        return to_graphviz(self.trace, font_size=GRAPHVIZ_FONT, **self._options())
+
+    def graphviz_svg(self) -> str:
+        """Graphviz's drawing of the current settings as an SVG document; FileNotFoundError without `dot`."""
+        key = tuple(self._options().values())
+        if key not in self._svg_cache:
+            self._svg_cache[key] = svg_document(self.diagram("graphviz").pipe(format="svg", encoding="utf-8"))
+        return self._svg_cache[key]
+
+    def redraw(self) -> None:
+        """Draw the diagram with the chosen renderer (mermaid when Graphviz is missing, saying so)."""
+        renderer, self.error.value = self.renderer.value, ""
+        if renderer == "graphviz":
+            try:
+                self.graph_view.svg = self.graphviz_svg()
+            except (FileNotFoundError, ImportError, RuntimeError) as error:
+                self.error.value = f"<span style='color:#d62728'>{escape(error)}</span> Showing mermaid instead."
+                renderer = "mermaid"
+        self.graph_view.layout.display = None if renderer == "graphviz" else "none"
+        self.diagram_output.layout.display = None if renderer == "mermaid" else "none"
+        self.diagram_output.clear_output(wait=True)
+        if renderer == "mermaid":
+            with self.diagram_output:
+                display(self.diagram("mermaid"))
+        self.figure_changed()
+
+    def title(self) -> str:
+        """What the figure shows, in one line."""
+        return (f"{self.trace.model_class} · depth {self.depth.value}"
+                + (" · repeats collapsed" if self.collapse.value else "") + (" · shapes" if self.shapes.value else ""))
+
+    def to_svg(self) -> str:
+        """Graphviz's diagram under a title, as a standalone SVG; FileNotFoundError names Graphviz when `dot` is
+        missing (the mermaid source is in static_html() then)."""
+        diagram = self.graphviz_svg()
+        size = re.search(r'<svg\b[^>]*?\bwidth="([\d.]+)"[^>]*?\bheight="([\d.]+)"', diagram, re.S)
+        width, height = max(float(size.group(1)), 400), float(size.group(2)) + 34
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+                f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="Helvetica, sans-serif">'
+                f'<rect width="{width:.0f}" height="{height:.0f}" fill="white"/>'
+                f'<text class="bvl-title" x="8" y="20" font-size="15" font-weight="bold">{escape(self.title())}</text>'
+                + diagram.replace("<svg ", '<svg x="0" y="34" ', 1) + "</svg>")
+
+    def static_html(self) -> str:
+        """The Graphviz drawing (or, without `dot`, the mermaid source) and the folding parameter table."""
+        if dot_available():
+            figure = re.sub(r"<svg ", '<svg style="max-width:100%;height:auto" ', self.to_svg(), count=1)
+        else:
+            source = str(self.diagram("mermaid"))
+            figure = (f"<p>{escape(self.title())}: install Graphviz (its `dot` program) to draw the diagram here; "
+                      f"its mermaid source:</p><pre class='mermaid'>{escape(source)}</pre>")
+        return (f"<div class='bvl-architecture'><div class='bvl-diagram-static' style='overflow:auto'>{figure}</div>"
+                f"<p><b>parameters</b></p>{self.trace.summary().collapsible_html()}</div>")

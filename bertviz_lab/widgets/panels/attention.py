@@ -1,0 +1,570 @@
+"""AttentionPanel: a traced BERT's attention as a heatmap, a head view, a model view (with head ablation) and a neuron
+view, each with its own toolbar, and the text's token saliency (an embedded SaliencyPanel)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as widgets
+import numpy as np
+import torch
+
+from bertviz_lab.model.encoding import Truncation
+from bertviz_lab.trace.hooks import Trace
+from bertviz_lab.widgets.figures import attention_data as D
+from bertviz_lab.widgets.figures.palette import HEAD_COLORS
+from bertviz_lab.widgets.figures.text import escape
+from bertviz_lab.widgets.panels.ablation_bar import AblationBar, AblationSource
+from bertviz_lab.widgets.panels.export_bar import ExportBar
+from bertviz_lab.widgets.panels.layer_qk import LayerQK, recorded_inputs
+from bertviz_lab.widgets.panels.panel import Panel, notice_html
+from bertviz_lab.widgets.panels.running import evaluating
+from bertviz_lab.widgets.panels.saliency import SaliencyPanel
+from bertviz_lab.widgets.panels.text_run import TextRun, run_text
+from bertviz_lab.widgets.views.attention import HeadView, HeatmapView, ModelView
+from bertviz_lab.widgets.views.neuron import NeuronView
+
+VIEWS = ("heatmap", "head view", "model view", "neuron view", "saliency")
+SCALE_OPTIONS = (("linear", "linear"), ("per row", "row"), ("log", "log"))
+SCALE_TITLES = {"linear": "linear scale", "row": "each row scaled to its max", "log": "log scale"}
+SALIENCY_NEEDS = "the saliency view needs the model and the text: build the panel with model=, tokenizer= and text="
+_LABEL = {"description_width": "initial"}  # a label as wide as its text, beside its control
+_COMPACT = {**_LABEL, "button_width": "auto"}
+
+
+def trace_text(model: torch.nn.Module, tokenizer: Any, text: str,
+               text_b: str | None = None) -> tuple[Trace, Truncation]:
+    """Run the model once on a text (pair), cut to fit the model, and record every layer's attention; also say
+    what the cut kept."""
+    run = run_text(model, tokenizer, text, text_b, shapes=False)
+    return run.trace, run.truncation
+
+
+class HeadsShown:
+    """`panel.heads_shown.value = (0, 7)`: the heads the head view shows; its chips set the same `heads`."""
+
+    def __init__(self, view: HeadView) -> None:
+        self._view = view
+
+    @property
+    def value(self) -> tuple[int, ...]:
+        return tuple(self._view.heads)
+
+    @value.setter
+    def value(self, heads: Any) -> None:
+        self._view.heads = sorted({int(h) for h in heads})
+
+    @property
+    def options(self) -> tuple[int, ...]:
+        return tuple(range(self._view.num_heads))
+
+
+def _labelled(text: str, control: widgets.Widget) -> widgets.HBox:
+    """A label beside its control (a ToggleButtons' own description is drawn above its buttons)."""
+    return widgets.HBox([widgets.Label(text), control], layout=widgets.Layout(align_items="center", width="auto"))
+
+
+def _toolbar(*controls: widgets.Widget) -> widgets.HBox:
+    return widgets.HBox(list(controls), layout=widgets.Layout(flex_flow="row wrap", align_items="center",
+                                                              grid_gap="4px 16px"))
+
+
+class AttentionPanel(Panel):
+    """Layer/head selectors, aggregation (head, mean, rollout), colour scale, [CLS]/[SEP] and sentence-pair filters,
+    five views; each view has a toolbar with the controls that apply to it and an export button.
+
+    The model view switches heads off (ablation) and shows what changed; the neuron view shows one query's q against
+    every key's k in one head, from q and k recorded for that layer when it is first shown (see layer_qk); the
+    saliency view is a SaliencyPanel (its own toolbar) made when first shown, following the panel's text after.
+    """
+
+    def __init__(self, trace: Trace | None = None, *, model: torch.nn.Module | None = None, tokenizer: Any = None,
+                 text: str | None = None, text_b: str | None = None, layer: int = 0, head: int = 0,
+                 view: str = "heatmap", aggregation: str = "head", row: int = 0, head_view_k: int = 8,
+                 scale: str = "linear", special: str = "clip", run: TextRun | None = None, query: int | None = None,
+                 ablation_mode: str = "zero") -> None:
+        if run is not None:  # a forward someone else ran (a Workbench's): shown as is, its text changeable after
+            trace, model, tokenizer, text, text_b = run.trace, run.model, run.tokenizer, run.text, run.text_b
+        if view not in VIEWS:
+            raise ValueError(f"view must be one of {VIEWS}, got {view!r}.")
+        self.model, self.tokenizer, self.row, self.head_view_k = model, tokenizer, row, head_view_k
+        if scale not in D.SCALES:
+            raise ValueError(f"scale must be one of {D.SCALES}, got {scale!r}.")
+        if special not in D.SPECIAL_MODES:
+            raise ValueError(f"special must be one of {D.SPECIAL_MODES}, got {special!r}.")
+        self._marking_selection = False
+        if trace is None:
+            if model is None or tokenizer is None or text is None:
+                raise TypeError("AttentionPanel needs a Trace, or a model, a tokenizer and a text.")
+            run = run_text(model, tokenizer, text, text_b, shapes=False)
+            trace = run.trace
+        self.run = run
+        self.truncation = run.truncation if run is not None else None
+        self.text, self.text_b = text, text_b
+        self.truncation_notice = widgets.HTML(notice_html(self.truncation))
+        self.view = widgets.ToggleButtons(options=VIEWS, value=view, style=_COMPACT)
+        self.layer = widgets.Dropdown(description="layer", style=_LABEL, layout=widgets.Layout(width="auto"))
+        self.head = widgets.Dropdown(description="head", style=_LABEL, layout=widgets.Layout(width="auto"))
+        self.query = widgets.Dropdown(description="query token", style=_LABEL, layout=widgets.Layout(width="auto"))
+        self.aggregation = widgets.ToggleButtons(options=D.AGGREGATIONS, value=aggregation, style=_COMPACT)
+        self.direction = widgets.ToggleButtons(options=D.DIRECTIONS, value="all", style=_COMPACT)
+        self.scale = widgets.ToggleButtons(
+            options=SCALE_OPTIONS, value=scale, style=_COMPACT,
+            tooltips=["one scale for the whole matrix", "each query row scaled to its own max",
+                      "log10, four decades below the max"])
+        self.special = widgets.ToggleButtons(
+            options=D.SPECIAL_MODES, value=special, style=_COMPACT,
+            tooltips=["in the colour scale", "left out of the colour scale (shown saturated)", "not shown"])
+        # the head view has no colour scale: its one [CLS]/[SEP] choice is to hide them (kept in step with `special`)
+        self.hide_special = widgets.Checkbox(value=special == "hide", description="hide [CLS]/[SEP]", indent=False,
+                                             layout=widgets.Layout(width="auto"))
+        self._shown_special = special if special != "hide" else "clip"
+        self.message = widgets.HTML()
+        self.heatmap = HeatmapView()
+        self.head_view = HeadView()
+        self.model_view = ModelView()
+        self.neuron_view = NeuronView()
+        self.heads_shown = HeadsShown(self.head_view)
+        self._model_view_key: tuple | None = None
+        self._plain_output: Any = None
+        self.model_view.observe(self._open_thumbnail, names="selected")
+        self.head_view.observe(lambda _: self._head_view_changed(), names="heads")
+        self.head_view.on_open(self._open_neuron_view)
+        self.neuron_view.on_query(self._query_clicked)
+        self.ablation_bar = AblationBar(self.model_view, self._ablation_source, self._ablation_changed,
+                                        mode=ablation_mode)
+        self.export_bar = ExportBar(self, "attention")
+        self.labelled = {control: _labelled(text, control) for control, text in (
+            (self.view, "view"), (self.aggregation, "show"), (self.direction, "pair"), (self.scale, "colour scale"),
+            (self.special, "[CLS]/[SEP]"))}
+        aggregation_, direction_, scale_, special_ = (self.labelled[c] for c in (self.aggregation, self.direction,
+                                                                                  self.scale, self.special))
+        self.toolbars = {
+            "heatmap": _toolbar(self.layer, self.head, aggregation_, direction_, scale_, special_),
+            "head view": _toolbar(self.layer, direction_, self.hide_special),
+            "model view": _toolbar(special_),
+            "neuron view": _toolbar(self.layer, self.head, self.query, self.hide_special),
+        }
+        self.toolbar = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap", align_items="center",
+                                                          grid_gap="4px 24px"))
+        # Every view stays mounted and is shown or hidden, so switching back draws nothing anew.
+        self.view_widgets = dict(zip(VIEWS, (self.heatmap, self.head_view, self.model_view, self.neuron_view)))
+        self.slots = {name: widgets.Box([view_widget]) for name, view_widget in self.view_widgets.items()}
+        self.slots["model view"] = widgets.VBox([self.ablation_bar, self.model_view])
+        self.saliency: SaliencyPanel | None = None  # made when the saliency view is first shown
+        self._saliency_stale = False
+        self.saliency_note = widgets.HTML()
+        self.slots["saliency"] = widgets.VBox([self.saliency_note])
+        self.toolbars["saliency"] = _toolbar()  # the saliency panel brings its own toolbar and export button
+        self.stage = widgets.VBox(list(self.slots.values()))
+        super().__init__([self.labelled[self.view], self.toolbar, self.truncation_notice, self.message, self.stage])
+        self._suspended = False
+        self.set_trace(trace, layer=layer, head=head, query=query)
+        for control in (self.view, self.layer, self.aggregation, self.direction, self.scale, self.special, self.query):
+            control.observe(lambda _: self.redraw(), names="value")
+        self.head.observe(self._head_chosen, names="value")
+        self.hide_special.observe(self._hide_special_toggled, names="value")
+
+    # data ------------------------------------------------------------------------------------------------
+    def set_trace(self, trace: Trace, layer: int | None = None, head: int | None = None,
+                  query: int | None = None) -> None:
+        """Show another trace (keeps the layer, head and query token when they still exist)."""
+        attentions = trace.attentions
+        if not attentions:
+            raise ValueError("the trace holds no attention maps; record it with trace(model, attentions=True).")
+        tokens = (trace.tokens or [[str(i) for i in range(attentions[0].shape[-1])]])[self.row]
+        mask = trace.attention_mask
+        types = trace.token_type_ids
+        num_layers, num_heads = len(attentions), attentions[0].shape[1]
+        layer = self.layer.value if layer is None and self.layer.value is not None else (layer or 0)
+        head = self.head.value if head is None and self.head.value is not None else (head or 0)
+        for name, value, limit in (("layer", layer, num_layers), ("head", head, num_heads)):
+            if not 0 <= value < limit:
+                raise ValueError(f"{name} {value} does not exist; this model has {name}s 0..{limit - 1}.")
+        if self.run is not None and self.run.trace is not trace:
+            self.run = None  # a trace given on its own: no text, no output
+        shown = getattr(self, "attentions", None)
+        same_heads = bool(shown) and (len(shown), shown[0].shape[1]) == (num_layers, num_heads)
+        self.trace, self.attentions = trace, attentions
+        self.info = D.token_info(tokens, None if mask is None else mask[self.row],
+                                 None if types is None else types[self.row])
+        self.layer_qk = LayerQK(trace, self.model, self._inputs(), self.row)
+        self._saliency_stale = self.saliency is not None
+        self._plain_output = None
+        self._model_view_key = None
+        query = self._query_after(query, tokens)
+        self._suspended = True
+        try:
+            self.layer.options = list(range(num_layers))
+            self.head.options = list(range(num_heads))
+            self.layer.value, self.head.value = layer, head
+            self.query.options = [(f"{i} · {tokens[i]}", i) for i in np.flatnonzero(self.info.real).tolist()]
+            self.query.value = query
+            # the heads the chips chose stay on for a new text of the same model; else the selected head alone
+            same_model = self.head_view.num_heads == num_heads
+            self.head_view.num_heads = num_heads
+            self.head_view.heads = list(self.head_view.heads) if same_model and self.head_view.heads else [head]
+            self.direction.disabled = not self.info.has_pair
+            if not self.info.has_pair:
+                self.direction.value = "all"
+            if not same_heads:
+                self.model_view.ablated = []  # another model: its heads are not these
+        finally:
+            self._suspended = False
+        self.ablation_bar.recompute()  # heads switched off stay off for the new input; it redraws
+
+    def _query_after(self, query: int | None, tokens: list[str]) -> int:
+        """The query token to show: the one asked for, else the one shown before if it is still there, else the
+        first word (not [CLS]/[SEP], not padding)."""
+        real = np.flatnonzero(self.info.real).tolist()
+        if query is not None:
+            if query not in real:
+                raise ValueError(f"query token {query} does not exist; this input has tokens 0..{len(tokens) - 1} "
+                                 f"({len(real)} not padding).")
+            return query
+        if self.query.value is not None and self.query.value in real:
+            return self.query.value
+        words = [i for i in real if not self.info.special[i]]
+        return (words or real or [0])[0]
+
+    def _inputs(self) -> dict[str, torch.Tensor]:
+        """The model inputs of what is shown: the run's, or those the trace recorded."""
+        return dict(self.run.encoded.inputs) if self.run is not None else recorded_inputs(self.trace)
+
+    def set_text(self, text: str, text_b: str | None = None) -> None:
+        """Re-run the model on a new text (pair) and redraw."""
+        if self.model is None:
+            raise ValueError("this panel shows a fixed trace; build it with model= and tokenizer= to change the text.")
+        self.show_run(run_text(self.model, self.tokenizer, text, text_b, shapes=False))
+
+    def show_run(self, run: TextRun) -> None:
+        """Show a forward already run on a text (pair), e.g. the one a Workbench shares between its panels."""
+        self.text, self.text_b, self.truncation = run.text, run.text_b, run.truncation
+        self.run = run
+        self.truncation_notice.value = notice_html(self.truncation)
+        self.set_trace(run.trace)
+
+    def rerun(self, *_: Any) -> None:
+        """Trace the current text again (e.g. after the model moved to another device)."""
+        if self.model is not None and self.text is not None:
+            self.set_text(self.text, self.text_b)
+
+    def positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Query rows and key columns currently shown."""
+        return D.select_positions(self.info, self.special.value == "hide", self.direction.value)
+
+    def matrix(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The matrix on screen with its query and key positions."""
+        full = D.attention_matrix(self.attentions, self.layer.value, self.head.value, self.aggregation.value,
+                                  self.row, self.trace.attention_mask)
+        queries, keys = self.positions()
+        return full[np.ix_(queries, keys)], queries, keys
+
+    # controls --------------------------------------------------------------------------------------------
+    def _head_chosen(self, change: dict) -> None:
+        """A head picked in the dropdown is also the one the head view shows."""
+        if not self._suspended:
+            self.head_view.heads = [change["new"]]
+        self.redraw()
+
+    def _hide_special_toggled(self, change: dict) -> None:
+        if self._suspended:
+            return
+        self.special.value = "hide" if change["new"] else self._shown_special
+
+    def _head_view_changed(self) -> None:
+        """The chips changed the heads shown: the static copy and export follow."""
+        if not self._suspended and self.view.value == "head view":
+            self._name_export()
+            self.figure_changed()
+
+    def _open_thumbnail(self, change: dict) -> None:
+        if self._marking_selection:  # redraw() marking the shown head, not a click
+            return
+        layer, head = change["new"]
+        self._suspended = True
+        try:
+            self.layer.value, self.head.value, self.aggregation.value = layer, head, "head"
+            self.head_view.heads = [head]
+        finally:
+            self._suspended = False
+        if self.view.value == "heatmap":
+            self.redraw()
+        else:
+            self.view.value = "heatmap"  # triggers the redraw
+
+    def _open_neuron_view(self, query_index: int, head: int) -> None:
+        """A query token (or a line) clicked in the head view: the neuron view of that query, at this layer, in that
+        head (a token: the first head shown)."""
+        queries, _ = self.positions()
+        if not 0 <= query_index < len(queries):
+            return
+        if head < 0:
+            head = min(self.head_view.heads) if self.head_view.heads else self.head.value
+        self._suspended = True
+        try:
+            self.head.value = head
+            self.query.value = int(queries[query_index])
+        finally:
+            self._suspended = False
+        if self.view.value == "neuron view":
+            self.redraw()
+        else:
+            self.view.value = "neuron view"  # triggers the redraw
+
+    def _query_clicked(self, position: int) -> None:
+        """A key's token clicked in the neuron view becomes the query."""
+        if position in self.query.options or position in [value for _, value in self.query.options]:
+            self.query.value = position
+
+    def _inputs_output(self) -> Any:
+        """The unablated forward's output on the shown input: the run's, else one forward run here (kept)."""
+        if self.run is not None:
+            return self.run.output
+        if self._plain_output is None:
+            device = next(self.model.parameters()).device
+            inputs = {key: value.to(device) for key, value in self._inputs().items()}
+            with evaluating(self.model), torch.inference_mode():
+                self._plain_output = self.model(**inputs)
+        return self._plain_output
+
+    def _ablation_source(self) -> AblationSource | None:
+        """What the ablation row runs again (None where the panel has no model, only a trace)."""
+        inputs = self._inputs()
+        if self.model is None or not inputs:
+            return None
+        return AblationSource(self.model, self.tokenizer, self.trace, inputs, self._inputs_output, self.row)
+
+    def _ablation_changed(self) -> None:
+        """Heads went off or on (or the mode or the display changed): the model view draws the new state."""
+        self._model_view_key = None
+        if not self._suspended:
+            self.redraw()
+
+    # drawing ---------------------------------------------------------------------------------------------
+    def redraw(self) -> None:
+        """Update the view on screen, sending only what it shows."""
+        if self._suspended:
+            return
+        self.head.disabled = self.aggregation.value != "head" and self.view.value == "heatmap"
+        self.message.value = ""
+        if self.direction.value != "all" and not self.info.has_pair:
+            self.message.value = "A→B and B→A need a sentence pair; showing all tokens."
+            self._suspended = True
+            self.direction.value = "all"
+            self._suspended = False
+        self._suspended = True
+        try:  # the head view's checkbox and the [CLS]/[SEP] choice say the same
+            self.hide_special.value = self.special.value == "hide"
+            if self.special.value != "hide":
+                self._shown_special = self.special.value
+        finally:
+            self._suspended = False
+        view = self.view.value
+        if view == "heatmap":
+            self._draw_heatmap()
+        elif view == "head view":
+            self._draw_head_view()
+        elif view == "model view":
+            self._draw_model_view()
+        elif view == "neuron view":
+            self._draw_neuron_view()
+        else:
+            self._show_saliency()
+        self.toolbar.children = [self.toolbars[view]] + ([self.export_bar] if view != "saliency" else [])
+        for name, slot in self.slots.items():
+            slot.layout.display = None if name == view else "none"
+        self._name_export()
+        self.figure_changed()
+
+    @property
+    def on_screen(self) -> widgets.Widget:
+        """The view widget currently shown (the HeatmapView, the HeadView, the ModelView, the NeuronView, or the
+        SaliencyPanel: its note while there is none)."""
+        if self.view.value == "saliency":
+            return self.saliency if self.saliency is not None else self.saliency_note
+        return self.view_widgets[self.view.value]
+
+    def to_svg(self) -> str:
+        """The view on screen as a standalone SVG document."""
+        if self.view.value == "saliency" and self.saliency is None:
+            return ('<svg xmlns="http://www.w3.org/2000/svg" class="bvl-saliency" width="640" height="40">'
+                    f'<text x="8" y="24" font-family="sans-serif">{escape(SALIENCY_NEEDS)}</text></svg>')
+        return self.on_screen.to_svg()
+
+    def _show_saliency(self) -> None:
+        """Make the saliency panel on first use, and hand it the panel's text when that changed since."""
+        if self.model is None or self.tokenizer is None or self.text is None:
+            self.saliency_note.value = (f"<span class='bvl-saliency-note' style='color:#555'>{escape(SALIENCY_NEEDS)}"
+                                        "</span>")
+            return
+        if self.saliency is None:
+            self.saliency = SaliencyPanel(self.model, self.tokenizer, self.text, self.text_b)
+            self.saliency.on_figure_changed(self._saliency_figure_changed)
+            self.slots["saliency"].children = [self.saliency]
+        elif self._saliency_stale:
+            if self.run is not None:
+                self.saliency.show_run(self.run)
+            else:
+                self.saliency.set_text(self.text, self.text_b)
+        self._saliency_stale = False
+
+    def _saliency_figure_changed(self) -> None:
+        """The saliency panel redrew (also from its worker thread): the static copy follows when it is on screen."""
+        if self.view.value == "saliency":
+            self.figure_changed()
+
+    def static_html(self) -> str:
+        """The figure on screen as self-contained HTML (its SVG; no scripts, no network)."""
+        return f"<div class='bvl-figure bvl-attention'>{self.to_svg()}</div>"
+
+    def _name_export(self) -> None:
+        view, layer = self.view.value, self.layer.value
+        if view == "heatmap":
+            what = f"head{self.head.value}" if self.aggregation.value == "head" else self.aggregation.value
+            self.export_bar.name = f"attention-layer{layer}-{what}"
+        elif view == "head view":
+            self.export_bar.name = f"attention-head-view-layer{layer}"
+        elif view == "neuron view":
+            self.export_bar.name = f"attention-neuron-layer{layer}-head{self.head.value}-query{self.query.value}"
+        elif view == "saliency":
+            self.export_bar.name = self.saliency.export_bar.name if self.saliency is not None else "saliency"
+        else:
+            ablation = self.ablation_bar.ablation
+            self.export_bar.name = "attention-model-view" + (f"-{len(ablation.heads)}-heads-off" if ablation else "")
+
+    def _what(self) -> str:
+        aggregation = self.aggregation.value
+        return {"head": f"head {self.head.value}", "mean": "mean of heads",
+                "rollout": f"rollout through layers 0..{self.layer.value}"}[aggregation]
+
+    def _titles(self) -> tuple[str, str]:
+        """The heatmap's title (what is shown) and note (how to read it)."""
+        direction, special = self.direction.value, self.special.value
+        parts = [f"layer {self.layer.value}", self._what()]
+        notes = []
+        if direction != "all":
+            source, target = ("A", "B") if direction == "A→B" else ("B", "A")
+            parts.append(direction)
+            notes.append(f"sentence {source}'s tokens attending to sentence {target}'s: rows are a slice and do not "
+                         "sum to 1")
+        parts.append(SCALE_TITLES[self.scale.value])
+        if special == "clip" and self.info.special[self.info.real].any():
+            parts.append("[CLS]/[SEP] clipped")
+            notes.append("[CLS]/[SEP] are left out of the colour scale")
+        elif special == "hide":
+            parts.append("[CLS]/[SEP] hidden")
+            if direction == "all":
+                notes.append("rows leave [CLS]/[SEP] out and do not sum to 1")
+        if self.truncation is not None and self.truncation.cut:
+            notes.append(self.truncation.notice)
+        return " · ".join(parts), "; ".join(notes)
+
+    def _draw_heatmap(self) -> None:
+        matrix, queries, keys = self.matrix()
+        tokens, special = self.info.tokens, self.info.special
+        clip = self.special.value == "clip"
+        title, note = self._titles()
+        self.heatmap.show(matrix, [tokens[i] for i in queries], [tokens[i] for i in keys], queries, keys, title,
+                          note, mode=self.scale.value, ignore_rows=special[queries] if clip else None,
+                          ignore_cols=special[keys] if clip else None)
+
+    def _draw_head_view(self) -> None:
+        queries, keys = self.positions()
+        attention = self.attentions[self.layer.value][self.row]
+        index_parts, weight_parts = [], []
+        k = min(self.head_view_k, len(keys))
+        for head in range(attention.shape[0]):  # every head: the chips switch heads without the kernel
+            matrix = attention[head].float().numpy()[np.ix_(queries, keys)]
+            index, weight = D.top_lines(matrix, k)
+            index_parts.append(index)
+            weight_parts.append(weight)
+        tokens = self.info.tokens
+        direction = self.direction.value
+        title = f"layer {self.layer.value}" + (f" · {direction} (rows are a slice)" if direction != "all" else "")
+        if self.special.value == "hide":
+            title += " · [CLS]/[SEP] hidden"
+        view = self.head_view
+        with view.hold_sync():  # one message: the front end never draws half-updated data
+            view.query_tokens = [tokens[i] for i in queries]
+            view.key_tokens = [tokens[i] for i in keys]
+            view.num_heads = attention.shape[0]
+            view.colors = [HEAD_COLORS[h % len(HEAD_COLORS)] for h in range(attention.shape[0])]
+            view.k, view.title = k, title
+            view.indices = np.concatenate(index_parts).tobytes()
+            view.weights = np.concatenate(weight_parts).tobytes()
+
+    def _draw_model_view(self) -> None:
+        special, ablation, show = self.special.value, self.ablation_bar.ablation, self.ablation_bar.show.value
+        key = (id(self.trace), special, id(ablation), show)
+        if key != self._model_view_key:
+            keep = self.info.real & ~self.info.special if special == "hide" else self.info.real
+            positions = np.flatnonzero(keep)
+            ignore = self.info.special[positions] if special == "clip" else None
+            T = len(positions)
+            L, H = len(self.attentions), self.attentions[0].shape[1]
+            tokens = [self.info.tokens[i] for i in positions]
+            hint = (f"rows: query tokens, columns: key tokens ({tokens[0]} … {tokens[-1]}, {T} tokens)"
+                    if T else "no tokens")
+            title = f"{L} layers × {H} heads · {T} tokens · one colour scale"
+            if ablation is not None and show == "change":
+                codes, size, scale = D.pooled_differences(ablation.before.attentions, ablation.after.attentions,
+                                                          self.row, keep=positions)
+                ticks, bar_title = D.diverging_ticks(scale * D.ZERO_CODE), "change in attention weight (after − before)"
+                palette, zero_code = D.DIVERGING, D.ZERO_CODE
+                title = f"{L} layers × {H} heads · change with {len(ablation.heads)} head(s) off ({ablation.mode})"
+            else:
+                attentions = ablation.after.attentions if ablation is not None else self.attentions
+                codes, size, scale = D.pooled_thumbnails(attentions, self.row, keep=positions, ignore=ignore)
+                encoded = D.HeatmapCodes(codes, "linear", scale, np.zeros(0, np.float32), (0.0, 0.0),
+                                         np.zeros(0, np.uint32), np.zeros(0, np.float32))
+                ticks, bar_title = D.colorbar_ticks(encoded)
+                palette, zero_code = D.PALETTE, 0
+                if ablation is not None:
+                    title = f"{L} layers × {H} heads · attention with {len(ablation.heads)} head(s) off " \
+                            f"({ablation.mode}) · one colour scale"
+            if size < T:
+                hint += f"; each cell the mean of ~{T / size:.0f} × {T / size:.0f} weights"
+                if zero_code == 0:
+                    bar_title = "mean attention weight per cell"
+            if zero_code == 0:
+                title += {"clip": " · [CLS]/[SEP] clipped", "hide": " · [CLS]/[SEP] hidden", "show": ""}[special]
+            elif special == "hide":
+                title += " · [CLS]/[SEP] hidden"
+            changes = ablation.attention_change(positions).astype(np.float32) if ablation is not None else None
+            view = self.model_view
+            with view.hold_sync():
+                view.num_layers, view.num_heads, view.size = L, H, size
+                view.thumbnails, view.scale, view.zero_code = codes.tobytes(), scale, zero_code
+                view.palette = palette.tobytes()
+                view.bar_ticks, view.bar_title = [list(t) for t in ticks], bar_title
+                view.title, view.hint = title, hint
+                view.changes = b"" if changes is None else changes.tobytes()
+                view.lines = ablation.lines() if ablation is not None else []
+            self._model_view_key = key
+        self._marking_selection = True
+        try:
+            self.model_view.selected = [self.layer.value, self.head.value]
+        finally:
+            self._marking_selection = False
+
+    def _draw_neuron_view(self) -> None:
+        """q, the shown keys, q ⊙ k, scores and weights of the selected query, layer and head: that query's rows
+        only, from q and k recorded for this layer on first use."""
+        layer, head, query = self.layer.value, self.head.value, self.query.value
+        if not self.layer_qk.available:
+            self.neuron_view.clear(self.layer_qk.why_not())
+            return
+        q, k = self.layer_qk(layer)
+        hide = self.special.value == "hide"
+        keys = np.flatnonzero(self.info.real & ~self.info.special if hide else self.info.real)
+        rows = D.neuron_rows(q, k, head, query, keys, real=self.info.real)
+        tokens = self.info.tokens
+        title = f"layer {layer} · head {head} · query {query}·{tokens[query]}"
+        notes = [f"score = sum of the q ⊙ k_j row ÷ √{q.shape[-1]}; softmax over every key"]
+        if hide:
+            notes.append("[CLS]/[SEP] hidden: the weights shown do not sum to 1")
+        if self.truncation is not None and self.truncation.cut:
+            notes.append(self.truncation.notice)
+        self.neuron_view.show(rows, [tokens[i] for i in keys], keys.tolist(), tokens[query], query, title,
+                              "; ".join(notes))

@@ -1,0 +1,39 @@
+"""The export toolbar every panel carries: a format choice and a button that saves the figure on screen."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import ipywidgets as widgets
+
+from bertviz_lab.widgets.figures.export import FORMATS
+from bertviz_lab.widgets.figures.text import escape
+
+EXPORT_DIR = Path("bertviz_figures")  # where a panel's export button writes, relative to the notebook
+
+
+class ExportBar(widgets.HBox):
+    """A format choice and an export button that saves the panel's current figure under bertviz_figures/."""
+
+    def __init__(self, panel, name: str) -> None:
+        self.panel, self.name = panel, name
+        self.format = widgets.Dropdown(options=FORMATS, value="svg", description="export as",
+                                       style={"description_width": "initial"}, layout=widgets.Layout(width="140px"))
+        self.button = widgets.Button(description="export", icon="download", tooltip="save the figure on screen",
+                                     layout=widgets.Layout(width="90px"))
+        self.status = widgets.HTML()
+        self.button.on_click(lambda _: self.export())
+        super().__init__([self.format, self.button, self.status], layout=widgets.Layout(align_items="center"))
+
+    def export(self) -> Path | None:
+        """Save the figure on screen; the status line names the file, or says why it could not be saved."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        try:
+            path = self.panel.save(EXPORT_DIR / f"{self.name}-{stamp}.{self.format.value}")
+        except (OSError, ValueError) as error:  # no Graphviz, an unwritable folder, a full disk: say so in place
+            self.status.value = (f"<span class='bvl-export-status' style='color:#d62728'>not saved: "
+                                 f"{escape(error)}</span>")
+            return None
+        self.status.value = f"<span class='bvl-export-status'>saved {escape(path)}</span>"
+        return path

@@ -1,0 +1,290 @@
+"""LossCurves: live MLM/NSP losses, accuracies and learning rate while a Trainer runs (a Trainer callback).
+
+The browser view is the project's own small anywidget (views/loss_curves.js) drawing SVG from synced float32
+arrays: unlike plotly's FigureWidget it redraws after a page reload or in a second tab, and a saved notebook does
+not carry plotly's ~5 MB script for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import ipywidgets as widgets
+import numpy as np
+
+from bertviz_lab.widgets.figures.charts import chart_grid, line_chart
+from bertviz_lab.widgets.figures.text import escape
+from bertviz_lab.widgets.panels.export_bar import ExportBar
+from bertviz_lab.widgets.panels.panel import Panel
+from bertviz_lab.widgets.views.curves import KEYS, CurvesView
+from bertviz_lab.widgets.views.front_end import esm
+
+# (chart, metric key, legend name, colour, dashed)
+SERIES = (
+    (0, "train_mlm_loss", "train MLM", "#1f77b4", False),
+    (0, "eval_mlm_loss", "eval MLM", "#1f77b4", True),
+    (1, "train_nsp_loss", "train NSP", "#ff7f0e", False),
+    (1, "eval_nsp_loss", "eval NSP", "#ff7f0e", True),
+    (2, "eval_mlm_accuracy", "eval MLM acc", "#2ca02c", True),
+    (2, "eval_nsp_accuracy", "eval NSP acc", "#d62728", True),
+    (3, "lr", "learning rate", "#7f7f7f", False),
+)
+
+SHOWN = ("step", *KEYS)
+# (chart title, y axis title); every x axis is the optimizer step
+CHARTS = (("MLM loss", "loss"), ("NSP loss", "loss"), ("accuracy", "accuracy"), ("learning rate", "learning rate"))
+X_TITLE = "step"
+STATIC_POINTS = 400  # per series in the static figure: a chart is ~350 px wide
+STATIC_INTERVAL = 2.0  # seconds between static-copy updates while a run goes (its end is always drawn)
+
+
+def shown_values(record: Any) -> dict[str, Any]:
+    """The step and the drawn metrics of a record (a mapping or an object): cheaper than a whole copy per step."""
+    if isinstance(record, dict):
+        return {key: record.get(key) for key in SHOWN}
+    if dataclasses.is_dataclass(record) or not isinstance(record, Mapping):  # the Trainer's MetricsRecord
+        return {key: getattr(record, key, None) for key in SHOWN}
+    return {key: record.get(key) for key in SHOWN}
+
+
+def _kept(count: int, max_points: int) -> np.ndarray:
+    """Indices of at most max_points evenly spaced points out of count, always including the latest."""
+    return np.unique(np.append(np.linspace(0, count - 1, max_points - 1).astype(int), count - 1))
+
+
+def downsample(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Keep at most max_points evenly spaced points, always including the latest."""
+    if len(x) <= max_points:
+        return x, y
+    index = _kept(len(x), max_points)
+    return x[index], y[index]
+
+
+def downsample_points(points: list[tuple[float, float]], max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """downsample() of a list of (x, y), touching only the kept points: a redraw costs O(max_points), not O(history)."""
+    if len(points) > max_points:
+        points = [points[i] for i in _kept(len(points), max_points)]
+    return np.array([p[0] for p in points], dtype=float), np.array([p[1] for p in points], dtype=float)
+
+
+def chart_specs() -> list[dict[str, Any]]:
+    """What each chart shows: its titles and series (sent to the browser once)."""
+    return [{"title": title, "x_title": X_TITLE, "y_title": y_title,
+             "series": [{"key": key, "name": name, "color": color, "dashed": dashed}
+                        for chart, key, name, color, dashed in SERIES if chart == index]}
+            for index, (title, y_title) in enumerate(CHARTS)]
+
+
+def pack(x: np.ndarray, y: np.ndarray) -> bytes:
+    """(x, y) as interleaved float32 pairs: what the browser view reads."""
+    return np.stack([x, y], axis=1).astype(np.float32).tobytes()
+
+
+def unpack(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """The (x, y) arrays of pack()."""
+    pairs = np.frombuffer(data, dtype=np.float32).reshape(-1, 2)
+    return pairs[:, 0].astype(float), pairs[:, 1].astype(float)
+
+
+class LossCurves(Panel):
+    """Call it with each step's metrics; it redraws at most every `min_interval` seconds (flush() forces one)."""
+
+    def __init__(self, trainer: Any = None, min_interval: float = 0.5, max_points: int = 1000,
+                 title: str = "pretraining") -> None:
+        self.min_interval, self.max_points, self.title = min_interval, max_points, title
+        self.history: dict[str, list[tuple[float, float]]] = {key: [] for key in KEYS}
+        self.records = 0
+        self.redraws = 0
+        self._last_draw = float("-inf")  # the first record draws at once
+        self._last_values: dict[str, Any] = {}
+        self._state = ""  # "training", or how the last run ended ("finished", "stopped", ...)
+        self._lock = threading.Lock()  # guards history and the pending timer
+        self._draw_lock = threading.Lock()  # one redraw at a time (the timer thread and the training thread)
+        self._pending: threading.Timer | None = None  # draws the last records when no further step comes
+        self._drawn_records = 0
+        self._drawn = [0] * len(KEYS)  # points of each series at the last redraw (histories only grow)
+        self._static_at = float("-inf")  # when the static copy last followed (at most every STATIC_INTERVAL)
+        self.on_redraw: list[Callable[[], None]] = []  # e.g. the Training tab, whose figure these curves are
+        self.chart = CurvesView(title=title, panels=chart_specs())
+        self.status = widgets.HTML("waiting for the first step")
+        self.status.add_class("bvl-curves-status")
+        self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
+                                          layout=widgets.Layout(display="none"))
+        self.stop_button.on_click(lambda _: self._stop())
+        self.export = ExportBar(self, "loss-curves")
+        self.trainer = None
+        toolbar = widgets.HBox([self.stop_button, self.status, self.export],
+                               layout=widgets.Layout(align_items="center", justify_content="space-between"))
+        toolbar.add_class("bvl-toolbar")
+        super().__init__([toolbar, self.chart])
+        if trainer is not None:
+            self.attach(trainer)
+
+    @property
+    def total_steps(self) -> int | None:
+        """The run's last step, when a trainer is attached."""
+        steps = getattr(getattr(self.trainer, "config", None), "max_steps", None)
+        return steps if isinstance(steps, int) and steps > 0 else None
+
+    def attach(self, trainer: Any) -> "LossCurves":
+        """Register as the trainer's callback; while it trains in the background (start()), a Stop button shows."""
+        self.trainer = trainer
+        if self not in trainer.callbacks:
+            trainer.callbacks.append(self)
+        self.chart.total = self.total_steps or 0
+        return self
+
+    def on_train_end(self, trainer: Any) -> None:
+        """Trainer hook: hide the Stop button, redraw the last records and say how the run ended."""
+        self.stop_button.layout.display = "none"
+        self._state = trainer.stop_reason or "ended"
+        self.flush()
+
+    def _stop(self) -> None:
+        if self.trainer is not None:
+            self.trainer.stop(wait=False)
+            self.status.value = "stopping after the current step…"
+
+    def __call__(self, record: Any) -> None:
+        """Trainer callback: store the record, redraw when the last redraw is old enough."""
+        values = shown_values(record)
+        if self.trainer is not None and self.stop_button.layout.display == "none" and self.trainer.is_running:
+            self.stop_button.layout.display = None  # a background run: the notebook can click Stop
+        self._state = "training"
+        step = float(self.records if values["step"] is None else values["step"])
+        with self._lock:
+            self.records += 1
+            for key, points in self.history.items():
+                value = values[key]
+                if value is not None and math.isfinite(value):
+                    points.append((step, float(value)))
+            self._last_values = values
+            due = time.monotonic() - self._last_draw >= self.min_interval
+            if not due:
+                self._schedule_trailing()
+        if due:  # drawn here, between two steps: a redraw never competes with a step's threads
+            with self._draw_lock:
+                self._draw(final=False)
+
+    def _schedule_trailing(self) -> None:
+        """A timer that draws the last records once the run pauses or ends (call with the lock held)."""
+        if self._pending is None:
+            delay = max(self._last_draw + 2 * self.min_interval - time.monotonic(), 0.05)
+            self._pending = threading.Timer(delay, self._trailing)
+            self._pending.daemon = True
+            self._pending.start()
+
+    def _trailing(self) -> None:
+        """While steps keep coming the training thread draws and this only looks; after the last one it draws."""
+        with self._lock:
+            self._pending = None
+            undrawn = self._drawn_records != self.records
+            if undrawn and time.monotonic() - self._last_draw < self.min_interval:
+                self._schedule_trailing()
+                return
+        if undrawn:
+            self.flush()
+
+    def flush(self) -> None:
+        """Redraw now with everything received so far (the static copy follows too)."""
+        with self._draw_lock:
+            self._draw(final=True)
+
+    def _draw(self, final: bool) -> None:
+        """Send the series that grew and the status line; the static copy follows on `final` draws (a run's end,
+        a pause) and otherwise at most every STATIC_INTERVAL seconds: it is for when the kernel is gone."""
+        with self._lock:
+            self._drawn_records = self.records
+            counts = [len(self.history[key]) for key in KEYS]
+            grown = {key: downsample_points(self.history[key], self.max_points)
+                     for key, count, drawn in zip(KEYS, counts, self._drawn) if count != drawn}
+        self._drawn = counts
+        with self.chart.hold_sync():  # one message
+            for key, (x, y) in grown.items():
+                setattr(self.chart, key, pack(x, y))
+        self.status.value = escape(self.status_text())
+        self._last_draw = now = time.monotonic()
+        self.redraws += 1
+        if final or now - self._static_at >= STATIC_INTERVAL:
+            self._static_at = now
+            self.figure_changed()
+            for callback in self.on_redraw:
+                callback()
+
+    def status_text(self) -> str:
+        """'step 171 of 300 · stopped · train MLM 4.2 · …': where the run is, how it goes, the latest values."""
+        values = self._last_values
+        if not values:
+            return "waiting for the first step"
+        total = self.total_steps
+        step = self.records if values.get("step") is None else values["step"]
+        parts = [f"step {step}" + (f" of {total}" if total else "")]
+        if self._state:
+            parts.append(self._state)
+        parts += [f"{name} {values[key]:.4g}" for _, key, name, *_ in SERIES
+                  if isinstance(values.get(key), (int, float))]
+        return " · ".join(parts)
+
+    def drawn(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """The (x, y) points of one series as the browser view has them."""
+        data = getattr(self.chart, key)
+        return unpack(data) if data else (np.zeros(0), np.zeros(0))
+
+    def to_svg(self, max_points: int | None = None) -> str:
+        """The four charts with titles, axis titles and legends, under the run's title and status line."""
+        max_points = max_points or min(self.max_points, STATIC_POINTS)
+        charts = []
+        x_range = (0.0, float(self.total_steps)) if self.total_steps else None
+        with self._lock:  # the training thread appends meanwhile
+            points = {key: downsample_points(self.history[key], max_points) for key in KEYS}
+        for index, (title, y_title) in enumerate(CHARTS):
+            lines = {name: (*points[key], color, dashed)
+                     for chart, key, name, color, dashed in SERIES if chart == index}
+            charts.append(line_chart(lines, title, width=420, height=250, x_title=X_TITLE, y_title=y_title,
+                                     x_range=x_range))
+        return chart_grid(charts, columns=2, title=self.title, subtitle=self.status_text())
+
+    def to_html(self, path: str | Path, interactive: bool = True) -> Path:
+        """Write the curves to a self-contained HTML file: the live view's drawing code inlined with the data
+        (hover works, nothing is fetched), or the static SVG."""
+        self.flush()
+        path = Path(path)
+        if not interactive:
+            path.write_text(f"<!DOCTYPE html><html><body>{self.to_svg()}</body></html>", encoding="utf-8")
+            return path
+        state = {"title": self.chart.title, "total": self.chart.total, "panels": self.chart.panels,
+                 **{key: data.hex() for key, data in self.chart.curves.items()}}
+        code = esm("loss_curves.js")
+        page = _STANDALONE.replace("__TITLE__", escape(self.title)).replace(
+            "__STATE__", _script_json(state)).replace("__CODE__", _script_json(code))
+        path.write_text(page, encoding="utf-8")
+        return path
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside a <script> element."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+_STANDALONE = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>__TITLE__</title></head>
+<body><div id="bvl-curves"></div>
+<script type="module">
+const state = __STATE__;
+for (const panel of state.panels) {
+  for (const { key } of panel.series) {
+    state[key] = new DataView(Uint8Array.from(state[key].match(/../g) || [], (h) => parseInt(h, 16)).buffer);
+  }
+}
+const model = { get: (name) => state[name], on: () => {}, off: () => {} };
+const url = URL.createObjectURL(new Blob([__CODE__], { type: "text/javascript" }));
+const view = await import(url);
+view.default.render({ model, el: document.getElementById("bvl-curves") });
+</script></body></html>
+"""

@@ -1,0 +1,100 @@
+"""A panel's static copy: an output of its own, just above the live view, that holds the figure as plain HTML/SVG.
+
+Front ends disagree on what to show where no kernel draws a widget: JupyterLab and Notebook 7 prefer the widget view
+of a bundle even when its model is gone ("Error displaying widget"), and `nbconvert --execute` keeps only the widget
+view. So the figure does not travel inside the widget's bundle but as a display of its own, which every front end,
+converter and viewer shows. While the live view is on screen it hides that copy (views/static_copy.js), so a
+notebook shows one figure. Changes made from the kernel (a cell that sets the layer, a training run) update the copy
+through its display id, at most twice a second.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any, Callable
+
+from bertviz_lab.widgets.figures.text import escape
+from bertviz_lab.widgets.views.front_end import all_css
+from bertviz_lab.widgets.views.panel_link import StaticCopyHider
+
+MIN_INTERVAL_S = 0.5  # at most two updates of a copy a second, the last one always sent
+
+
+class StaticCopy:
+    """The static copies of one panel: its HTML (cached until the figure changes) and the outputs that show it."""
+
+    def __init__(self, panel: Any) -> None:
+        self.panel = panel
+        self.id = str(uuid.uuid4())
+        self.handles: list[Any] = []
+        self.listeners: list[Callable[[], None]] = []
+        self._html: str | None = None
+        self._lock = threading.Lock()
+        self._sent_at = 0.0
+        self._timer: threading.Timer | None = None
+
+    def html(self) -> str:
+        """The panel's static HTML, computed once per change of its figure; a failure is shown, not raised."""
+        if self._html is None:
+            try:
+                self._html = self.panel.static_html()
+            except Exception as error:  # a copy that cannot be drawn must not break the live panel
+                self._html = (f"<p class='bvl-static-error'>{escape(type(self.panel).__name__)}: the static copy "
+                              f"could not be drawn ({escape(error)})</p>")
+        return self._html
+
+    def bundle(self) -> dict[str, str]:
+        """The mimebundle of the copy: the HTML inside an element the live view can find, and a style that hides
+        the widget output after it while that one is empty or says its model is gone (JupyterLab, Notebook 7)."""
+        after_me = f'.jp-OutputArea-child:has([data-bvl-static="{self.id}"]) + .jp-OutputArea-child'
+        style = (f"<style>{after_me} > .jp-OutputArea-output:not(:has(*)) {{ display: none; }}\n"
+                 f"{all_css()}</style>")
+        return {"text/html": f'<div class="bvl-static" data-bvl-static="{self.id}">{style}{self.html()}</div>',
+                "text/plain": f"{type(self.panel).__name__} (static copy)"}
+
+    def show(self) -> None:
+        """Display the copy, then the live panel with its hider."""
+        from IPython.display import display
+
+        if not any(isinstance(child, StaticCopyHider) for child in self.panel.children):
+            self.panel.children = (*self.panel.children, StaticCopyHider(static_id=self.id))
+        self.handles.append(display(self.bundle(), raw=True, display_id=True))
+        display(self.panel.widget_bundle(), raw=True)
+
+    def changed(self) -> None:
+        """The figure changed: forget the cached HTML, tell listeners, and update the copies on show."""
+        self._html = None
+        for listener in self.listeners:
+            listener()
+        if self.handles:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        with self._lock:
+            wait = self._sent_at + MIN_INTERVAL_S - time.monotonic()
+            if wait <= 0:
+                self._sent_at = time.monotonic()
+            elif self._timer is None:
+                self._timer = threading.Timer(wait, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
+                return
+            else:
+                return
+        self._send()
+
+    def flush(self) -> None:
+        """Send the current copy to every output that shows it, now."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._sent_at = time.monotonic()
+        self._send()
+
+    def _send(self) -> None:
+        bundle = self.bundle()
+        for handle in self.handles:
+            handle.update(bundle, raw=True)

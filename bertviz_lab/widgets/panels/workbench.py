@@ -1,0 +1,129 @@
+"""Workbench: every panel in tabs around one text box; open_view() is what %bert_inspect calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as widgets
+import torch
+
+from bertviz_lab.model.encoding import encode_text
+from bertviz_lab.widgets.figures.text import escape
+from bertviz_lab.widgets.panels.architecture import ArchitecturePanel
+from bertviz_lab.widgets.panels.attention import AttentionPanel
+from bertviz_lab.widgets.panels.device_picker import DevicePicker
+from bertviz_lab.widgets.panels.masking import MaskingPreview
+from bertviz_lab.widgets.panels.models import model_and_tokenizer
+from bertviz_lab.widgets.panels.panel import Panel
+from bertviz_lab.widgets.panels.predictions import Predictions
+from bertviz_lab.widgets.panels.text_run import TextRun, run_text
+from bertviz_lab.widgets.panels.training import TrainingPanel
+
+DEFAULT_TEXT = "The cat sat on the mat because it was warm."
+TABS = ("attention", "masking", "architecture", "training", "device")
+
+
+class Workbench(Panel):
+    """Tabs Attention · Masking · Architecture · Training · Device sharing one text (and optional sentence B).
+
+    Each text (and each device move) is encoded once and run through the model once, traced; every panel reads
+    that one run. Only the masking preview runs a forward of its own, on its masked copy of the text.
+    """
+
+    def __init__(self, model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
+                 text_b: str | None = None, layer: int = 0, head: int = 0, tab: str = "attention") -> None:
+        if tab not in TABS:
+            raise ValueError(f"tab must be one of {TABS}, got {tab!r}.")
+        self.model, self.tokenizer = model_and_tokenizer(model, tokenizer)
+        self.text_box = widgets.Textarea(value=text, description="text", layout=widgets.Layout(width="70%"))
+        self.text_b_box = widgets.Text(value=text_b or "", description="sentence B", placeholder="(optional)",
+                                       layout=widgets.Layout(width="70%"))
+        self.run_button = widgets.Button(description="Run", icon="play", button_style="primary")
+        self.error = widgets.HTML()
+        run = self.forward(text, text_b)
+        self.predictions = Predictions(self.model, self.tokenizer, text, text_b, run=run)
+        self.attention = AttentionPanel(run=run, layer=layer, head=head)
+        self.masking = MaskingPreview(self.tokenizer, text, model=self.model, text_b=text_b, run=run)
+        self.architecture = ArchitecturePanel(self.model, inputs=run.encoded.inputs, trace=run.trace)
+        self.training = TrainingPanel()
+        self.masking.offer_model_from(self.training.ensure_trainer)  # a model with an MLM head, on request
+        self.device = DevicePicker(self.model, on_change=self._rerun)
+        self.tabs = widgets.Tab(children=[self.attention, self.masking, self.architecture, self.training, self.device])
+        for index, title in enumerate(("Attention", "Masking", "Architecture", "Training", "Device")):
+            self.tabs.set_title(index, title)
+        self.tabs.selected_index = TABS.index(tab)
+        for panel in self.panels().values():
+            panel.on_figure_changed(self.figure_changed)
+        self.tabs.observe(lambda _: self.figure_changed(), names="selected_index")
+        self.run_button.on_click(lambda _: self.run())
+        header = widgets.VBox([widgets.HBox([self.text_box, self.run_button]), self.text_b_box, self.error,
+                               self.predictions])
+        super().__init__([header, self.tabs])
+
+    def forward(self, text: str, text_b: str | None = None) -> TextRun:
+        """Encode the text (pair) once and run the model on it once, traced: the run every panel reads."""
+        return run_text(self.model, self.tokenizer, text, text_b, shapes=True)
+
+    def show(self, run: TextRun) -> None:
+        """Hand one run to every panel."""
+        self.attention.show_run(run)
+        self.predictions.show_run(run)
+        self.masking.show_run(run)
+        self.architecture.show_trace(run.trace, run.encoded.inputs)
+
+    def run(self) -> None:
+        """Send the text box's text to every panel."""
+        text, text_b = self.text_box.value, self.text_b_box.value.strip() or None
+        try:
+            self.show(self.forward(text, text_b))
+            self.error.value = ""
+        except ValueError as error:
+            self.error.value = f"<span style='color:#d62728'>{escape(error)}</span>"
+
+    def _rerun(self, device: torch.device) -> None:
+        """After a device move, the panels' text runs again, once, on the new device."""
+        self.show(self.forward(self.attention.text, self.attention.text_b))
+
+    def panels(self) -> dict[str, Panel]:
+        """The tabs' panels by tab name."""
+        return dict(zip(TABS, self.tabs.children))
+
+    def static_html(self) -> str:
+        """Every tab's static figure, one section each, the selected tab's open (no scripts needed)."""
+        selected = TABS[self.tabs.selected_index or 0]
+        sections = "".join(
+            f"<details class='bvl-tab' data-tab='{name}'{' open' if name == selected else ''}>"
+            f"<summary><b>{name.capitalize()}</b></summary>{panel.static_copy.html()}</details>"
+            for name, panel in self.panels().items())
+        text = escape(self.text_box.value) + (f" · <b>B</b>: {escape(self.text_b_box.value)}"
+                                               if self.text_b_box.value.strip() else "")
+        return f"<div class='bvl-workbench'><p><b>text</b>: {text}</p>{self.predictions.value}{sections}</div>"
+
+
+def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
+              text_b: str | None = None, view: str = "all", layer: int | None = None, head: int | None = None,
+              device: str | None = None) -> Panel:
+    """One panel (or the whole workbench) on a text: what %bert_inspect shows; "neuron" and "saliency" are the
+    attention panel opened on that view."""
+    if view not in ("all", "attention", "neuron") and (layer is not None or head is not None):
+        raise ValueError(f"layer and head choose what the attention view shows; the {view} view has none.")
+    model, tokenizer = model_and_tokenizer(model, tokenizer)
+    if device is not None:
+        model.to(device)
+    layer, head = layer or 0, head or 0
+    if view == "all":
+        return Workbench(model, tokenizer, text, text_b, layer=layer, head=head)
+    if view in ("attention", "neuron", "saliency"):
+        shown = {"attention": "heatmap", "neuron": "neuron view", "saliency": "saliency"}[view]
+        return AttentionPanel(model=model, tokenizer=tokenizer, text=text, text_b=text_b, layer=layer, head=head,
+                              view=shown)
+    if view == "masking":
+        return MaskingPreview(tokenizer, text, model=model, text_b=text_b)
+    if view == "architecture":
+        return ArchitecturePanel(model, inputs=encode_text(model, tokenizer, text, text_b)[1])
+    if view == "training":
+        return TrainingPanel()
+    if view == "device":
+        return DevicePicker(model)
+    raise ValueError(f"view must be one of all, attention, neuron, saliency, masking, architecture, training, "
+                     f"device; got {view!r}.")
