@@ -18,7 +18,7 @@ from bertviz_lab.model.hook_points import hook_points
 from bertviz_lab.trace import ablate, trace
 from bertviz_lab.widgets import AttentionPanel, Workbench
 from bertviz_lab.widgets.figures import attention_data as D
-from bertviz_lab.widgets.views.attention import ModelView
+from bertviz_lab.widgets.views.model_view import ModelView
 
 TEXT_A = "The cat sat on the [MASK]."
 TEXT_B = 'It was "warm" there.'

@@ -156,7 +156,9 @@ def test_the_views_keep_the_layout_trait_of_ipywidgets():
     """A synced trait named `layout` would shadow DOMWidget's Layout and break every front-end view of the widget."""
     import ipywidgets
 
-    from bertviz_lab.widgets.views.attention import HeadView, HeatmapView, ModelView
+    from bertviz_lab.widgets.views.head_view import HeadView
+    from bertviz_lab.widgets.views.heatmap import HeatmapView
+    from bertviz_lab.widgets.views.model_view import ModelView
 
     for view in (HeatmapView(), HeadView(), ModelView()):
         assert isinstance(view.layout, ipywidgets.Layout), type(view).__name__

@@ -16,8 +16,10 @@ from bertviz_lab.widgets import AttentionPanel
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.export import themed
 from bertviz_lab.widgets.panels.attention import trace_text
-from bertviz_lab.widgets.views.attention import HeadView, HeatmapView, ModelView
 from bertviz_lab.widgets.views.front_end import all_css
+from bertviz_lab.widgets.views.head_view import HeadView
+from bertviz_lab.widgets.views.heatmap import HeatmapView
+from bertviz_lab.widgets.views.model_view import ModelView
 
 TEXT_A = "The cat sat on the mat."
 TEXT_B = 'It was "warm" there.'

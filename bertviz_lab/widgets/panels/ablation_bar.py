@@ -14,7 +14,7 @@ from bertviz_lab.trace.hooks import Trace
 from bertviz_lab.trace.interventions import ABLATION_MODES
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.ablation import Ablation, Heads, run_ablated, summary_html
-from bertviz_lab.widgets.views.attention import ModelView
+from bertviz_lab.widgets.views.model_view import ModelView
 
 _COMPACT = {"description_width": "initial", "button_width": "auto"}
 

@@ -21,7 +21,9 @@ from bertviz_lab.widgets.panels.panel import Panel, notice_html
 from bertviz_lab.widgets.panels.running import evaluating
 from bertviz_lab.widgets.panels.saliency import SaliencyPanel
 from bertviz_lab.widgets.panels.text_run import TextRun, run_text
-from bertviz_lab.widgets.views.attention import HeadView, HeatmapView, ModelView
+from bertviz_lab.widgets.views.head_view import HeadView
+from bertviz_lab.widgets.views.heatmap import HeatmapView
+from bertviz_lab.widgets.views.model_view import ModelView
 from bertviz_lab.widgets.views.neuron import NeuronView
 
 VIEWS = ("heatmap", "head view", "model view", "neuron view", "saliency")
