@@ -81,7 +81,10 @@ def heatmap_layout(rows: int, cols: int, row_ticks: Sequence[tuple[int, str]], c
 
 def colorbar(x: float, y: float, height: float, palette: np.ndarray, ticks: Sequence[Sequence[Any]],
              title: str) -> str:
-    """A vertical colour bar (code 0 at the bottom), ticks in real weights at their positions, a rotated title."""
+    """A vertical colour bar (code 0 at the bottom), ticks in real weights at their positions, a rotated title.
+
+    The bands are data colours; frame, ticks and labels take the theme's colours from figure.css.
+    """
     bands = 128  # stacked bands rather than a gradient: no element ids to clash between figures on one page
     parts = ['<g class="bvl-colorbar"><g shape-rendering="crispEdges">']
     for band in range(bands):
@@ -89,29 +92,28 @@ def colorbar(x: float, y: float, height: float, palette: np.ndarray, ticks: Sequ
         y0, y1 = y + height * (1 - (band + 1) / bands), y + height * (1 - band / bands)
         parts.append(f'<rect x="{x}" y="{y0:.2f}" width="{BAR_W}" height="{y1 - y0 + 0.3:.2f}" '
                      f'fill="#{red:02x}{green:02x}{blue:02x}"/>')
-    parts.append(f'</g><rect x="{x}" y="{y}" width="{BAR_W}" height="{height}" fill="none" stroke="#888" '
-                 'stroke-width="0.5"/>')
+    parts.append(f'</g><rect class="bvl-rule" x="{x}" y="{y}" width="{BAR_W}" height="{height}" stroke-width="0.5"/>')
     for position, label in ticks:
         ty = y + height * (1 - position)
-        parts.append(f'<line x1="{x + BAR_W}" y1="{ty:.1f}" x2="{x + BAR_W + 4}" y2="{ty:.1f}" stroke="#555"/>'
-                     f'<text class="bvl-colorbar-tick" x="{x + BAR_W + 6}" y="{ty + 4:.1f}" font-size="{LABEL_FONT}" '
-                     f'font-family="monospace">{escape(label)}</text>')
+        parts.append(f'<line class="bvl-rule" x1="{x + BAR_W}" y1="{ty:.1f}" x2="{x + BAR_W + 4}" y2="{ty:.1f}"/>'
+                     f'<text class="bvl-colorbar-tick bvl-mono" x="{x + BAR_W + 6}" y="{ty + 4:.1f}" '
+                     f'font-size="{LABEL_FONT}">{escape(label)}</text>')
     cx, cy = x + BAR_W + 6 + _label_width(ticks) + 12, y + height / 2
     parts.append(f'<text class="bvl-colorbar-title" transform="translate({cx:.1f},{cy:.1f}) rotate(90)" '
-                 f'text-anchor="middle" font-size="12" font-family="sans-serif">{escape(title)}</text></g>')
+                 f'text-anchor="middle" font-size="12">{escape(title)}</text></g>')
     return "".join(parts)
 
 
 def figure_header(css_class: str, box: dict[str, Any], title: str, note: str) -> list[str]:
-    """The opening of a view's SVG: its size, a white ground, the title and the note under it (escaped)."""
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="{css_class}" width="{box["total_w"]}" '
-             f'height="{box["total_h"]}" font-family="monospace" font-size="{LABEL_FONT}">'
-             '<rect width="100%" height="100%" fill="#fff"/>'
-             f'<text class="bvl-title" x="8" y="20" font-size="{TITLE_FONT}" font-family="sans-serif" '
-             f'font-weight="bold">{escape(title)}</text>']
+    """The opening of a figure's SVG: its size, root classes `bvl-fig <css_class>`, the theme's ground, the title and
+    the note under it (escaped); colours and fonts come from figure.css."""
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-fig {escape(css_class)}" width="{box["total_w"]}" '
+             f'height="{box["total_h"]}" font-size="{LABEL_FONT}">'
+             '<rect class="bvl-ground" width="100%" height="100%"/>'
+             f'<text class="bvl-title" x="8" y="20" font-size="{TITLE_FONT}" font-weight="bold">{escape(title)}</text>']
     if note:
-        parts.append(f'<text class="bvl-note" x="8" y="{20 + NOTE_FONT + 6}" font-size="{NOTE_FONT}" '
-                     f'font-family="sans-serif" fill="#555">{escape(note)}</text>')
+        parts.append(f'<text class="bvl-note bvl-muted" x="8" y="{20 + NOTE_FONT + 6}" font-size="{NOTE_FONT}">'
+                     f"{escape(note)}</text>")
     return parts
 
 
