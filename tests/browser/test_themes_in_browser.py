@@ -1,0 +1,184 @@
+"""Every text of every view reads in JupyterLab Light and Dark: its colour against what is behind it has a WCAG
+contrast ratio of at least 4.5:1, measured as a person sees it (the text's computed colour against the most common
+pixel of its box on a screenshot), in headless Chromium, offline. The screenshots of both themes are kept.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from browser_lab import KERNEL_READY, README_IMAGES_ENV, REPO, RUN_ALL, RUN_STATE, SCREENSHOTS
+
+pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
+
+TIMEOUT_MS = 180_000
+MIN_CONTRAST = 4.5
+TEXT = "The cat sat on the mat because it was warm."
+CELLS = [
+    "from bertviz_lab.widgets import AttentionPanel, DevicePicker, LossCurves, MaskingPreview, Workbench\n"
+    "from bertviz_lab.widgets.panels.models import default_model_and_tokenizer\n"
+    f"model, tokenizer = default_model_and_tokenizer()\ntext = {TEXT!r}\n"
+    "Workbench(model, tokenizer, text)",
+    *(f"AttentionPanel(model=model, tokenizer=tokenizer, text=text, layer=1, head=2, view={view!r})"
+      for view in ("head view", "model view", "neuron view", "saliency")),
+    "MaskingPreview(tokenizer, text, model=model)",
+    "curves = LossCurves(min_interval=0)\n"
+    "for step in range(1, 41):\n"
+    "    curves({'step': step, 'train_mlm_loss': 8 / step ** 0.5, 'train_nsp_loss': 0.7 / step ** 0.3,\n"
+    "            'eval_mlm_accuracy': min(0.9, step / 50) if step % 10 == 0 else None,\n"
+    "            'eval_nsp_accuracy': min(0.8, step / 60) if step % 10 == 0 else None, 'lr': 1e-4})\n"
+    "curves.flush()\ncurves",
+    "DevicePicker(model)",
+]
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+
+# Every visible text of the outputs, with its colour and its box in page pixels: HTML text (the element that
+# holds a text node) and SVG <text>. Hidden things (display:none, zero size, transparent) are left out.
+TEXTS = """() => {
+  const found = [];
+  const seen = new Set();
+  const visible = (el) => {
+    const style = getComputedStyle(el);
+    if (style.visibility !== 'visible' || Number(style.opacity) === 0) return false;
+    for (let e = el; e; e = e.parentElement) if (getComputedStyle(e).display === 'none') return false;
+    return true;
+  };
+  for (const output of document.querySelectorAll('.jp-OutputArea-output')) {
+    const walker = document.createTreeWalker(output, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const node = walker.currentNode;
+      const text = node.textContent.trim();
+      if (!text) continue;
+      const el = node.parentElement.closest('text') || node.parentElement;
+      if (seen.has(el) || el.closest('style, script, title, option, select') || !visible(el)) continue;
+      seen.add(el);
+      const range = document.createRange();
+      range.selectNodeContents(el.tagName.toLowerCase() === 'text' ? el : node);
+      const box = range.getBoundingClientRect();
+      if (box.width < 2 || box.height < 4) continue;
+      const style = getComputedStyle(el);
+      const svg = el instanceof SVGElement;
+      found.push({text: text.slice(0, 60), color: svg ? style.fill : style.color,
+                  opacity: svg ? Number(style.fillOpacity) : 1,
+                  box: [box.left, box.top, box.width, box.height]});
+    }
+  }
+  return found;
+}"""
+
+
+def parse_color(value: str) -> tuple[float, float, float, float]:
+    """rgb()/rgba() as CSS computes it: (r, g, b) 0..255 and alpha 0..1."""
+    inside = value[value.index("(") + 1:value.rindex(")")].replace("/", " ").replace(",", " ").split()
+    numbers = [float(v.rstrip("%")) for v in inside]
+    return numbers[0], numbers[1], numbers[2], numbers[3] if len(numbers) > 3 else 1.0
+
+
+def luminance(rgb: tuple[float, float, float]) -> float:
+    """WCAG relative luminance of an sRGB colour."""
+    def channel(c: float) -> float:
+        c /= 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (channel(c) for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_contrast_formula():
+    assert contrast((0, 0, 0), (255, 255, 255)) == pytest.approx(21)
+    assert contrast((118, 118, 118), (255, 255, 255)) == pytest.approx(4.54, abs=0.01)  # #767676, the classic pass
+    assert parse_color("rgba(0, 0, 0, 0.54)") == (0, 0, 0, 0.54)
+
+
+def background_of(image: Any, box: list[float]) -> tuple[int, int, int]:
+    """The most common colour of the screenshot inside `box`: what the text is drawn on."""
+    left, top, width, height = (round(v) for v in box)
+    crop = image.crop((max(0, left), max(0, top), min(image.width, left + width), min(image.height, top + height)))
+    return Counter(crop.getdata()).most_common(1)[0][0][:3]
+
+
+def low_contrast(page: Any) -> tuple[list[dict], int, bytes]:
+    """Texts below MIN_CONTRAST in the viewport as it is now, how many were measured, and the screenshot."""
+    from PIL import Image
+
+    shot = page.screenshot()
+    image = Image.open(io.BytesIO(shot)).convert("RGB")
+    failures, measured = [], 0
+    for item in page.evaluate(TEXTS):
+        left, top, width, height = item["box"]
+        if top + height <= 0 or top >= image.height or left >= image.width or left + width <= 0:
+            continue
+        ground = background_of(image, item["box"])
+        r, g, b, alpha = parse_color(item["color"])
+        alpha *= item["opacity"]
+        ink = tuple(alpha * c + (1 - alpha) * g0 for c, g0 in zip((r, g, b), ground))
+        ratio = contrast(ink, ground)
+        measured += 1
+        if ratio < MIN_CONTRAST:
+            failures.append({**item, "ground": ground, "ratio": round(ratio, 2)})
+    return failures, measured, shot
+
+
+def write_notebook(server: Any, name: str) -> str:
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, server.root / "notebooks" / name)
+    return f"notebooks/{name}"
+
+
+def set_theme(page: Any, theme: str) -> None:
+    page.evaluate("(name) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: name})",
+                  THEMES[theme])
+    light = "true" if theme == "light" else "false"
+    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{light}'", timeout=TIMEOUT_MS)
+
+
+@pytest.mark.parametrize("theme", ["dark", "light"])
+def test_every_text_reads_in_the_theme(theme, lab_server, lab_context):
+    page = lab_context.new_page()
+    try:
+        path = write_notebook(lab_server, f"themes_{theme}.ipynb")
+        page.goto(f"{lab_server.url}/lab/tree/{path}?reset&token={lab_server.token}", wait_until="domcontentloaded")
+        page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+        set_theme(page, theme)
+        page.evaluate(RUN_ALL)
+        state = page.wait_for_function(RUN_STATE, timeout=TIMEOUT_MS, polling=500).json_value()
+        assert state == "done", "a cell failed"
+        # every panel drawn: each live view says what it drew in data-title once its figure is on screen
+        page.wait_for_function("() => document.querySelectorAll('.jp-OutputArea-output svg.bvl-fig').length >= 8",
+                               timeout=TIMEOUT_MS, polling=500)
+        outputs = page.locator(".jp-OutputArea-output:visible")
+        failures, measured, pictures = [], 0, []
+        for index in range(outputs.count()):
+            output = outputs.nth(index)
+            output.scroll_into_view_if_needed()
+            found, count, shot = low_contrast(page)
+            failures += found
+            measured += count
+            pictures.append(shot)
+        SCREENSHOTS.mkdir(exist_ok=True)
+        picture = SCREENSHOTS / f"theme-{theme}.png"
+        page.locator(".jp-OutputArea-output:has(.widget-tab)").first.screenshot(path=str(picture))
+        folder = os.environ.get(README_IMAGES_ENV)
+        if folder:
+            destination = Path(folder) if Path(folder).is_absolute() else REPO / folder
+            destination.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(picture, destination / picture.name)
+        unique = {(f["text"], f["color"], f["ground"]): f for f in failures}
+        assert measured > 100, f"only {measured} texts measured: the views did not draw"
+        assert not unique, f"{len(unique)} texts below {MIN_CONTRAST}:1 in {theme}: {list(unique.values())[:15]}"
+    finally:
+        if not page.is_closed():
+            set_theme(page, "light")  # the theme is a user setting of the shared server: leave it as found
+        page.close()
