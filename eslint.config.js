@@ -1,0 +1,16 @@
+// ESLint (flat config): the widgets' front ends are browser ES modules; the tests of their pure functions run in Node.
+import js from "@eslint/js";
+import globals from "globals";
+
+export default [
+  { ignores: ["node_modules/", "build/", "dist/", "site/", ".venv/", "screenshots/"] },
+  js.configs.recommended,
+  {
+    files: ["bertviz_lab/widgets/views/*.js"],
+    languageOptions: { ecmaVersion: 2022, sourceType: "module", globals: globals.browser },
+  },
+  {
+    files: ["tests/js/**/*.mjs", "eslint.config.js"],
+    languageOptions: { ecmaVersion: 2022, sourceType: "module", globals: globals.node },
+  },
+];
