@@ -1,4 +1,5 @@
-"""A panel's static copy: displayed before the live view, hidden by it while it draws, kept in step with the figure."""
+"""A panel's static copy: displayed before the live view, hidden by it while it draws, kept in step with the figure
+through its display id and its link's synced HTML (which every front end writes into its own notebook model)."""
 
 from __future__ import annotations
 
@@ -65,14 +66,16 @@ def test_the_copy_comes_first_then_the_live_view_that_hides_it(displayed):
     assert none is None and handle is not None
     assert set(copy) == {"text/html", "text/plain"} and "<p class='count'>0</p>" in copy["text/html"]
     assert WIDGET_VIEW in live and "text/html" not in live  # the figure travels once, in the copy
-    hiders = [child for child in panel.children if isinstance(child, sc.StaticCopyHider)]
-    assert len(hiders) == 1 and hiders[0].static_id == panel.static_copy.id
+    links = [child for child in panel.children if isinstance(child, sc.PanelLink)]
+    assert len(links) == 1 and links[0].static_id == panel.static_copy.id
+    assert links[0].html == copy["text/html"]  # what a front end writes into its notebook is what was displayed
+    assert "bvl-panel" in panel._dom_classes  # how the link's front end finds the panel around it
     root = ET.fromstring(copy["text/html"])
     assert root.get("data-bvl-static") == panel.static_copy.id
     style = root.find("style").text
     assert f'[data-bvl-static="{panel.static_copy.id}"]' in style and ":has(:has(" not in style
-    panel._ipython_display_()  # shown twice: two copies, one hider
-    assert sum(isinstance(child, sc.StaticCopyHider) for child in panel.children) == 1
+    panel._ipython_display_()  # shown twice: two copies, one link
+    assert sum(isinstance(child, sc.PanelLink) for child in panel.children) == 1
 
 
 def test_changes_reach_every_copy_at_most_twice_a_second_and_the_last_always(displayed, monkeypatch):
@@ -91,7 +94,7 @@ def test_changes_reach_every_copy_at_most_twice_a_second_and_the_last_always(dis
         time.sleep(0.02)
     time.sleep(0.35)
     assert len(first.sent) == 3 and "<p class='count'>3</p>" in first.sent[-1]["text/html"]
-    assert second.sent[-1] == first.sent[-1]
+    assert second.sent[-1] == first.sent[-1] and panel.static_copy.link.html == first.sent[-1]["text/html"]
 
 
 def test_a_copy_is_computed_once_per_change():
@@ -145,3 +148,52 @@ def test_the_export_bar_says_why_a_figure_was_not_saved(tmp_path, monkeypatch):
     assert path.parent.name == "bertviz_figures" and path.suffix == ".png" and "saved" in bar.status.value
     width, height = struct.unpack(">II", path.read_bytes()[16:24])
     assert (width, height) == (10, 20)
+
+
+def link_of(panel: Panel) -> sc.PanelLink:
+    return panel.static_copy.link
+
+
+def test_the_link_carries_the_copy_of_every_change_also_made_from_a_front_end(displayed, monkeypatch,
+                                                                              pretraining_model, tokenizer):
+    monkeypatch.setattr(sc, "MIN_INTERVAL_S", 0)  # every change sent at once
+    bench = Workbench(pretraining_model, tokenizer, text="The cat sat on the mat.")
+    bench._ipython_display_()
+    (copy, handle), _ = displayed
+    assert link_of(bench).html == copy["text/html"] and "layer 0" in link_of(bench).html
+    bench.attention.layer.value = 2  # as a dropdown in a reloaded page or a second tab sets it
+    bench.attention.head.value = 3
+    html = link_of(bench).html
+    assert "layer 2" in html and "head 3" in html and "layer 0" not in html
+    assert html == bench.static_copy.bundle()["text/html"] == handle.sent[-1]["text/html"]
+    bench.text_box.value = "A <b>dog</b> & a cat"  # typed in a front end, then its Run button
+    bench.run_button.click()
+    html = link_of(bench).html
+    assert "A &lt;b&gt;dog&lt;/b&gt; &amp; a cat" in html and "<b>dog</b>" not in html
+    assert html == bench.static_copy.bundle()["text/html"] == handle.sent[-1]["text/html"]
+    assert html.startswith(f'<div class="bvl-static" data-bvl-static="{bench.static_copy.id}">')
+
+
+def test_the_link_follows_changes_before_any_output_is_updated(displayed):
+    panel = Counter()
+    panel._ipython_display_()
+    panel.static_copy.handles.clear()  # a front end that never knew the display id: only the link reaches it
+    panel.bump()
+    assert "<p class='count'>1</p>" in link_of(panel).html
+
+
+def test_close_releases_the_link_and_cancels_a_pending_update(displayed, monkeypatch):
+    monkeypatch.setattr(sc, "MIN_INTERVAL_S", 0.2)
+    panel = Counter()
+    panel._ipython_display_()
+    link, copy = link_of(panel), panel.static_copy
+    handle = displayed[0][1]
+    panel.bump()
+    panel.bump()  # held back for the interval
+    assert len(handle.sent) == 2 and copy._timer is not None
+    panel.close()
+    assert link.comm is None and copy.link is None and copy._timer is None
+    assert copy.handles == [] and copy.listeners == []
+    time.sleep(0.4)
+    assert len(handle.sent) == 2 and "<p class='count'>1</p>" in link.html  # nothing went out after close
+    assert panel.comm is None

@@ -40,6 +40,10 @@ class Panel(widgets.VBox):
     """A VBox whose mimebundle also carries a static HTML rendering, shown where no kernel is running, and whose
     figure on screen can be saved for a paper."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_class("bvl-panel")  # how the panel's link finds the panel around it in the page
+
     def to_svg(self) -> str:
         """The figure on screen as a standalone SVG document: vector, text as (escaped) text, title and colour bar."""
         raise NotImplementedError
@@ -72,6 +76,13 @@ class Panel(widgets.VBox):
 
     def _ipython_display_(self) -> None:
         self.static_copy.show()
+
+    def close(self) -> None:
+        """Close the live view and its static copy's link, so no pending update keeps the panel alive."""
+        copy = self.__dict__.pop("_static_copy", None)
+        if copy is not None:
+            copy.close()
+        super().close()
 
     def save(self, path: str | Path, scale: float = 1, theme: str = "light") -> Path:
         """Write the figure on screen to `path`: SVG or PNG by its suffix, `scale` times the size on screen, in the

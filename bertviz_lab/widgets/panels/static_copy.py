@@ -3,9 +3,13 @@
 Front ends disagree on what to show where no kernel draws a widget: JupyterLab and Notebook 7 prefer the widget view
 of a bundle even when its model is gone ("Error displaying widget"), and `nbconvert --execute` keeps only the widget
 view. So the figure does not travel inside the widget's bundle but as a display of its own, which every front end,
-converter and viewer shows. While the live view is on screen it hides that copy (views/static_copy.js), so a
-notebook shows one figure. Changes made from the kernel (a cell that sets the layer, a training run) update the copy
-through its display id, at most twice a second.
+converter and viewer shows. While the live view is on screen its link (views/panel_link.py) hides that copy, so a
+notebook shows one figure.
+
+When the figure changes, at most twice a second, the copy's new HTML goes out two ways: through its display id (what
+nbclient, `nbconvert --execute` and Voila follow, and the page that ran the cell) and as the link's synced `html`,
+which the link writes into the notebook model of every front end attached (a reloaded page, a second tab, Notebook 7:
+JupyterLab forgets display ids on reload), so whichever saves the notebook stores the figure on screen.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any, Callable
 
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.views.front_end import all_css
-from bertviz_lab.widgets.views.panel_link import StaticCopyHider
+from bertviz_lab.widgets.views.panel_link import PanelLink
 
 MIN_INTERVAL_S = 0.5  # at most two updates of a copy a second, the last one always sent
 
@@ -29,6 +33,7 @@ class StaticCopy:
         self.panel = panel
         self.id = str(uuid.uuid4())
         self.handles: list[Any] = []
+        self.link: PanelLink | None = None
         self.listeners: list[Callable[[], None]] = []
         self._html: str | None = None
         self._lock = threading.Lock()
@@ -55,12 +60,14 @@ class StaticCopy:
                 "text/plain": f"{type(self.panel).__name__} (static copy)"}
 
     def show(self) -> None:
-        """Display the copy, then the live panel with its hider."""
+        """Display the copy, then the live panel with its link."""
         from IPython.display import display
 
-        if not any(isinstance(child, StaticCopyHider) for child in self.panel.children):
-            self.panel.children = (*self.panel.children, StaticCopyHider(static_id=self.id))
-        self.handles.append(display(self.bundle(), raw=True, display_id=True))
+        bundle = self.bundle()
+        if self.link is None:
+            self.link = PanelLink(static_id=self.id, html=bundle["text/html"])
+            self.panel.children = (*self.panel.children, self.link)
+        self.handles.append(display(bundle, raw=True, display_id=True))
         display(self.panel.widget_bundle(), raw=True)
 
     def changed(self) -> None:
@@ -68,8 +75,20 @@ class StaticCopy:
         self._html = None
         for listener in self.listeners:
             listener()
-        if self.handles:
+        if self.handles or self.link is not None:
             self._schedule()
+
+    def close(self) -> None:
+        """Stop updating: cancel a pending update, close the link and let go of the outputs and listeners."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        link, self.link = self.link, None
+        if link is not None:
+            link.close()
+        self.handles.clear()
+        self.listeners.clear()
 
     def _schedule(self) -> None:
         with self._lock:
@@ -86,7 +105,7 @@ class StaticCopy:
         self._send()
 
     def flush(self) -> None:
-        """Send the current copy to every output that shows it, now."""
+        """Send the current copy to every front end and output that shows it, now."""
         with self._lock:
             if self._timer is not None:
                 self._timer.cancel()
@@ -96,5 +115,8 @@ class StaticCopy:
 
     def _send(self) -> None:
         bundle = self.bundle()
+        link = self.link
+        if link is not None:
+            link.html = bundle["text/html"]
         for handle in self.handles:
             handle.update(bundle, raw=True)
