@@ -1,13 +1,17 @@
 """LossCurves and TrainingPanel: every record is kept, redraws are throttled and cheap, the last state is drawn, long
-histories are downsampled; they follow a real Trainer in the foreground (fit) and background (start / Stop)."""
+histories are downsampled; they follow a real Trainer in the foreground (fit) and background (start / Stop); the live
+view shows the kernel's drawing (one picture on screen, in the static copy and in exports) and hovers from its series.
+"""
 
 from __future__ import annotations
 
+import json
 import struct
 import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import pytest
 import torch
 from payload import sent_messages
 from widgets_testlib import assert_safe_html, parse_html, tiny_config, wait_until
@@ -21,6 +25,8 @@ from bertviz_lab.train import (
     synthetic_to_training_batch,
 )
 from bertviz_lab.widgets import LossCurves, TrainingPanel
+from bertviz_lab.widgets.figures.contrast import contrast_ratio
+from bertviz_lab.widgets.figures.palette import reads_on_both_grounds
 from bertviz_lab.widgets.panels.loss_curves import CHARTS, SERIES, downsample, downsample_points
 from bertviz_lab.widgets.views.curves import KEYS
 from bertviz_lab.widgets.views.front_end import esm
@@ -131,7 +137,10 @@ def test_a_redraw_sends_only_the_downsampled_series_and_status():
         curves.flush()
     changed = {key for key in KEYS if curves.chart.curves[key] != before[key]}
     assert changed == {"train_mlm_loss", "train_nsp_loss", "lr"}
-    assert len(sizes) == 1 and 3 * 1000 * 8 * 0.99 <= sizes[0] <= 3 * 1000 * 8 + 1000  # one message, 3 series
+    series_bytes = 3 * 1000 * 8
+    drawing = len(json.dumps(curves.chart.svg))  # the figure as the message carries it: at most 400 points a series
+    assert drawing < 80_000
+    assert len(sizes) == 1 and series_bytes * 0.99 + drawing <= sizes[0] <= series_bytes + drawing + 1000
 
 
 def test_follows_trainer_fit_with_eval_records():
@@ -182,20 +191,17 @@ def test_a_foreground_fit_shows_no_stop_button_and_says_it_finished():
     assert curves.status.value.startswith("step 3 of 3 · finished · ")
 
 
-def test_exports_static_and_interactive_html(tmp_path):
+def test_to_html_writes_the_figure_on_screen_in_a_theme(tmp_path):
     curves = LossCurves(min_interval=3600, title="my run")
     for step in range(50):
         curves(record(step, evaluated=step % 10 == 0))
-    static = curves.to_html(tmp_path / "curves.html", interactive=False)
-    text = static.read_text()
+    text = curves.to_html(tmp_path / "curves.html", theme="dark").read_text()
     assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 5 and "<script" not in text  # 4 in 1
     assert "http" not in text.replace("http://www.w3.org/2000/svg", "")  # no CDN, nothing fetched
     assert parse_html(text).tags.count("polyline") == 7
-    interactive = curves.to_html(tmp_path / "live.html")
-    text = interactive.read_text()
-    assert interactive.stat().st_size < 100_000  # the view's own code and the data, no plotly bundle
-    assert '<script type="module">' in text and "export default { render }" in text and "train MLM" in text
-    assert "http" not in text.replace("http://www.w3.org/2000/svg", "")
+    assert curves.to_svg().split(">", 1)[1] in text  # the figure on screen, its stylesheet resolved to dark inside
+    assert "<style>" in text and "#111111" in text and "var(" not in text
+    assert curves.chart.curves["train_mlm_loss"] and len(curves.drawn("train_mlm_loss")[0]) == 50  # flushed first
     bundle = curves._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
 
@@ -219,15 +225,72 @@ def test_svg_has_titles_axis_titles_legends_and_the_status(tmp_path):
     png = curves.save(tmp_path / "curves.png", scale=1.5)
     width, height = (float(v) for v in (root.get("width"), root.get("height")))
     assert struct.unpack(">II", png.read_bytes()[16:24]) == (round(width * 1.5), round(height * 1.5))
-    # the browser view gets the same titles: what it draws comes from these synced traits alone
-    panels = curves.chart.panels
-    assert [(p["title"], p["x_title"], p["y_title"]) for p in panels] == [(t, "step", y) for t, y in CHARTS]
-    assert curves.chart.total == 30 and curves.chart.title == "tiny <run> & co"
+    # the browser view shows this very drawing, and holds the series its hover reads
+    assert curves.chart.svg == svg
+    assert curves.chart.names == {key: name for _, key, name, *_ in SERIES}
     x, y = curves.drawn("train_nsp_loss")
     assert x.tolist() == list(range(1, 13))
     np.testing.assert_allclose(y, [r.train_nsp_loss for r in trainer.history], rtol=1e-6)
     code = esm("loss_curves.js")
-    assert "textContent" in code and "innerHTML" not in code
+    assert 'showFigure(root, model.get("svg"))' in code and "innerHTML" not in code and "cssText" not in code
+
+
+def plot_frames(svg: str) -> list[ET.Element]:
+    return [e for e in ET.fromstring(svg).iter(f"{SVG_NS}rect") if "bvl-plot" in (e.get("class") or "").split()]
+
+
+def test_each_plot_frame_tells_the_view_its_ranges_box_and_series():
+    trainer = tiny_trainer(max_steps=30, eval_interval=10)
+    curves = LossCurves(trainer, min_interval=3600)
+    trainer.fit(20)
+    frames = plot_frames(curves.to_svg())
+    assert len(frames) == len(CHARTS)
+    for index, frame in enumerate(frames):
+        assert frame.get("data-keys").split() == [key for chart, key, *_ in SERIES if chart == index]
+        assert (float(frame.get("data-x0")), float(frame.get("data-x1"))) == (0.0, 30.0)  # the run's length
+        values = np.concatenate([curves.drawn(key)[1] for key in frame.get("data-keys").split()])
+        assert float(frame.get("data-y0")) == pytest.approx(values.min(), rel=1e-6)
+        assert float(frame.get("data-y1")) == pytest.approx(values.max(), rel=1e-6)
+        assert float(frame.get("width")) > 300 and float(frame.get("height")) > 150
+    # each line's last point sits where the frame's ranges put it: the view's hover maps pixels the same way
+    root = ET.fromstring(curves.to_svg())
+    for chart in root.findall(f"{SVG_NS}svg"):  # the four charts, each with its own frame
+        frame = next((e for e in chart.iter(f"{SVG_NS}rect") if "bvl-plot" in (e.get("class") or "")), None)
+        for line in chart.iter(f"{SVG_NS}polyline"):
+            x, y = curves.drawn(line.get("data-key"))
+            x0, x1, y0, y1 = (float(frame.get(f"data-{n}")) for n in ("x0", "x1", "y0", "y1"))
+            px, py = (float(v) for v in line.get("points").split()[-1].split(","))
+            assert px == pytest.approx(float(frame.get("x")) + (x[-1] - x0) / (x1 - x0) * float(frame.get("width")),
+                                       abs=0.06)
+            top, height = float(frame.get("y")), float(frame.get("height"))
+            assert py == pytest.approx(top + height - (y[-1] - y0) / (y1 - y0) * height, abs=0.06)
+            assert int(line.get("data-n")) == len(x)
+
+
+def test_the_figure_follows_the_theme_and_reads_without_colour():
+    curves = LossCurves(min_interval=0)
+    for step in range(40):
+        curves(record(step, evaluated=step % 10 == 9))
+    svg = curves.to_svg()
+    root = ET.fromstring(svg)
+    assert root.get("class").split() == ["bvl-fig", "bvl-chart-grid"]
+    assert root[0].tag == f"{SVG_NS}rect" and root[0].get("class") == "bvl-ground"
+    for element in root.iter():
+        assert element.get("font-family") is None  # the sans font comes from .bvl-fig
+        if element.tag == f"{SVG_NS}text":
+            assert element.get("fill") is None  # text takes the theme's ink
+        assert element.get("fill") in (None, "none") or element.tag == f"{SVG_NS}path"  # only markers are filled
+    assert 'fill="white"' not in svg and "#fff" not in svg.lower()
+    # series sharing a chart differ by dashes or marker, not only by colour; every colour reads on both grounds
+    for index in range(len(CHARTS)):
+        looks = [(dash, marker) for chart, _, _, _, dash, marker in SERIES if chart == index]
+        assert len(set(looks)) == len(looks)
+    accuracy = {key: (dash, marker) for _, key, _, _, dash, marker in SERIES if "accuracy" in key}
+    assert len(set(accuracy.values())) == 2 and all(dash and marker for dash, marker in accuracy.values())
+    assert all(reads_on_both_grounds(color) for _, _, _, color, *_ in SERIES)
+    assert contrast_ratio(SERIES[0][3], "#111111") >= 3
+    markers = [e for e in root.iter(f"{SVG_NS}path") if e.get("class") == "bvl-markers"]
+    assert {m.get("data-key") for m in markers} == {key for _, key, *_, marker in SERIES if marker}
 
 
 def test_status_line_before_during_and_after_a_run():

@@ -1,7 +1,13 @@
-"""Small self-contained SVG charts (lines, grids of charts, tables): pure drawings, no scripts, no network."""
+"""Small self-contained SVG charts (lines, grids of charts, tables): pure drawings, no scripts, no network.
+
+Every chart follows the figures' contract: one SVG document whose root is `bvl-fig`, a `bvl-ground` first, text
+coloured by the theme's stylesheet (figure.css, charts.css), rules and grid lines by class. Only the series carry
+colours of their own, and each series also has its own dash pattern or marker, so a chart reads without colour.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import Sequence
@@ -10,9 +16,43 @@ import numpy as np
 
 from bertviz_lab.widgets.figures.text import escape, text_width
 
+MARKERS = ("", "circle", "square", "triangle")
+MAX_MARKERS = 24  # per series: enough to tell the series apart, few enough to keep the line readable
+PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 62, 12, 26, 56
+
+
+@dataclasses.dataclass(frozen=True)
+class Line:
+    """One series of a line chart: its points, colour, dash pattern ('' solid, else an SVG dasharray), marker, and
+    the key the live view knows it by (written into the drawing as data-key)."""
+
+    x: Sequence[float]
+    y: Sequence[float]
+    color: str
+    dash: str = ""
+    marker: str = ""
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if self.marker not in MARKERS:
+            raise ValueError(f"marker must be one of {MARKERS}, got {self.marker!r}")
+
+
+def as_line(spec: Line | tuple) -> Line:
+    """A Line from a Line or an (x, y, colour[, dashed]) tuple (dashed: True for the usual 5,3 dashes)."""
+    if isinstance(spec, Line):
+        return spec
+    dashed = spec[3] if len(spec) > 3 else ""
+    return Line(spec[0], spec[1], spec[2], "5,3" if dashed is True else str(dashed or ""))
+
 
 def _fmt(value: float) -> str:
     return f"{value:.3g}"
+
+
+def _num(value: float) -> str:
+    """A number for a data- attribute: exact enough for the live view to map pixels back to data."""
+    return f"{value:.10g}"
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -26,78 +66,122 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [round(first + i * step, 12) for i in range(int((high - first) / step + 1e-9) + 1)]
 
 
-def _svg_open(width: float, height: float, font_size: int = 11, family: str = "sans-serif") -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '
-            f'viewBox="0 0 {width:g} {height:g}" font-family="{family}" font-size="{font_size}">'
-            f'<rect width="{width:g}" height="{height:g}" fill="white"/>')
+def svg_open(width: float, height: float, name: str, font_size: int = 11) -> str:
+    """The root of a figure (`bvl-fig bvl-<name>`, sized in pixels) and its themed ground."""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-fig bvl-{name}" width="{width:g}" '
+            f'height="{height:g}" viewBox="0 0 {width:g} {height:g}" font-size="{font_size}">'
+            '<rect class="bvl-ground" width="100%" height="100%"/>')
 
 
-def line_chart(series: dict[str, tuple], title: str = "", width: int = 360, height: int = 220,
+def marker_path(marker: str, points: np.ndarray, size: float = 3.5) -> str:
+    """The path data of one marker shape at each (x, y) pixel point."""
+    shapes = {"circle": lambda x, y: f"M{x - size:.1f},{y:.1f}a{size:g},{size:g} 0 1,0 {2 * size:g},0"
+                                     f"a{size:g},{size:g} 0 1,0 {-2 * size:g},0z",
+              "square": lambda x, y: f"M{x - size:.1f},{y - size:.1f}h{2 * size:g}v{2 * size:g}h{-2 * size:g}z",
+              "triangle": lambda x, y: f"M{x:.1f},{y - size:.1f}l{size:g},{1.8 * size:g}h{-2 * size:g}z"}
+    if marker not in shapes:
+        raise ValueError(f"marker must be one of {tuple(shapes)}, got {marker!r}")
+    return "".join(shapes[marker](float(x), float(y)) for x, y in points)
+
+
+def _marked(count: int) -> np.ndarray:
+    """Indices of at most MAX_MARKERS evenly spaced points of a series (its first and last included)."""
+    if count <= MAX_MARKERS:
+        return np.arange(count)
+    return np.unique(np.linspace(0, count - 1, MAX_MARKERS).round().astype(int))
+
+
+def _legend_entry(x: float, y: float, name: str, line: Line) -> tuple[str, float]:
+    """A legend's sample of a series (its colour, dashes and marker) and its name; returns the entry's width."""
+    dash = f' stroke-dasharray="{line.dash}"' if line.dash else ""
+    part = (f'<g class="bvl-legend-entry"><line x1="{x:g}" x2="{x + 22:g}" y1="{y - 4:g}" y2="{y - 4:g}" '
+            f'stroke="{line.color}" stroke-width="2"{dash}/>')
+    if line.marker:
+        part += f'<path fill="{line.color}" d="{marker_path(line.marker, np.array([[x + 11, y - 4]]), 3)}"/>'
+    part += f'<text x="{x + 26:g}" y="{y:g}" class="bvl-legend">{escape(name)}</text></g>'
+    return part, 34 + text_width(name, 11)
+
+
+def line_chart(series: dict[str, Line | tuple], title: str = "", width: int = 360, height: int = 220,
                log_y: bool = False, x_title: str = "", y_title: str = "",
                x_range: tuple[float, float] | None = None) -> str:
-    """Lines for {name: (x, y, colour[, dashed])} with ticks, axis titles and a legend; NaNs are skipped.
+    """Lines for {legend name: Line} with ticks, axis titles and a legend; NaNs are skipped.
 
     log_y draws the y axis in powers of ten (values <= 0 skipped); x_range fixes the x axis (e.g. 0 to the last
-    step of a run) instead of fitting it to the data.
+    step of a run) instead of fitting it to the data. The plot's frame (class bvl-plot) carries its data ranges
+    (data-x0, data-x1, data-y0, data-y1, data-log-y) and its series' keys (data-keys), and its x, y, width and height
+    are the plot's pixel box, so a live view maps a pointer to data without the kernel.
     """
-    pad_l, pad_r, pad_t, pad_b = 62, 12, 26, 56
-    plot_w, plot_h = width - pad_l - pad_r, height - pad_t - pad_b
-    clean = {}
+    plot_w, plot_h = width - PAD_LEFT - PAD_RIGHT, height - PAD_TOP - PAD_BOTTOM
+    clean: dict[str, tuple[np.ndarray, np.ndarray, Line]] = {}
     for name, spec in series.items():
-        x, y = np.asarray(spec[0], dtype=float), np.asarray(spec[1], dtype=float)
+        line = as_line(spec)
+        x, y = np.asarray(line.x, dtype=float), np.asarray(line.y, dtype=float)
         if log_y:
             y = np.where(y > 0, np.log10(np.where(y > 0, y, 1.0)), np.nan)
         ok = np.isfinite(x) & np.isfinite(y)
-        clean[name] = (x[ok], y[ok], spec[2], bool(spec[3]) if len(spec) > 3 else False)
-    parts = [_svg_open(width, height),
-             f'<text x="{width / 2:g}" y="16" text-anchor="middle" font-size="13" font-weight="bold">'
-             f"{escape(title)}</text>"]
-    xs = np.concatenate([c[0] for c in clean.values()] or [np.zeros(0)])
-    ys = np.concatenate([c[1] for c in clean.values()] or [np.zeros(0)])
+        clean[name] = (x[ok], y[ok], line)
+    parts = [svg_open(width, height, "chart"),
+             f'<text class="bvl-chart-title" x="{width / 2:g}" y="16" text-anchor="middle" font-size="13" '
+             f'font-weight="bold">{escape(title)}</text>']
     if x_title:
-        parts.append(f'<text x="{pad_l + plot_w / 2:g}" y="{height - 20}" text-anchor="middle" '
+        parts.append(f'<text x="{PAD_LEFT + plot_w / 2:g}" y="{height - 22}" text-anchor="middle" '
                      f'class="bvl-axis-title">{escape(x_title)}</text>')
     if y_title:
-        parts.append(f'<text transform="translate(14,{pad_t + plot_h / 2:g}) rotate(-90)" text-anchor="middle" '
+        parts.append(f'<text transform="translate(14,{PAD_TOP + plot_h / 2:g}) rotate(-90)" text-anchor="middle" '
                      f'class="bvl-axis-title">{escape(y_title)}</text>')
-    parts.append(f'<rect x="{pad_l}" y="{pad_t}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#c8ccd4"/>')
+    legend_x, legend_parts = float(PAD_LEFT), []
+    for name, (_, _, line) in clean.items():  # the legend names every series, drawn or not yet
+        part, used = _legend_entry(legend_x, height - 4, name, line)
+        legend_parts.append(part)
+        legend_x += used
+    xs = np.concatenate([c[0] for c in clean.values()] or [np.zeros(0)])
+    ys = np.concatenate([c[1] for c in clean.values()] or [np.zeros(0)])
+    keys = " ".join(line.key for _, _, line in clean.values() if line.key)
+    frame = (f'<rect class="bvl-rule bvl-plot" x="{PAD_LEFT}" y="{PAD_TOP}" width="{plot_w}" height="{plot_h}" '
+             f'data-keys="{escape(keys)}" data-log-y="{int(log_y)}"')
     if not len(xs):
-        parts.append(f'<text x="{pad_l + plot_w / 2:g}" y="{pad_t + plot_h / 2:g}" text-anchor="middle" '
-                     'fill="#888">no data yet</text></svg>')
+        parts += [frame + "/>", *legend_parts,
+                  f'<text class="bvl-muted" x="{PAD_LEFT + plot_w / 2:g}" y="{PAD_TOP + plot_h / 2:g}" '
+                  'text-anchor="middle">no data yet</text></svg>']
         return "".join(parts)
     x0, x1 = (float(x_range[0]), float(x_range[1])) if x_range is not None else (float(xs.min()), float(xs.max()))
-    x1 = max(x1, float(xs.max()))
+    x0, x1 = min(x0, float(xs.min())), max(x1, float(xs.max()))
     y0, y1 = float(ys.min()), float(ys.max())
     if x1 == x0:
         x0, x1 = x0 - 0.5, x1 + 0.5
     if y1 == y0:
         y0, y1 = y0 - (abs(y0) * 0.1 or 0.5), y1 + (abs(y1) * 0.1 or 0.5)
 
-    def sx(x: float) -> float:
-        return pad_l + (x - x0) / (x1 - x0) * plot_w
+    def sx(x):
+        return PAD_LEFT + (x - x0) / (x1 - x0) * plot_w
 
-    def sy(y: float) -> float:
-        return pad_t + plot_h - (y - y0) / (y1 - y0) * plot_h
+    def sy(y):
+        return PAD_TOP + plot_h - (y - y0) / (y1 - y0) * plot_h
 
     for value in nice_ticks(y0, y1, 4):
         label = f"1e{value:g}" if log_y else _fmt(value)
-        parts.append(f'<line x1="{pad_l}" x2="{pad_l + plot_w}" y1="{sy(value):.1f}" y2="{sy(value):.1f}" '
-                     f'stroke="#eef0f4"/><text x="{pad_l - 4}" y="{sy(value) + 4:.1f}" text-anchor="end">'
-                     f"{label}</text>")
+        parts.append(f'<line class="bvl-grid" x1="{PAD_LEFT}" x2="{PAD_LEFT + plot_w}" y1="{sy(value):.1f}" '
+                     f'y2="{sy(value):.1f}"/><text class="bvl-tick bvl-muted" x="{PAD_LEFT - 4}" '
+                     f'y="{sy(value) + 4:.1f}" text-anchor="end">{label}</text>')
     for value in nice_ticks(x0, x1, 5):
-        parts.append(f'<text x="{sx(value):.1f}" y="{pad_t + plot_h + 14}" text-anchor="middle">{_fmt(value)}</text>')
-    legend_x = pad_l
-    for name, (x, y, color, dashed) in clean.items():
-        dash = ' stroke-dasharray="5,3"' if dashed else ""
-        if len(x):
-            xy = np.column_stack([sx(x), sy(y)]).ravel().tolist()
-            points = ("%.1f,%.1f " * len(x) % tuple(xy)).rstrip()  # one formatting call, not one per point
-            parts.append(f'<polyline class="bvl-series" fill="none" stroke="{color}" stroke-width="1.6"{dash} '
-                         f'points="{points}"/>')
-        parts.append(f'<line x1="{legend_x}" x2="{legend_x + 16}" y1="{height - 6}" y2="{height - 6}" '
-                     f'stroke="{color}" stroke-width="2"{dash}/><text x="{legend_x + 20}" y="{height - 2}" '
-                     f'class="bvl-legend">{escape(name)}</text>')
-        legend_x += 28 + text_width(name, 11)
+        parts.append(f'<line class="bvl-rule" x1="{sx(value):.1f}" x2="{sx(value):.1f}" y1="{PAD_TOP + plot_h}" '
+                     f'y2="{PAD_TOP + plot_h + 3}"/><text class="bvl-tick bvl-muted" x="{sx(value):.1f}" '
+                     f'y="{PAD_TOP + plot_h + 14}" text-anchor="middle">{_fmt(value)}</text>')
+    parts.append(frame + f' data-x0="{_num(x0)}" data-x1="{_num(x1)}" data-y0="{_num(y0)}" data-y1="{_num(y1)}"/>')
+    for name, (x, y, line) in clean.items():
+        if not len(x):
+            continue
+        pixels = np.column_stack([sx(x), sy(y)])
+        points = ("%.1f,%.1f " * len(x) % tuple(pixels.ravel().tolist())).rstrip()  # one call, not one per point
+        dash = f' stroke-dasharray="{line.dash}"' if line.dash else ""
+        key = f' data-key="{escape(line.key)}"' if line.key else ""
+        parts.append(f'<polyline class="bvl-series" fill="none" stroke="{line.color}" stroke-width="1.6"{dash}{key} '
+                     f'data-n="{len(x)}" points="{points}"/>')
+        if line.marker:
+            parts.append(f'<path class="bvl-markers" fill="{line.color}"{key} '
+                         f'd="{marker_path(line.marker, pixels[_marked(len(x))])}"/>')
+    parts += legend_parts
     parts.append("</svg>")
     return "".join(parts)
 
@@ -114,35 +198,35 @@ def chart_grid(charts: Sequence[str], columns: int = 2, title: str = "", subtitl
     rows = math.ceil(len(charts) / columns) if charts else 0
     width = math.ceil(columns * cell_w + (columns - 1) * gap)
     height = math.ceil(top + rows * cell_h + max(0, rows - 1) * gap)
-    parts = [_svg_open(width, height, 12)]
+    parts = [svg_open(width, height, "chart-grid", 12)]
     if title:
-        parts.append(f'<text x="8" y="18" font-size="15" font-weight="bold">{escape(title)}</text>')
+        parts.append(f'<text class="bvl-title" x="8" y="18" font-size="15" font-weight="bold">{escape(title)}</text>')
     if subtitle:
-        parts.append(f'<text x="8" y="{(22 if title else 0) + 14}" fill="#444" class="bvl-subtitle">'
+        parts.append(f'<text class="bvl-subtitle bvl-muted" x="8" y="{(22 if title else 0) + 14}">'
                      f"{escape(subtitle)}</text>")
     for index, chart in enumerate(charts):
         x, y = (index % columns) * (cell_w + gap), top + (index // columns) * (cell_h + gap)
-        parts.append(chart.replace("<svg ", f'<svg x="{x:g}" y="{y:g}" ', 1))
+        parts.append(chart.replace("<svg ", f'<svg x="{x:g}" y="{y:g}" data-chart="{index}" ', 1))
     parts.append("</svg>")
     return "".join(parts)
 
 
 def table_svg(headers: Sequence[str], rows: Sequence[Sequence], title: str = "", font_size: int = 12) -> str:
-    """A plain table as SVG: a bold header row, one text row per entry, columns as wide as their longest cell."""
+    """A plain table as SVG: a bold header row on a band, one text row per entry, columns as wide as their cells."""
     cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(text_width(row[i], font_size) for row in cells if i < len(row)) + 16 for i in range(len(headers))]
     row_h, top = font_size + 10, (font_size + 16 if title else 4)
     width = math.ceil(max(sum(widths), text_width(title, font_size + 2) + 16) + 8)
     height = top + row_h * len(cells) + 6
-    parts = [_svg_open(width, height, font_size)]
+    parts = [svg_open(width, height, "table", font_size)]
     if title:
-        parts.append(f'<text x="4" y="{font_size + 4}" font-size="{font_size + 2}" font-weight="bold">'
-                     f"{escape(title)}</text>")
+        parts.append(f'<text class="bvl-title" x="4" y="{font_size + 4}" font-size="{font_size + 2}" '
+                     f'font-weight="bold">{escape(title)}</text>')
     for r, row in enumerate(cells):
         y = top + r * row_h
         if r == 0:
-            parts.append(f'<rect x="4" y="{y}" width="{sum(widths):g}" height="{row_h}" fill="#f0f2f6"/>')
-        parts.append(f'<line x1="4" x2="{4 + sum(widths):g}" y1="{y + row_h}" y2="{y + row_h}" stroke="#dde"/>')
+            parts.append(f'<rect class="bvl-band" x="4" y="{y}" width="{sum(widths):g}" height="{row_h}"/>')
+        parts.append(f'<line class="bvl-grid" x1="4" x2="{4 + sum(widths):g}" y1="{y + row_h}" y2="{y + row_h}"/>')
         x = 4.0
         for c, text in enumerate(row):
             weight = ' font-weight="bold"' if r == 0 else ""

@@ -1,14 +1,14 @@
 """LossCurves: live MLM/NSP losses, accuracies and learning rate while a Trainer runs (a Trainer callback).
 
-The browser view is the project's own small anywidget (views/loss_curves.js) drawing SVG from synced float32
-arrays: unlike plotly's FigureWidget it redraws after a page reload or in a second tab, and a saved notebook does
-not carry plotly's ~5 MB script for it.
+The figure is drawn here, once per redraw (figures/charts.py), and the browser view (views/loss_curves.js) shows that
+same drawing, so the live view, the notebook's static copy and save() hold one picture. The view also holds the
+series as float32 (x, y) arrays, so hovering shows the values at a step without asking the kernel; unlike plotly's
+FigureWidget it redraws after a page reload or in a second tab, and a saved notebook carries no plotting script.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import threading
 import time
@@ -18,30 +18,34 @@ from typing import Any, Callable, Mapping
 import ipywidgets as widgets
 import numpy as np
 
-from bertviz_lab.widgets.figures.charts import chart_grid, line_chart
+from bertviz_lab.widgets.figures.charts import Line, chart_grid, line_chart
+from bertviz_lab.widgets.figures.export import themed
+from bertviz_lab.widgets.figures.palette import CURVE_COLORS
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.panel import Panel
 from bertviz_lab.widgets.views.curves import KEYS, CurvesView
-from bertviz_lab.widgets.views.front_end import esm
+from bertviz_lab.widgets.views.front_end import all_css
 
-# (chart, metric key, legend name, colour, dashed)
+# (chart, metric key, legend name, colour, dash pattern, marker): series that share a chart differ by dashes or marker
+# as well as by colour, so they read in print and for readers who do not tell the colours apart
 SERIES = (
-    (0, "train_mlm_loss", "train MLM", "#1f77b4", False),
-    (0, "eval_mlm_loss", "eval MLM", "#1f77b4", True),
-    (1, "train_nsp_loss", "train NSP", "#ff7f0e", False),
-    (1, "eval_nsp_loss", "eval NSP", "#ff7f0e", True),
-    (2, "eval_mlm_accuracy", "eval MLM acc", "#2ca02c", True),
-    (2, "eval_nsp_accuracy", "eval NSP acc", "#d62728", True),
-    (3, "lr", "learning rate", "#7f7f7f", False),
+    (0, "train_mlm_loss", "train MLM", CURVE_COLORS["mlm"], "", ""),
+    (0, "eval_mlm_loss", "eval MLM", CURVE_COLORS["mlm"], "5,3", "circle"),
+    (1, "train_nsp_loss", "train NSP", CURVE_COLORS["nsp"], "", ""),
+    (1, "eval_nsp_loss", "eval NSP", CURVE_COLORS["nsp"], "5,3", "circle"),
+    (2, "eval_mlm_accuracy", "eval MLM acc", CURVE_COLORS["mlm_accuracy"], "6,3", "circle"),
+    (2, "eval_nsp_accuracy", "eval NSP acc", CURVE_COLORS["nsp_accuracy"], "2,2", "square"),
+    (3, "lr", "learning rate", CURVE_COLORS["lr"], "", ""),
 )
 
 SHOWN = ("step", *KEYS)
 # (chart title, y axis title); every x axis is the optimizer step
 CHARTS = (("MLM loss", "loss"), ("NSP loss", "loss"), ("accuracy", "accuracy"), ("learning rate", "learning rate"))
 X_TITLE = "step"
-STATIC_POINTS = 400  # per series in the static figure: a chart is ~350 px wide
+DRAWN_POINTS = 400  # per series in the figure: a chart is ~350 px wide (hover reads up to max_points)
 STATIC_INTERVAL = 2.0  # seconds between static-copy updates while a run goes (its end is always drawn)
+CHART_WIDTH, CHART_HEIGHT = 420, 250
 
 
 def shown_values(record: Any) -> dict[str, Any]:
@@ -73,12 +77,23 @@ def downsample_points(points: list[tuple[float, float]], max_points: int) -> tup
     return np.array([p[0] for p in points], dtype=float), np.array([p[1] for p in points], dtype=float)
 
 
-def chart_specs() -> list[dict[str, Any]]:
-    """What each chart shows: its titles and series (sent to the browser once)."""
-    return [{"title": title, "x_title": X_TITLE, "y_title": y_title,
-             "series": [{"key": key, "name": name, "color": color, "dashed": dashed}
-                        for chart, key, name, color, dashed in SERIES if chart == index]}
-            for index, (title, y_title) in enumerate(CHARTS)]
+def series_names() -> dict[str, str]:
+    """Each series' legend name by metric key: what the browser's hover box calls them (sent once)."""
+    return {key: name for _, key, name, *_ in SERIES}
+
+
+def curves_figure(points: Mapping[str, tuple[np.ndarray, np.ndarray]], title: str, status: str,
+                  total_steps: int | None = None) -> str:
+    """The four charts (titles, axis titles, legends) under the run's title and status line, as one SVG document;
+    the x axes reach `total_steps` when the run's length is known."""
+    x_range = (0.0, float(total_steps)) if total_steps else None
+    charts = []
+    for index, (chart_title, y_title) in enumerate(CHARTS):
+        lines = {name: Line(*points[key], color, dash, marker, key)
+                 for chart, key, name, color, dash, marker in SERIES if chart == index}
+        charts.append(line_chart(lines, chart_title, width=CHART_WIDTH, height=CHART_HEIGHT, x_title=X_TITLE,
+                                 y_title=y_title, x_range=x_range))
+    return chart_grid(charts, columns=2, title=title, subtitle=status)
 
 
 def pack(x: np.ndarray, y: np.ndarray) -> bytes:
@@ -111,7 +126,7 @@ class LossCurves(Panel):
         self._drawn = [0] * len(KEYS)  # points of each series at the last redraw (histories only grow)
         self._static_at = float("-inf")  # when the static copy last followed (at most every STATIC_INTERVAL)
         self.on_redraw: list[Callable[[], None]] = []  # e.g. the Training tab, whose figure these curves are
-        self.chart = CurvesView(title=title, panels=chart_specs())
+        self.chart = CurvesView(names=series_names())
         self.status = widgets.HTML("waiting for the first step")
         self.status.add_class("bvl-curves-status")
         self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
@@ -125,6 +140,8 @@ class LossCurves(Panel):
         super().__init__([toolbar, self.chart])
         if trainer is not None:
             self.attach(trainer)
+        else:
+            self.chart.svg = self.figure()
 
     @property
     def total_steps(self) -> int | None:
@@ -137,7 +154,8 @@ class LossCurves(Panel):
         self.trainer = trainer
         if self not in trainer.callbacks:
             trainer.callbacks.append(self)
-        self.chart.total = self.total_steps or 0
+        with self._draw_lock:
+            self.chart.svg = self.figure()  # the x axes now reach the run's last step
         return self
 
     def on_train_end(self, trainer: Any) -> None:
@@ -197,17 +215,20 @@ class LossCurves(Panel):
             self._draw(final=True)
 
     def _draw(self, final: bool) -> None:
-        """Send the series that grew and the status line; the static copy follows on `final` draws (a run's end,
-        a pause) and otherwise at most every STATIC_INTERVAL seconds: it is for when the kernel is gone."""
+        """Send the figure, the series that grew and the status line in one message; the static copy follows on
+        `final` draws (a run's end, a pause) and otherwise at most every STATIC_INTERVAL seconds: it is for when
+        the kernel is gone."""
         with self._lock:
             self._drawn_records = self.records
             counts = [len(self.history[key]) for key in KEYS]
             grown = {key: downsample_points(self.history[key], self.max_points)
                      for key, count, drawn in zip(KEYS, counts, self._drawn) if count != drawn}
+            figure = self.figure(locked=True)
         self._drawn = counts
         with self.chart.hold_sync():  # one message
             for key, (x, y) in grown.items():
                 setattr(self.chart, key, pack(x, y))
+            self.chart.svg = figure
         self.status.value = escape(self.status_text())
         self._last_draw = now = time.monotonic()
         self.redraws += 1
@@ -236,55 +257,26 @@ class LossCurves(Panel):
         data = getattr(self.chart, key)
         return unpack(data) if data else (np.zeros(0), np.zeros(0))
 
-    def to_svg(self, max_points: int | None = None) -> str:
-        """The four charts with titles, axis titles and legends, under the run's title and status line."""
-        max_points = max_points or min(self.max_points, STATIC_POINTS)
-        charts = []
-        x_range = (0.0, float(self.total_steps)) if self.total_steps else None
-        with self._lock:  # the training thread appends meanwhile
-            points = {key: downsample_points(self.history[key], max_points) for key in KEYS}
-        for index, (title, y_title) in enumerate(CHARTS):
-            lines = {name: (*points[key], color, dashed)
-                     for chart, key, name, color, dashed in SERIES if chart == index}
-            charts.append(line_chart(lines, title, width=420, height=250, x_title=X_TITLE, y_title=y_title,
-                                     x_range=x_range))
-        return chart_grid(charts, columns=2, title=self.title, subtitle=self.status_text())
+    def figure(self, max_points: int | None = None, locked: bool = False) -> str:
+        """The curves drawn now from everything received (at most `max_points` per series, DRAWN_POINTS by default);
+        `locked`: the caller holds the history's lock."""
+        max_points = max_points or min(self.max_points, DRAWN_POINTS)
+        if not locked:
+            with self._lock:  # the training thread appends meanwhile
+                return self.figure(max_points, locked=True)
+        points = {key: downsample_points(self.history[key], max_points) for key in KEYS}
+        return curves_figure(points, self.title, self.status_text(), self.total_steps)
 
-    def to_html(self, path: str | Path, interactive: bool = True) -> Path:
-        """Write the curves to a self-contained HTML file: the live view's drawing code inlined with the data
-        (hover works, nothing is fetched), or the static SVG."""
+    def to_svg(self) -> str:
+        """The figure on screen: the four charts with titles, axis titles and legends, under the run's title and
+        status line (what the live view shows; flush() draws the latest records)."""
+        return self.chart.svg
+
+    def to_html(self, path: str | Path, theme: str = "light") -> Path:
+        """Write the curves to a self-contained HTML page (the figure on screen in `theme`, no scripts, nothing
+        fetched), after drawing the latest records."""
         self.flush()
         path = Path(path)
-        if not interactive:
-            path.write_text(f"<!DOCTYPE html><html><body>{self.to_svg()}</body></html>", encoding="utf-8")
-            return path
-        state = {"title": self.chart.title, "total": self.chart.total, "panels": self.chart.panels,
-                 **{key: data.hex() for key, data in self.chart.curves.items()}}
-        code = esm("loss_curves.js")
-        page = _STANDALONE.replace("__TITLE__", escape(self.title)).replace(
-            "__STATE__", _script_json(state)).replace("__CODE__", _script_json(code))
-        path.write_text(page, encoding="utf-8")
+        path.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(self.title)}</title></head>"
+                        f"<body>{themed(self.to_svg(), all_css(), theme)}</body></html>", encoding="utf-8")
         return path
-
-
-def _script_json(value: Any) -> str:
-    """JSON safe inside a <script> element."""
-    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-_STANDALONE = """<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>__TITLE__</title></head>
-<body><div id="bvl-curves"></div>
-<script type="module">
-const state = __STATE__;
-for (const panel of state.panels) {
-  for (const { key } of panel.series) {
-    state[key] = new DataView(Uint8Array.from(state[key].match(/../g) || [], (h) => parseInt(h, 16)).buffer);
-  }
-}
-const model = { get: (name) => state[name], on: () => {}, off: () => {} };
-const url = URL.createObjectURL(new Blob([__CODE__], { type: "text/javascript" }));
-const view = await import(url);
-view.default.render({ model, el: document.getElementById("bvl-curves") });
-</script></body></html>
-"""

@@ -1,24 +1,24 @@
-"""The loss curves' browser view: four charts drawn from synced float32 series."""
+"""The loss curves' browser view: the kernel's drawing of the four charts, and the series hover reads from."""
 
 from __future__ import annotations
 
 import anywidget
 import traitlets
 
-from bertviz_lab.widgets.views.front_end import css, esm
+from bertviz_lab.widgets.views.front_end import all_css, esm
 
 KEYS = ("train_mlm_loss", "eval_mlm_loss", "train_nsp_loss", "eval_nsp_loss", "eval_mlm_accuracy", "eval_nsp_accuracy",
         "lr")
 
 
 class CurvesView(anywidget.AnyWidget):
-    """The four charts in the browser, drawn from these synced traits whenever a view attaches."""
+    """Shows `svg` (the figure the static copy and exports hold too); hover maps the pointer to a step and reads the
+    values there from the synced series, so it needs no kernel."""
 
     _esm = esm("loss_curves.js")
-    _css = css("loss_curves")
-    title = traitlets.Unicode("").tag(sync=True)
-    total = traitlets.Int(0).tag(sync=True)  # the run's last step (the x axes reach it); 0 when unknown
-    panels = traitlets.List().tag(sync=True)
+    _css = all_css()  # the panels' ipywidgets HTML is styled by these classes too: the sheet must be in the page
+    svg = traitlets.Unicode("").tag(sync=True)
+    names = traitlets.Dict().tag(sync=True)  # legend name by series key, for the hover box
     # one trait per series, pack(x, y): a redraw sends only the series that grew
     train_mlm_loss = traitlets.Bytes(b"").tag(sync=True)
     eval_mlm_loss = traitlets.Bytes(b"").tag(sync=True)

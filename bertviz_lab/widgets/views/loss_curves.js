@@ -1,171 +1,144 @@
-// Live training curves: four small line charts drawn as SVG from the synced arrays alone (one float32 (x, y) buffer
-// per series), so a page reload, a second tab or a reopened notebook with a live kernel draws the same curves again.
-// Text is set with textContent.
-const SVG = "http://www.w3.org/2000/svg";
-const PAD = { left: 62, right: 14, top: 28, bottom: 58 };
+import { showFigure, tooltip, typed, redrawScheduler, svgEl } from "./shared.js";
+// Live training curves: the kernel's drawing (the `svg` trait, the same figure the static copy and exports hold), and
+// a hover that needs no kernel: each chart's plot frame (class bvl-plot) carries its data ranges (data-x0, data-x1,
+// data-y0, data-y1, data-log-y) and series keys (data-keys), and its x, y, width and height are its pixel box; the
+// values come from the synced float32 (x, y) series.
 
-function floats(view) {
-  // (x, y) pairs as float32; the kernel sends bytes, which arrive as a DataView (or an ArrayBuffer)
-  if (!view || !view.byteLength) return new Float32Array(0);
-  const buffer = view.buffer || view;
-  const offset = view.byteOffset || 0;
-  return new Float32Array(buffer.slice(offset, offset + view.byteLength));
+// The plot frame's ranges, pixel box and series keys, read from its attributes.
+export function plotOf(frame) {
+  const number = (name) => parseFloat(frame.getAttribute(name));
+  const keys = (frame.getAttribute("data-keys") || "").split(" ").filter(Boolean);
+  return { x0: number("data-x0"), x1: number("data-x1"), y0: number("data-y0"), y1: number("data-y1"),
+    logY: frame.getAttribute("data-log-y") === "1", left: number("x"), top: number("y"),
+    width: number("width"), height: number("height"), keys };
 }
 
-function niceTicks(low, high, count) {
-  if (!(isFinite(low) && isFinite(high)) || high <= low) return [low];
-  const raw = (high - low) / Math.max(1, count);
-  const power = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw);
-  const ticks = [];
-  for (let v = Math.ceil(low / step - 1e-9) * step; v <= high + step * 1e-9; v += step) ticks.push(+v.toPrecision(12));
-  return ticks;
+// The step under a pointer `fraction` (0 at the plot's left edge, 1 at its right) of the way across the plot;
+// null outside it or before the chart has data.
+export function stepAt(fraction, plot) {
+  if (!(fraction >= 0 && fraction <= 1) || !Number.isFinite(plot.x0) || !Number.isFinite(plot.x1)) return null;
+  return plot.x0 + fraction * (plot.x1 - plot.x0);
 }
 
-function fmt(value) {
+// The horizontal pixel (in the chart's own units) of step `x`.
+export function xPixel(x, plot) {
+  return plot.left + ((x - plot.x0) / (plot.x1 - plot.x0)) * plot.width;
+}
+
+// The pixel (in the chart's own units) of a data point, or null where the chart cannot draw it (log of <= 0).
+export function pixelOf(x, y, plot) {
+  const value = plot.logY ? (y > 0 ? Math.log10(y) : NaN) : y;
+  if (!Number.isFinite(value) || plot.x1 === plot.x0 || plot.y1 === plot.y0) return null;
+  return [xPixel(x, plot), plot.top + plot.height - ((value - plot.y0) / (plot.y1 - plot.y0)) * plot.height];
+}
+
+// The index of the (x, y) pair of interleaved `xy` (x ascending) whose x is nearest `x`; -1 when there is none.
+export function nearestIndex(xy, x) {
+  const count = Math.floor(xy.length / 2);
+  if (!count) return -1;
+  let low = 0, high = count - 1;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    if (xy[2 * middle] < x) low = middle + 1;
+    else high = middle;
+  }
+  return low > 0 && Math.abs(xy[2 * (low - 1)] - x) <= Math.abs(xy[2 * low] - x) ? low - 1 : low;
+}
+
+// A value as the hover box shows it: 3 significant digits, scientific notation for very small or large ones.
+export function formatValue(value) {
   const size = Math.abs(value);
-  if (size !== 0 && (size < 1e-3 || size >= 1e5)) return value.toExponential(1);
+  if (!Number.isFinite(value)) return String(value);
+  if (size !== 0 && (size < 1e-3 || size >= 1e5)) return value.toExponential(2);
   return String(+value.toPrecision(3));
 }
 
-function node(name, attrs, parent, text) {
-  const item = document.createElementNS(SVG, name);
-  for (const [key, value] of Object.entries(attrs)) item.setAttribute(key, value);
-  if (text !== undefined) item.textContent = text;
-  if (parent) parent.appendChild(item);
-  return item;
-}
-
-function drawPanel(cell, panel, model, total) {
-  const width = Math.max(260, Math.floor(cell.clientWidth || 420));
-  const height = Math.max(200, Math.min(300, Math.round(width * 0.6)));
-  const plotW = width - PAD.left - PAD.right, plotH = height - PAD.top - PAD.bottom;
-  const svg = node("svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "bvl-curve-panel",
-    "font-family": "system-ui, sans-serif", "font-size": 12 });
-  node("text", { x: width / 2, y: 17, "text-anchor": "middle", "font-weight": "bold", "font-size": 13,
-    class: "bvl-chart-title" }, svg, panel.title);
-  node("text", { x: PAD.left + plotW / 2, y: height - 24, "text-anchor": "middle", class: "bvl-axis-title bvl-x-title" },
-    svg, panel.x_title);
-  node("text", { transform: `translate(14,${PAD.top + plotH / 2}) rotate(-90)`, "text-anchor": "middle",
-    class: "bvl-axis-title bvl-y-title" }, svg, panel.y_title);
-  node("rect", { x: PAD.left, y: PAD.top, width: plotW, height: plotH, fill: "none", stroke: "#c8ccd4" }, svg);
-
-  const series = panel.series.map((s) => ({ ...s, xy: floats(model.get(s.key)) }));
-  let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
-  for (const s of series) {
-    for (let i = 0; i < s.xy.length; i += 2) {
-      x0 = Math.min(x0, s.xy[i]); x1 = Math.max(x1, s.xy[i]);
-      y0 = Math.min(y0, s.xy[i + 1]); y1 = Math.max(y1, s.xy[i + 1]);
-    }
+// What the hover box says near `step`: the drawn step nearest it, and one line per series that has points, its value
+// at its nearest point (and that point's step where it is not the shown one, e.g. an evaluation every 25 steps);
+// null when no series has a point.
+export function hoverLines(step, series) {
+  const lines = [];
+  let shown = null;
+  for (const { name, xy } of series) {
+    const index = nearestIndex(xy, step);
+    if (index < 0) continue;
+    const x = xy[2 * index], y = xy[2 * index + 1];
+    if (shown === null || Math.abs(x - step) < Math.abs(shown - step)) shown = x;
+    lines.push({ name, x, y });
   }
-  if (total > 0) { x0 = Math.min(x0, 0); x1 = Math.max(x1, total); }
-  let legendX = PAD.left;
-  for (const s of series) {  // the legend names every series, drawn or not yet
-    const dash = s.dashed ? { "stroke-dasharray": "5,3" } : {};
-    node("line", { x1: legendX, x2: legendX + 16, y1: height - 7, y2: height - 7, stroke: s.color, "stroke-width": 2,
-      ...dash }, svg);
-    const label = node("text", { x: legendX + 20, y: height - 3, class: "bvl-legend" }, svg, s.name);
-    legendX += 30 + s.name.length * 6.5;
-    label.dataset.key = s.key;
-  }
-  if (!isFinite(y0)) {
-    node("text", { x: PAD.left + plotW / 2, y: PAD.top + plotH / 2, "text-anchor": "middle", fill: "#888" }, svg,
-      "no data yet");
-    return svg;
-  }
-  if (x1 === x0) { x0 -= 0.5; x1 += 0.5; }
-  if (y1 === y0) { const pad = Math.abs(y0) * 0.1 || 0.5; y0 -= pad; y1 += pad; }
-  const sx = (x) => PAD.left + (x - x0) / (x1 - x0) * plotW;
-  const sy = (y) => PAD.top + plotH - (y - y0) / (y1 - y0) * plotH;
-  for (const v of niceTicks(y0, y1, 4)) {
-    node("line", { x1: PAD.left, x2: PAD.left + plotW, y1: sy(v), y2: sy(v), stroke: "#eef0f4" }, svg);
-    node("text", { x: PAD.left - 4, y: sy(v) + 4, "text-anchor": "end", class: "bvl-tick" }, svg, fmt(v));
-  }
-  for (const v of niceTicks(x0, x1, 5)) {
-    node("text", { x: sx(v), y: PAD.top + plotH + 15, "text-anchor": "middle", class: "bvl-tick" }, svg, fmt(v));
-  }
-  for (const s of series) {
-    if (!s.xy.length) continue;
-    const points = [];
-    for (let i = 0; i < s.xy.length; i += 2) points.push(`${sx(s.xy[i]).toFixed(1)},${sy(s.xy[i + 1]).toFixed(1)}`);
-    const line = node("polyline", { points: points.join(" "), fill: "none", stroke: s.color, "stroke-width": 1.6,
-      class: "bvl-series", ...(s.dashed ? { "stroke-dasharray": "5,3" } : {}) }, svg);
-    line.dataset.key = s.key;
-    line.dataset.n = s.xy.length / 2;
-    line.dataset.last = `${s.xy[s.xy.length - 2]},${s.xy[s.xy.length - 1]}`;
-  }
-  addHover(svg, series, { sx, x0, x1, plotW, plotH });
-  return svg;
-}
-
-function addHover(svg, series, { sx, x0, x1, plotW, plotH }) {
-  // a vertical rule and the values of every series at the nearest drawn step
-  const rule = node("line", { y1: PAD.top, y2: PAD.top + plotH, stroke: "#888", "stroke-dasharray": "2,2",
-    visibility: "hidden" }, svg);
-  const label = node("text", { y: PAD.top + 12, "font-size": 11, fill: "#333", visibility: "hidden",
-    class: "bvl-hover" }, svg);
-  const area = node("rect", { x: PAD.left, y: PAD.top, width: plotW, height: plotH, fill: "transparent" }, svg);
-  area.addEventListener("mousemove", (event) => {
-    const box = svg.getBoundingClientRect();
-    const x = x0 + (event.clientX - box.left - PAD.left) / plotW * (x1 - x0);
-    const parts = [];
-    let at = null;
-    for (const s of series) {
-      let best = -1;
-      for (let i = 0; i < s.xy.length; i += 2) if (best < 0 || Math.abs(s.xy[i] - x) < Math.abs(s.xy[best] - x)) best = i;
-      if (best >= 0) { at = at === null ? s.xy[best] : at; parts.push(`${s.name} ${fmt(s.xy[best + 1])}`); }
-    }
-    if (at === null) return;
-    rule.setAttribute("x1", sx(at)); rule.setAttribute("x2", sx(at));
-    label.textContent = `step ${fmt(at)}: ${parts.join(" · ")}`;
-    const right = sx(at) > PAD.left + plotW / 2;
-    label.setAttribute("x", right ? sx(at) - 4 : sx(at) + 4);
-    label.setAttribute("text-anchor", right ? "end" : "start");
-    rule.setAttribute("visibility", "visible"); label.setAttribute("visibility", "visible");
-  });
-  area.addEventListener("mouseleave", () => {
-    rule.setAttribute("visibility", "hidden"); label.setAttribute("visibility", "hidden");
-  });
+  if (shown === null) return null;
+  return { step: shown, lines: [`step ${formatValue(shown)}`,
+    ...lines.map(({ name, x, y }) => `${name}: ${formatValue(y)}` + (x === shown ? "" : ` (step ${formatValue(x)})`))] };
 }
 
 function render({ model, el }) {
   const root = document.createElement("div");
-  root.className = "bvl-loss-curves";
-  root.style.cssText = "font: 12px system-ui, sans-serif; color: #222; background: #fff;";
-  const title = document.createElement("div");
-  title.className = "bvl-curves-title";
-  title.style.cssText = "font-weight: bold; font-size: 14px; margin: 2px 0 4px;";
-  const grid = document.createElement("div");
-  grid.className = "bvl-curves-grid";
-  grid.style.cssText = "display: grid; grid-template-columns: repeat(auto-fit, minmax(max(300px, 45%), 1fr)); gap: 8px;";
-  root.append(title, grid);
-  el.appendChild(root);
+  root.className = "bvl-loss-curves bvl-view";
+  const tip = tooltip();
+  el.append(root, tip);
+  el.classList.add("bvl-loss-curves-host");
 
-  let frame = 0;
-  function draw() {
-    frame = 0;
-    title.textContent = model.get("title");
-    const panels = model.get("panels") || [], total = model.get("total") || 0;
-    while (grid.children.length > panels.length) grid.lastChild.remove();
-    while (grid.children.length < panels.length) grid.appendChild(document.createElement("div"));
-    panels.forEach((panel, i) => grid.children[i].replaceChildren(drawPanel(grid.children[i], panel, model, total)));
+  const cache = new Map();  // series key -> Float32Array, parsed on first hover after a change
+  const series = (key) => {
+    if (!cache.has(key)) cache.set(key, typed(model.get(key), Float32Array));
+    return cache.get(key);
+  };
+  let pointer = null;  // the last pointer position over the figure, so a redraw keeps the hover in place
+
+  function hide() {
+    root.querySelectorAll(".bvl-cursor, .bvl-cursor-dot").forEach((mark) => mark.remove());
+    tip.style.display = "none";
   }
-  const schedule = () => { if (!frame) frame = requestAnimationFrame(draw); };
-  // every series is a trait of its own (named by its metric key): a redraw sends only the ones that grew
-  const keys = (model.get("panels") || []).flatMap((panel) => panel.series.map((s) => s.key));
-  const names = ["change:total", "change:title", "change:panels", ...keys.map((key) => "change:" + key)];
-  for (const name of names) model.on(name, schedule);
-  let drawnWidth = 0;  // redraw when the width changes (a drawing changes only the height)
-  const observer = new ResizeObserver((entries) => {
-    const width = Math.round(entries[0].contentRect.width);
-    if (width !== drawnWidth) { drawnWidth = width; schedule(); }
-  });
-  observer.observe(grid);
+
+  function hover() {
+    hide();
+    if (!pointer) return;
+    const target = document.elementFromPoint(pointer.x, pointer.y);
+    const chart = target && root.contains(target) ? target.closest("svg[data-chart]") : null;
+    const frame = chart && chart.querySelector(".bvl-plot");
+    if (!frame) return;
+    const plot = plotOf(frame), box = frame.getBoundingClientRect();
+    const step = stepAt((pointer.x - box.left) / box.width, plot);
+    if (step === null) return;
+    const names = model.get("names") || {};
+    const shown = plot.keys.map((key) => ({ key, name: names[key] || key, xy: series(key) }));
+    const hovered = hoverLines(step, shown);
+    if (!hovered) return;
+    const at = xPixel(hovered.step, plot);
+    svgEl(chart, "line", { class: "bvl-cursor", x1: at, x2: at, y1: plot.top, y2: plot.top + plot.height });
+    for (const { key, xy } of shown) {
+      const index = nearestIndex(xy, step);
+      const dot = index < 0 ? null : pixelOf(xy[2 * index], xy[2 * index + 1], plot);
+      const line = chart.querySelector(`polyline[data-key="${CSS.escape(key)}"]`);
+      if (dot && line) svgEl(chart, "circle", { class: "bvl-cursor-dot", cx: dot[0], cy: dot[1], r: 3.5,
+        fill: line.getAttribute("stroke") });
+    }
+    tip.textContent = hovered.lines.join("\n");
+    const host = el.getBoundingClientRect();
+    tip.style.display = "block";
+    tip.style.left = `${pointer.x - host.left + 14}px`;
+    tip.style.top = `${pointer.y - host.top + 14}px`;
+  }
+
+  function draw() {
+    showFigure(root, model.get("svg"));
+    hover();
+  }
+  const schedule = redrawScheduler(draw);
+  const keys = Object.keys(model.get("names") || {});
+  const forget = keys.map((key) => [`change:${key}`, () => { cache.delete(key); if (pointer) hover(); }]);
+  model.on("change:svg", schedule);
+  for (const [name, handler] of forget) model.on(name, handler);
+  const move = (event) => { pointer = { x: event.clientX, y: event.clientY }; hover(); };
+  const leave = () => { pointer = null; hide(); };
+  root.addEventListener("pointermove", move);
+  root.addEventListener("pointerleave", leave);
   draw();
   return () => {
-    observer.disconnect();
-    if (frame) cancelAnimationFrame(frame);
-    for (const name of names) model.off(name, schedule);
+    model.off("change:svg", schedule);
+    for (const [name, handler] of forget) model.off(name, handler);
+    root.removeEventListener("pointermove", move);
+    root.removeEventListener("pointerleave", leave);
   };
 }
 
