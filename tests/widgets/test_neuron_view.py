@@ -1,17 +1,22 @@
 """The neuron view: the numbers it sends are q, k, q ⊙ k, q·k/√d and the softmax of the trace; q/k are recorded only for
-the layer shown; a query token clicked in the head view opens it; at 512 tokens only one query's rows travel; its SVG
-is a standalone, escaped figure; %bert_inspect --view neuron / saliency open the panel on those views."""
+the layer shown; a query token clicked in the head view opens it; at 512 tokens only one query's rows travel; its one
+drawing (live view, static copy and export alike) is a standalone, escaped, themed figure whose colours are the
+values'; %bert_inspect --view neuron / saliency open the panel on those views."""
 
 from __future__ import annotations
 
+import base64
+import re
+import struct
 import types
 import xml.etree.ElementTree as ET
+import zlib
 
 import numpy as np
 import pytest
 import torch
 from payload import sent_messages, state_bytes
-from widgets_testlib import tiny_config
+from widgets_testlib import XSS, assert_safe_html, tiny_config
 
 from bertviz_lab.magics import BertInspectMagics
 from bertviz_lab.model import BERT
@@ -19,7 +24,8 @@ from bertviz_lab.model.hook_points import hook_points
 from bertviz_lab.trace import trace
 from bertviz_lab.widgets import AttentionPanel
 from bertviz_lab.widgets.figures import attention_data as D
-from bertviz_lab.widgets.views.front_end import esm
+from bertviz_lab.widgets.figures.theme import THEMES
+from bertviz_lab.widgets.views.front_end import all_css, css, esm
 from bertviz_lab.widgets.views.neuron import NeuronView
 
 TEXT_A = "The cat sat on the mat."
@@ -38,6 +44,47 @@ def reference(model, tokenizer) -> "trace":
     with torch.inference_mode(), trace(model, qkv=True) as recorded:
         model(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
     return recorded
+
+
+def png_pixels(data: bytes) -> np.ndarray:
+    """The (height, width, 3) colours of an 8-bit palette PNG with unfiltered rows (as figures.heatmap.png writes)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = {}, 8
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at: at + 8])
+        chunks[kind] = chunks.get(kind, b"") + data[at + 8: at + 8 + length]
+        at += 12 + length
+    width, height = struct.unpack(">II", chunks[b"IHDR"][:8])
+    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(height, width + 1)
+    return np.frombuffer(chunks[b"PLTE"], np.uint8).reshape(-1, 3)[rows[:, 1:]]
+
+
+def drawn_blocks(svg: str) -> dict[str, np.ndarray]:
+    """The (rows, cols, 3) colours of each vector block (q, k, products) as its embedded PNG shows them."""
+    blocks = {}
+    for image in ET.fromstring(svg).iter(f"{SVG}image"):
+        pixels = png_pixels(base64.b64decode(image.get("href").split(",", 1)[1]))
+        assert pixels.shape[:2] == (int(image.get("data-rows")), int(image.get("data-cols")))
+        blocks[image.get("data-block")] = pixels
+    return blocks
+
+
+def colorbar_ticks(svg: str) -> list[list[str]]:
+    """The tick labels of each colour bar, left to right."""
+    return [[t.text for t in bar.iter(f"{SVG}text") if "bvl-colorbar-tick" in t.get("class", "")]
+            for bar in ET.fromstring(svg).iter(f"{SVG}g") if bar.get("class") == "bvl-colorbar"]
+
+
+def drawn_bars(svg: str) -> list[tuple[int, float, str, float]]:
+    """(key row, score bar width, score bar fill, weight bar width) of each key row drawn, from the bars' y."""
+    root = ET.fromstring(svg)
+    rows = next(g for g in root.iter(f"{SVG}g") if g.get("class") == "bvl-key-rows")
+    top, row_h = float(rows.get("data-y")), float(rows.get("data-row-h"))
+    groups = {g.get("class"): list(g.iter(f"{SVG}rect")) for g in rows.iter(f"{SVG}g")}
+    scores, weights = groups["bvl-score-bars"], groups["bvl-weight-bars"]
+    assert len(scores) == len(weights) == int(rows.get("data-rows"))
+    return [(round((float(s.get("y")) - top) / row_h), float(s.get("width")), s.get("fill"), float(w.get("width")))
+            for s, w in zip(scores, weights) if s.get("y") == w.get("y")]
 
 
 def no_hooks(model) -> bool:
@@ -75,10 +122,29 @@ def test_the_numbers_sent_are_q_k_products_scores_and_softmax_of_the_trace(pair_
         assert view.query_token == tokens[query] and view.query_position == query
         assert view.title == f"layer {layer} · head {head} · query {query}·{tokens[query]}"
         assert panel.export_bar.name == f"attention-neuron-layer{layer}-head{head}-query{query}"
-        # colour scales: symmetric around zero, titled ticks in values
-        assert view.vector_top == pytest.approx(max(np.abs(rows.q).max(), np.abs(rows.k).max()))
-        assert view.product_top == pytest.approx(np.abs(rows.products).max())
-        assert any(label == "0" for _, label in view.vector_ticks)
+        # one drawing: the view's figure is the panel's, its static copy's and its export's, naming the query
+        svg = view.svg
+        assert panel.to_svg() == view.to_svg() == svg and svg in panel.static_html()
+        root = ET.fromstring(svg)
+        assert root.get("data-query") == str(query) and root.get("data-title") == view.title
+        # the cells show the values on scales symmetric around zero, as far as the colour bars' ticks go
+        vector_top = max(np.abs(rows.q).max(), np.abs(rows.k).max())
+        blocks = drawn_blocks(svg)
+        np.testing.assert_array_equal(blocks["q"], D.DIVERGING[D.diverging_codes(rows.q[None, :], vector_top)])
+        np.testing.assert_array_equal(blocks["k"], D.DIVERGING[D.diverging_codes(rows.k, vector_top)])
+        np.testing.assert_array_equal(
+            blocks["products"], D.DIVERGING[D.diverging_codes(rows.products, np.abs(rows.products).max())])
+        vector_ticks, product_ticks = colorbar_ticks(svg)
+        assert "0" in vector_ticks and max(abs(float(t)) for t in vector_ticks) <= vector_top
+        assert "0" in product_ticks and max(abs(float(t)) for t in product_ticks) <= np.abs(rows.products).max()
+        # a score bar and a weight bar per key: length and side from the exact numbers
+        bars = drawn_bars(svg)
+        assert [row for row, *_ in bars] == list(range(len(view.key_positions)))
+        score_top, weight_top = np.abs(rows.scores).max(), rows.weights.max()
+        for (_, score_w, score_fill, weight_w), score, weight in zip(bars, rows.scores, rows.weights):
+            assert score_w == pytest.approx(abs(score) / score_top * 32, abs=0.01)
+            assert weight_w == pytest.approx(weight / weight_top * 64, abs=0.01)
+            assert score_fill == ("#d6604d" if score >= 0 else "#4393c3")
     toolbar = panel.toolbar.children[0].children
     assert list(toolbar) == [panel.layer, panel.head, panel.query, panel.hide_special]
     assert not panel.head.disabled
@@ -115,7 +181,7 @@ def test_q_and_k_are_recorded_for_the_layer_shown_only_when_the_view_needs_them(
         pretraining_model(torch.tensor([[101, 2000, 2001, 102]]))
     bare = AttentionPanel(plain, view="neuron view")
     assert "qkv=True" in bare.neuron_view.title and bare.neuron_view.k == b""
-    ET.fromstring(bare.to_svg())
+    assert "qkv=True" in "".join(assert_themed_figure(bare.to_svg(), "neuron").itertext())
 
 
 def test_hiding_special_keys_leaves_the_other_weights_as_they_are(pair_panel):
@@ -163,8 +229,9 @@ def test_a_key_clicked_in_the_neuron_view_becomes_the_query(pair_panel):
     panel.view.value = "neuron view"
     panel.neuron_view._handle_custom_msg({"type": "query", "position": 7}, [])
     assert panel.query.value == 7 and panel.neuron_view.query_position == 7
-    panel.neuron_view._handle_custom_msg({"type": "query", "position": 999}, [])
-    assert panel.query.value == 7
+    for bad in (999, True, "3", None):
+        panel.neuron_view._handle_custom_msg({"type": "query", "position": bad}, [])
+        assert panel.query.value == 7
 
 
 def test_512_tokens_send_only_the_selected_querys_rows(tokenizer):
@@ -181,44 +248,76 @@ def test_512_tokens_send_only_the_selected_querys_rows(tokenizer):
     sent = state_bytes(view)
     rows_bytes = 4 * (d + 2 * T * d + 2 * T)  # q, K, q ⊙ K of this query, scores, weights: 264 KB
     every_query = 4 * T * T * d  # q ⊙ k of every query with every key: 67 MB
-    assert rows_bytes <= sent <= rows_bytes + 30_000  # + tokens, tick labels and layout as JSON
-    assert sent * 200 < every_query
+    svg = view.to_svg()
+    assert len(svg) < 200_000  # blocks as PNGs, one score and one weight bar per key
+    assert rows_bytes + len(svg) <= sent <= rows_bytes + len(svg) + 30_000  # + tokens and positions as JSON
+    assert sent * 100 < every_query
     with sent_messages(view) as sizes:
         panel.query.value = 300
-    assert 0 < sum(sizes) <= rows_bytes + 30_000 and view.query_row == 300
-    assert len(view.key_ticks) <= T // 10  # labels thinned out to where they fit
-    assert view.geometry["row_h"] == 1
-    svg = view.to_svg()
-    assert "<image" in svg and svg.count("<rect") < 3 * T + 600  # blocks as PNGs, one score and weight bar per key
-    ET.fromstring(svg)
+    assert 0 < sum(sizes) <= rows_bytes + len(view.svg) + 30_000 and view.query_row == 300
+    root = ET.fromstring(view.svg)
+    assert root.get("data-query") == "300" and root.get("data-rows") == str(T)
+    labels = [t for t in root.iter(f"{SVG}text") if "bvl-key" in t.get("class", "").split()]
+    assert 0 < len(labels) <= T // 10  # labels thinned out to where they fit
+    rows = next(g for g in root.iter(f"{SVG}g") if g.get("class") == "bvl-key-rows")
+    assert rows.get("data-row-h") == "1" and len(drawn_bars(view.svg)) == T
+    assert len([i for i in root.iter(f"{SVG}image") if i.get("data-block")]) == 3
 
 
 NASTY = '<b>&"x'
 
 
-def test_svg_is_standalone_escaped_and_titled(pretraining_model, tmp_path):
-    ids = torch.tensor([[101, 2000, 2001, 2002, 2003, 102]])
+def assert_themed_figure(svg: str, name: str) -> ET.Element:
+    """The figure contract: one standalone SVG, root classes bvl-fig bvl-<name>, the theme's ground first, no font
+    families and no text colours of its own (figure.css gives both), no inline styles."""
+    root = ET.fromstring(svg)
+    assert root.tag == f"{SVG}svg" and root.get("class") == f"bvl-fig bvl-{name}"
+    assert float(root.get("width")) > 0 and float(root.get("height")) > 0
+    assert root[0].tag == f"{SVG}rect" and root[0].get("class") == "bvl-ground"
+    for node in root.iter():
+        assert node.get("font-family") is None and node.get("style") is None, node.attrib
+        if node.tag == f"{SVG}text":
+            assert node.get("fill") is None, node.attrib
+    return root
+
+
+def test_the_drawing_is_standalone_escaped_and_themed(pretraining_model, tmp_path):
+    ids = torch.tensor([[101, 2000, 2001, 2002, 2003, 2004, 102]])
     with torch.inference_mode(), trace(pretraining_model, qkv=True) as recorded:
         pretraining_model(ids)
-    recorded.attach_tokens(["[CLS]", "a", NASTY, "long" * 6, '"q"', "[SEP]"])
+    recorded.attach_tokens(["[CLS]", "a", NASTY, "long" * 6, '"q"', XSS, "[SEP]"])
     panel = AttentionPanel(recorded, layer=1, head=2, view="neuron view", query=2)
     svg = panel.to_svg()
-    root = ET.fromstring(svg)
-    assert root.tag == f"{SVG}svg" and float(root.get("width")) > 0
+    assert svg == panel.neuron_view.svg and panel.static_html() == f"<div class='bvl-figure bvl-attention'>{svg}</div>"
+    root = assert_themed_figure(svg, "neuron")
+    assert_safe_html(svg, must_show=None)  # the injection token's label is cut short here
     assert "<b>" not in svg and "&lt;b&gt;&amp;" in svg
-    assert not [n for n in root.iter() if n.tag in (f"{SVG}b", f"{SVG}script")]
+    assert not [n for n in root.iter() if n.tag in (f"{SVG}b", f"{SVG}script", f"{SVG}img")]
+    assert root.get("data-title") == f"layer 1 · head 2 · query 2·{NASTY}" and root.get("data-query") == "2"
     texts = {n.get("class"): "".join(n.itertext()) for n in root.iter(f"{SVG}text") if n.get("class")}
     assert texts["bvl-title"] == f"layer 1 · head 2 · query 2·{NASTY}"
+    assert [t.get("data-position") for t in root.iter(f"{SVG}text") if "bvl-key" in t.get("class", "").split()] == [
+        str(p) for p in range(7)]
     bars = [n for n in root.iter(f"{SVG}g") if n.get("class") == "bvl-colorbar"]
     assert ["".join(t.itertext()) for b in bars for t in b.iter(f"{SVG}text")
             if t.get("class") == "bvl-colorbar-title"] == ["q, k: value per dimension", "q ⊙ k: product per dimension"]
-    cells = [n for n in root.iter(f"{SVG}rect") if n.find(f"{SVG}title") is not None]
-    assert len(cells) >= 6 * 32 * 2  # every k and q ⊙ k value a cell, its exact value as a tooltip
-    assert panel.static_html() == f"<div class='bvl-figure bvl-attention'>{svg}</div>"
-    png = panel.save(tmp_path / "neuron.png")
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the query is marked in a colour of the theme, from the view's stylesheet, which the exports carry
+    marked = [t for t in root.iter(f"{SVG}text") if "bvl-mark" in t.get("class", "").split()]
+    assert [t.get("data-position") for t in marked if t.get("data-position")] == ["2"]
+    sheet = css("neuron_view")
+    assert ".bvl-mark" in sheet and sheet in css("neuron_view") and ".bvl-mark" in all_css()
+    for name in set(re.findall(r"var\((--[\w-]+)", sheet)):
+        assert all(name in THEMES[theme] for theme in ("light", "dark")), name
+    for theme in ("light", "dark"):
+        written = panel.save(tmp_path / f"neuron-{theme}.svg", theme=theme).read_text(encoding="utf-8")
+        assert THEMES[theme]["--jp-brand-color1"] in written and svg[svg.index(">") + 1:] in written
+        png = panel.save(tmp_path / f"neuron-{theme}.png", theme=theme)
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    panel.query.value = 5
+    assert_safe_html(panel.to_svg())  # the query's whole token in the title
     front_end = esm("neuron_view.js")
-    assert "innerHTML" not in front_end and "textContent" in front_end
+    assert "innerHTML" not in front_end and "textContent" in front_end and "cssText" not in front_end
+    assert "showFigure(" in front_end and 'model.get("svg")' in front_end
 
 
 def test_palette_is_diverging_with_white_at_zero():

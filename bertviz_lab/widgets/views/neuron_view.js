@@ -1,195 +1,187 @@
-// The neuron view: inside one head, the query's vector q (top row), each key's vector k_j (one row per key), their
-// elementwise product q ⊙ k_j, the score q·k_j/√d and the softmax weight. Vector cells are canvases with one pixel
-// per value, scaled up by CSS (pixelated), coloured on a diverging scale (blue below zero, white at zero, red above);
-// labels, bars and colour bars are SVG at the pixel positions the kernel computed (`geometry`, the same numbers as the
-// exported SVG). Clicking a key's token makes it the query. Token text is only ever set with textContent.
-const ZERO_CODE = 127, TOP_CODE = 254, LABEL_FONT = 11, NUMBER_ROW_H = 12;
-const POSITIVE = "#d6604d", NEGATIVE = "#4393c3", WEIGHT = "#2171b5";
+import { showFigure, svgEl, tooltip, typed, redrawScheduler } from "./shared.js";
 
-function floats(value) {
-  const raw = bytes(value);
-  return new Float32Array(raw.slice().buffer, 0, Math.floor(raw.byteLength / 4));
+// The neuron view: shows the kernel's drawing (figures/neuron.py, the same SVG the static copy and exports hold) and
+// adds what needs no kernel: hover over a vector cell or a key row shows the exact numbers from the float32 buffers
+// the view holds (q, k, products, scores, weights); a key row or key token clicked, or Enter on a focused row, asks
+// the kernel to make that key the query. The key rows are one tab stop: the arrow keys, Home, End and the page keys
+// move a row cursor (its numbers shown as on hover), Enter or Space makes its key the query.
+//
+// What it reads from the drawing (data- attributes the figure writes):
+//   svg.bvl-neuron          data-title, data-query (the query's position), data-rows, data-head-size
+//   image.bvl-block         data-block (q | k | products), data-x, data-y, data-rows, data-cols, data-cell-w, data-row-h
+//   g.bvl-key-rows          data-x, data-y, data-row-h, data-rows, data-right: where the key rows are
+//   text.bvl-key            data-index (the row), data-position (the key's position in the input)
+// Token text is only ever set with textContent.
+
+// A number as hover shows it: six significant digits of the float32 value.
+export function valueText(value) {
+  if (!Number.isFinite(value)) return String(value);
+  return String(Number.parseFloat(value.toPrecision(6)));
 }
 
-function code(value, top) {
-  const step = Math.round((value / top) * ZERO_CODE);
-  return Math.max(-ZERO_CODE, Math.min(ZERO_CODE, step)) + ZERO_CODE;
+// The cell {row, col} of a vector block under the point (x, y) in the SVG's pixels, or null outside it.
+export function cellAt(x, y, block) {
+  const col = Math.floor((x - block.x) / block.cellW), row = Math.floor((y - block.y) / block.rowH);
+  if (!(row >= 0 && col >= 0 && row < block.rows && col < block.cols)) return null;
+  return { row, col };
+}
+
+// The key row under the point (x, y) in the SVG's pixels, or -1 outside the rows.
+export function rowAt(x, y, rows) {
+  const row = Math.floor((y - rows.y) / rows.rowH);
+  return x >= rows.x && x < rows.right && row >= 0 && row < rows.rows ? row : -1;
+}
+
+// The row a key moves to from `current` among `count` rows, or null for a key that does not move.
+export function nextRow(current, key, count) {
+  if (!count) return null;
+  const step = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1, PageDown: 10, PageUp: -10 }[key];
+  if (step !== undefined) return Math.max(0, Math.min(count - 1, current + step));
+  if (key === "Home") return 0;
+  if (key === "End") return count - 1;
+  return null;
+}
+
+// The hover text of a key row: which key, its score and its softmax weight.
+export function rowTip(position, token, score, weight) {
+  return `key ${position}·${token}\nq·k/√d = ${valueText(score)}\nsoftmax = ${valueText(weight)}`;
+}
+
+// The hover text of one vector cell: whose vector, which dimension, which block, the value.
+export function cellTip(who, dimension, block, value) {
+  const name = block === "products" ? "q ⊙ k" : block;
+  return `${who}\ndimension ${dimension}\n${name} = ${valueText(value)}`;
+}
+
+function numbers(element, names) {
+  const out = {};
+  for (const [key, attribute] of Object.entries(names)) out[key] = Number(element.getAttribute(attribute));
+  return out;
 }
 
 function render({ model, el }) {
   const outer = document.createElement("div");
-  outer.className = "bvl-neuron-view";
-  outer.style.cssText = "overflow: auto; max-width: 100%; max-height: 820px;";
-  const root = document.createElement("div");
-  root.style.cssText = "position: relative; font: 11px monospace;";
-  outer.appendChild(root);
-  const svg = document.createElementNS(SVG_NS, "svg");
-  svg.style.cssText = "position: absolute; left: 0; top: 0;";
-  const canvases = {};
-  root.appendChild(svg);
-  for (const name of ["q", "k", "products"]) {
-    const canvas = document.createElement("canvas");
-    canvas.className = "bvl-neuron-cells bvl-" + name;
-    canvas.dataset.block = name;
-    canvas.style.cssText = "position: absolute; image-rendering: pixelated; cursor: crosshair;";
-    root.appendChild(canvas);
-    canvases[name] = canvas;
-  }
+  outer.className = "bvl-neuron-view bvl-view";
+  const holder = document.createElement("div");
   const tip = tooltip();
-  root.appendChild(tip);
+  tip.setAttribute("aria-live", "polite"); // the keyboard's row is read out as it moves
+  outer.append(holder, tip);
   el.appendChild(outer);
+  let figure = null, current = null;
 
-  let current = null, draws = 0;
-
-  function paint(canvas, values, rows, cols, top, lut, box, x, y, rowH) {
-    canvas.width = Math.max(cols, 1); canvas.height = Math.max(rows, 1);
-    Object.assign(canvas.style, { left: x + "px", top: y + "px", width: cols * box.cell_w + "px",
-      height: rows * rowH + "px", display: rows && cols ? "" : "none" });
-    if (!rows || !cols) return;
-    const ctx = canvas.getContext("2d"), image = ctx.createImageData(cols, rows);
-    const pixels = new Uint32Array(image.data.buffer);
-    for (let i = 0; i < rows * cols; i++) pixels[i] = lut[code(values[i], top)];
-    ctx.putImageData(image, 0, 0);
+  function hide() {
+    tip.style.display = "none";
   }
 
-  function colorbar(x, y, h, palette, ticks, title) {
-    verticalColorbar(svg, x, y, model.get("geometry").bar_w, h, palette, TOP_CODE, ticks, title, LABEL_FONT);
+  function place(text, x, y) {
+    tip.textContent = text;
+    tip.style.display = "block";
+    tip.style.left = x + 12 + "px";
+    tip.style.top = y + 8 + "px";
+  }
+
+  function ask(position) {
+    if (Number.isInteger(position)) model.send({ type: "query", position });
+  }
+
+  // the keyboard's row: a frame over the row, its numbers in the hover box
+  function moveCursor(r) {
+    const { rows, tokens, positions, scores, weights, cursor } = current;
+    current.row = r;
+    for (const [name, value] of Object.entries({ x: rows.x - 1, y: rows.y + r * rows.rowH - 0.5,
+      width: rows.right - rows.x + 2, height: rows.rowH + 1 })) cursor.setAttribute(name, value);
+    cursor.setAttribute("visibility", "visible");
+    current.group.setAttribute("aria-label", `key ${positions[r]}·${tokens[r]}: Enter makes it the query`);
+    place(rowTip(positions[r], tokens[r], scores[r], weights[r]), rows.right, rows.y + (r + 1) * rows.rowH);
   }
 
   function draw() {
-    const box = model.get("geometry") || {};
-    svg.replaceChildren();
-    tip.style.display = "none";
-    const keys = model.get("key_tokens"), positions = model.get("key_positions");
-    const n = keys.length, d = model.get("head_size");
-    const q = floats(model.get("q")), k = floats(model.get("k")), products = floats(model.get("products"));
-    const scores = floats(model.get("scores")), weights = floats(model.get("weights"));
-    if (!box.row_h || q.length !== d || k.length !== n * d || products.length !== n * d || scores.length !== n) {
-      current = null;
-      for (const canvas of Object.values(canvases)) canvas.style.display = "none";
-      root.style.width = "420px"; root.style.height = "40px";
-      svg.setAttribute("width", 420); svg.setAttribute("height", 40);
-      svgEl(svg, "text", { class: "bvl-title", x: 8, y: 24, "font-family": "sans-serif" },
-        model.get("title") || "no query chosen");
+    hide();
+    const focused = holder.contains(document.activeElement); // a key chosen by keyboard: focus stays on the rows
+    figure = showFigure(holder, model.get("svg"));
+    current = null;
+    const group = figure && figure.querySelector("g.bvl-key-rows");
+    if (!group) return;
+    const rows = numbers(group, { x: "data-x", y: "data-y", rowH: "data-row-h", rows: "data-rows",
+      right: "data-right" });
+    const blocks = [...figure.querySelectorAll("image.bvl-block")].map((image) => ({
+      name: image.dataset.block, ...numbers(image, { x: "data-x", y: "data-y", rows: "data-rows",
+        cols: "data-cols", cellW: "data-cell-w", rowH: "data-row-h" }) }));
+    const cursor = svgEl(group, "rect", { class: "bvl-row-cursor", visibility: "hidden" });
+    current = { rows, blocks, group, cursor, tokens: model.get("key_tokens"), positions: model.get("key_positions"),
+      q: typed(model.get("q"), Float32Array), k: typed(model.get("k"), Float32Array),
+      products: typed(model.get("products"), Float32Array), scores: typed(model.get("scores"), Float32Array),
+      weights: typed(model.get("weights"), Float32Array) };
+    current.row = Math.max(0, current.positions.indexOf(Number(figure.dataset.query)));
+    group.setAttribute("tabindex", "0");
+    group.setAttribute("role", "group");
+    group.setAttribute("aria-label", "key rows: arrow keys move, Enter makes a key the query");
+    if (focused) group.focus();
+  }
+
+  function onMove(event) {
+    if (!current) return;
+    const box = figure.getBoundingClientRect();
+    const x = event.clientX - box.left, y = event.clientY - box.top;
+    for (const block of current.blocks) {
+      const cell = cellAt(x, y, block);
+      if (!cell) continue;
+      const who = block.name === "q" ? "query" :
+        `key ${current.positions[cell.row]}·${current.tokens[cell.row]}`;
+      const value = current[block.name][cell.row * block.cols + cell.col];
+      place(cellTip(who, cell.col, block.name, value), x, y);
       return;
     }
-    root.style.width = box.total_w + "px"; root.style.height = box.total_h + "px";
-    svg.setAttribute("width", box.total_w); svg.setAttribute("height", box.total_h);
-    const palette = bytes(model.get("palette"));
-    const lut = new Uint32Array(256), rgba = new Uint8Array(lut.buffer);
-    for (let c = 0; c < 256; c++) {
-      rgba[4 * c] = palette[3 * c]; rgba[4 * c + 1] = palette[3 * c + 1]; rgba[4 * c + 2] = palette[3 * c + 2];
-      rgba[4 * c + 3] = 255;
-    }
-    const rowH = box.row_h, keysTop = box.keys_top, vectorTop = model.get("vector_top");
-    svgEl(svg, "text", { class: "bvl-title", x: 8, y: 20, "font-size": 14, "font-family": "sans-serif",
-      "font-weight": "bold" }, model.get("title"));
-    if (model.get("note")) {
-      svgEl(svg, "text", { class: "bvl-note", x: 8, y: 38, "font-size": 12, "font-family": "sans-serif",
-        fill: "#555" }, model.get("note"));
-    }
-    const header = { class: "bvl-header", "font-family": "sans-serif", "font-size": 12, fill: "#333",
-      y: box.header_y };
-    svgEl(svg, "text", { ...header, x: box.k_x }, "q (top), k_j (one row per key) · dimensions →");
-    svgEl(svg, "text", { ...header, x: box.p_x }, "q ⊙ k_j");
-    svgEl(svg, "text", { ...header, x: box.s_x }, "q·k_j/√d");
-    const weightTop = model.get("weight_top");
-    svgEl(svg, "text", { ...header, x: box.w_x }, "softmax · bar ÷ " + Number(weightTop.toPrecision(3)));
-    const queryLabel = `${model.get("query_position")}·${model.get("query_token")}`;
-    const qText = svgEl(svg, "text", { class: "bvl-token bvl-query", x: box.k_x - 6, y: box.q_y + box.q_h - 3,
-      "text-anchor": "end", "font-weight": "bold", fill: "#d62728" }, "q · " + shortToken(queryLabel));
-    svgEl(qText, "title", {}, "query " + queryLabel);
-    for (const x of [box.k_x, box.p_x]) {
-      svgEl(svg, "rect", { x: x - 0.5, y: keysTop - 0.5, width: d * box.cell_w + 1, height: n * rowH + 1,
-        fill: "none", stroke: "#888", "stroke-width": 0.5 });
-    }
-    paint(canvases.q, q, 1, d, vectorTop, lut, box, box.k_x, box.q_y, box.q_h);
-    paint(canvases.k, k, n, d, vectorTop, lut, box, box.k_x, keysTop, rowH);
-    paint(canvases.products, products, n, d, model.get("product_top"), lut, box, box.p_x, keysTop, rowH);
-
-    // scores: bars from a centre line, red above zero and blue below; weights: bars from the left, 1 = full zone
-    const zone = box.bar_zone, centre = box.s_x + zone / 2, scoreTop = model.get("score_top");
-    svgEl(svg, "line", { x1: centre, x2: centre, y1: keysTop, y2: keysTop + n * rowH, stroke: "#bbb" });
-    const bars = svgEl(svg, "g", { class: "bvl-scores", "shape-rendering": "crispEdges" });
-    const barH = Math.max(rowH - (rowH > 3 ? 1 : 0), 1), numbers = rowH >= NUMBER_ROW_H;
-    for (let r = 0; r < n; r++) {
-      const y = keysTop + r * rowH, score = scores[r], weight = weights[r];
-      const width = (Math.abs(score) / scoreTop) * zone / 2;
-      const tipText = `key ${positions[r]}·${keys[r]}: q·k/√d = ${score.toPrecision(4)}, softmax = ` +
-        weight.toPrecision(4);
-      const s = svgEl(bars, "rect", { x: score < 0 ? centre - width : centre, y, width, height: barH,
-        fill: score < 0 ? NEGATIVE : POSITIVE });
-      svgEl(s, "title", {}, tipText);
-      const w = svgEl(bars, "rect", { x: box.w_x, y, width: (weight / weightTop) * zone, height: barH, fill: WEIGHT });
-      svgEl(w, "title", {}, tipText);
-      if (numbers) {
-        svgEl(bars, "text", { class: "bvl-score", x: box.s_x + zone + 4, y: y + rowH - 4 }, score.toFixed(2));
-        svgEl(bars, "text", { class: "bvl-weight", x: box.w_x + zone + 4, y: y + rowH - 4 }, weight.toFixed(3));
-      }
-    }
-    const queryRow = model.get("query_row");
-    for (const [r, text] of model.get("key_ticks")) {
-      const mine = r === queryRow;
-      const label = svgEl(svg, "text", { class: "bvl-token bvl-key", x: box.k_x - 6, "text-anchor": "end",
-        y: keysTop + (r + 0.5) * rowH + LABEL_FONT * 0.35, fill: mine ? "#d62728" : "#111",
-        "font-weight": mine ? "bold" : "normal" }, text);
-      svgEl(label, "title", {}, `key ${positions[r]}·${keys[r]} · click: make it the query`);
-      label.style.cursor = "pointer";
-      label.dataset.position = positions[r];
-      label.addEventListener("click", () => model.send({ type: "query", position: positions[r] }));
-    }
-    if (queryRow >= 0 && queryRow < n && rowH >= 3) {
-      svgEl(svg, "rect", { class: "bvl-query-row", x: box.k_x - 1, y: keysTop + queryRow * rowH - 0.5,
-        width: box.w_x + zone + (numbers ? 44 : 0) - box.k_x + 2, height: rowH + 1, fill: "none", stroke: "#d62728",
-        "stroke-width": 1, "pointer-events": "none" });
-    }
-    colorbar(box.bar_x, box.q_y, box.bar_h, palette, model.get("vector_ticks"), "q, k: value per dimension");
-    colorbar(box.bar2_x, box.q_y, box.bar_h, palette, model.get("product_ticks"), "q ⊙ k: product per dimension");
-
-    current = { keys, positions, q, k, products, d, n, rowH, queryLabel };
-    draws += 1;
-    Object.assign(outer.dataset, { rows: n, headSize: d, query: model.get("query_position"), draws,
-      title: model.get("title") });
+    const r = rowAt(x, y, current.rows);
+    if (r >= 0) place(rowTip(current.positions[r], current.tokens[r], current.scores[r], current.weights[r]), x, y);
+    else hide();
   }
 
-  function showTip(event) {
+  // a key's label, or anywhere on its row of bars, makes that key the query
+  function onClick(event) {
     if (!current) return;
-    const canvas = event.currentTarget, block = canvas.dataset.block;
-    const rect = canvas.getBoundingClientRect();
-    const rows = block === "q" ? 1 : current.n;
-    const c = Math.floor(((event.clientX - rect.left) / rect.width) * current.d);
-    const r = Math.floor(((event.clientY - rect.top) / rect.height) * rows);
-    if (r < 0 || c < 0 || r >= rows || c >= current.d) { tip.style.display = "none"; return; }
-    const who = block === "q" ? "query " + current.queryLabel : `key ${current.positions[r]}·${current.keys[r]}`;
-    const value = block === "q" ? current.q[c] : block === "k" ? current.k[r * current.d + c] :
-      current.products[r * current.d + c];
-    const name = block === "products" ? "q ⊙ k" : block;
-    tip.textContent = `${who}\ndimension ${c}\n${name} = ${value.toPrecision(4)}`;
-    tip.style.display = "block";
-    tip.style.left = (canvas.offsetLeft + ((c + 1) * rect.width) / current.d + 12) + "px";
-    tip.style.top = (canvas.offsetTop + ((r + 1) * rect.height) / rows + 8) + "px";
-  }
-  for (const canvas of Object.values(canvases)) {
-    canvas.addEventListener("mousemove", showTip);
-    canvas.addEventListener("mouseleave", () => { tip.style.display = "none"; });
+    const label = event.target.closest && event.target.closest("text.bvl-key[data-position]");
+    if (label) {
+      ask(Number(label.getAttribute("data-position")));
+      return;
+    }
+    const box = figure.getBoundingClientRect();
+    const r = rowAt(event.clientX - box.left, event.clientY - box.top, current.rows);
+    if (r >= 0) ask(current.positions[r]);
   }
 
-  let pending = false;
-  function schedule() {
-    if (pending) return;
-    pending = true;
-    queueMicrotask(() => { pending = false; draw(); });
+  function onKey(event) {
+    if (!current || event.target !== current.group) return;
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      ask(current.positions[current.row]);
+      return;
+    }
+    const next = nextRow(current.row, event.key, current.rows.rows);
+    if (next === null) return;
+    event.preventDefault();
+    moveCursor(next);
   }
-  const names = ["key_tokens", "key_positions", "key_ticks", "query_token", "query_position", "query_row",
-    "head_size", "q", "k", "products", "scores", "weights", "vector_top", "product_top", "score_top", "weight_top", "palette",
-    "vector_ticks", "product_ticks", "title", "note", "geometry"];
-  for (const name of names) model.on("change:" + name, schedule);
+
+  function onFocus(event) {
+    if (current && event.target === current.group) moveCursor(current.row);
+  }
+
+  function onBlur() {
+    if (current) current.cursor.setAttribute("visibility", "hidden");
+    hide();
+  }
+
+  holder.addEventListener("mousemove", onMove);
+  holder.addEventListener("mouseleave", hide);
+  holder.addEventListener("click", onClick);
+  holder.addEventListener("keydown", onKey);
+  holder.addEventListener("focusin", onFocus);
+  holder.addEventListener("focusout", onBlur);
+  const schedule = redrawScheduler(draw);
+  model.on("change:svg", schedule);
   draw();
-  return () => { for (const name of names) model.off("change:" + name, schedule); };
-}
-
-function shortToken(token) {
-  return token.length <= 16 ? token : token.slice(0, 15) + "…";
+  return () => model.off("change:svg", schedule);
 }
 
 export default { render };
