@@ -1,6 +1,6 @@
 """The attention views as figures for a paper: each view's SVG is a standalone XML document with escaped tokens, a
-title and a titled colour bar; PNG export has the requested size; the palette PNG inside large heatmaps decodes to the
-codes the browser draws."""
+title and a titled colour bar; PNG export has the requested size. The heatmap is one drawing (live view, static copy
+and export), coloured by its weights, styled by the stylesheet, with the weights hover reads beside it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import base64
 import re
 import struct
 import xml.etree.ElementTree as ET
-import zlib
 
 import numpy as np
 import pytest
 import torch
+from heatmap_drawing import cell_area, drawn_colours, png_chunks
 
 from bertviz_lab.trace import trace
 from bertviz_lab.widgets import AttentionPanel
@@ -90,20 +90,67 @@ def test_png_export_is_twice_the_svg_size(nasty_panel, tmp_path, view):
     assert (float(big.get("width")), float(big.get("height"))) == (2 * width, 2 * height)
 
 
-def test_heatmap_svg_draws_every_cell_in_its_colour_with_the_exact_weight(nasty_panel):
+def test_heatmap_is_one_drawing_on_screen_in_the_static_copy_and_in_exports(nasty_panel, tmp_path):
     view = nasty_panel.heatmap
-    root = parse(view.to_svg())
-    cells = [node for node in root.iter(f"{SVG}g") if node.get("class") == "bvl-cells"][0]
-    rects = list(cells.iter(f"{SVG}rect"))
-    codes = np.frombuffer(view.codes, np.uint8)
-    assert len(rects) == codes.size == 36
-    for rect, code, value in zip(rects, codes, view.values.reshape(-1)):
-        assert rect.get("fill") == "#{:02x}{:02x}{:02x}".format(*D.PALETTE[code])
-        assert rect.find(f"{SVG}title").text.endswith(f": {D.weight_text(float(value))}")
+    assert view.svg and view.to_svg() == view.svg == nasty_panel.to_svg()
+    assert view.svg in nasty_panel.static_copy.html()
+    saved = nasty_panel.save(tmp_path / "heatmap.svg").read_text(encoding="utf-8")
+    assert 'class="bvl-cells"' in saved and saved.count("<rect") == view.svg.count("<rect")
+    nasty_panel.layer.value = 2  # a new layer: a new drawing, and the copy follows it
+    assert "layer 2" in texts(parse(view.svg), "bvl-title")[0] and view.svg in nasty_panel.static_copy.html()
+
+
+def test_heatmap_draws_every_cell_in_the_colour_of_its_weight_where_its_cell_area_says(nasty_panel):
+    view = nasty_panel.heatmap
+    full = nasty_panel.trace.attention(1)[0, 2].numpy()
+    root = parse(view.svg)
+    area = cell_area(view.svg)
+    rows, cols = int(area.get("data-rows")), int(area.get("data-cols"))
+    x0, y0, cell = (int(area.get(f"data-{name}")) for name in ("x", "y", "cell"))
+    assert (rows, cols) == full.shape == (6, 6) and cell == cell_size(6, 6)
+    rects = list(area.iter(f"{SVG}rect"))
+    assert len(rects) == 36
+    assert {(int(r.get("x")), int(r.get("y"))) for r in rects} == {
+        (x0 + c * cell, y0 + r * cell) for r in range(rows) for c in range(cols)}
+    # [CLS]/[SEP] are clipped by default: the other cells set the colour scale
+    special = np.array([True, False, False, False, False, True])
+    top = full[np.ix_(~special, ~special)].max()
+    codes = np.rint(full.clip(0, top) / top * D.TOP_CODE).astype(int)
+    near = [D.PALETTE[np.clip(codes + step, 0, D.TOP_CODE)] for step in (-1, 0, 1)]  # within one colour step
+    assert np.any([(drawn_colours(view.svg) == colours).all(axis=-1) for colours in near], axis=0).all()
     assert "query" in texts(root, "bvl-axis-title") and "key" in texts(root, "bvl-axis-title")
 
 
-def test_large_heatmap_embeds_one_png_of_the_codes(tokenizer, backbone):
+def test_hover_data_is_the_traced_attention(nasty_panel):
+    view = nasty_panel.heatmap
+    full = nasty_panel.trace.attention(1)[0, 2].numpy()
+    np.testing.assert_allclose(np.frombuffer(view.values, np.float16).reshape(full.shape), full, rtol=2**-11, atol=1e-7)
+    assert np.abs(view.weights() - full).max() <= 1e-3
+    assert view.row_tokens == view.col_tokens == ["[CLS]", "a", NASTY, "long" * 6, '"q"', "[SEP]"]
+    assert view.row_positions == view.col_positions == list(range(6)) and view.title.startswith("layer 1")
+
+
+def test_heatmap_takes_text_colours_and_fonts_from_the_stylesheet(nasty_panel):
+    svg = nasty_panel.heatmap.svg
+    root = parse(svg)
+    assert root.get("class").split() == ["bvl-fig", "bvl-heatmap"]
+    assert root[0].tag == f"{SVG}rect" and root[0].get("class") == "bvl-ground" and root[0].get("fill") is None
+    assert "font-family" not in svg
+    for node in root.iter():
+        if node.tag == f"{SVG}text":
+            assert node.get("fill") is None and node.get("stroke") is None, ET.tostring(node)
+        if node.tag in (f"{SVG}line", f"{SVG}path"):
+            assert "bvl-rule" in node.get("class", "").split() and node.get("stroke") is None
+    data_fills = {id(n) for g in root.iter() if g.get("class") in ("bvl-cells", "bvl-colorbar") for n in g.iter()}
+    painted = [n for n in root.iter() if (n.get("fill") or "none") != "none" and id(n) not in data_fills]
+    assert painted == [], [ET.tostring(n) for n in painted]  # only cells and colour bands have their own colours
+    frame = [n for n in root.iter(f"{SVG}rect") if "bvl-frame" in (n.get("class") or "").split()]
+    assert len(frame) == 1 and "bvl-rule" in frame[0].get("class").split()
+    assert all("bvl-mono" in n.get("class").split() for n in root.iter(f"{SVG}text")
+               if "bvl-colorbar-tick" in (n.get("class") or ""))
+
+
+def test_large_heatmap_embeds_one_png_of_the_cells(tokenizer, backbone):
     text = " ".join(["cat"] * 80)
     with torch.inference_mode():
         encoded = tokenizer.encode_pretraining_inputs(text)
@@ -112,25 +159,19 @@ def test_large_heatmap_embeds_one_png_of_the_codes(tokenizer, backbone):
     panel = AttentionPanel(recorded)
     T = len(recorded.tokens[0])
     assert T * T > RECT_LIMIT
-    root = parse(panel.to_svg())
+    svg = panel.to_svg()
+    root = parse(svg)
     images = [node for node in root.iter(f"{SVG}image") if node.get("class") == "bvl-cells"]
-    assert len(images) == 1 and not [g for g in root.iter(f"{SVG}g") if g.get("class") == "bvl-cells"]
+    assert len(images) == 1 and cell_area(svg).tag == f"{SVG}image"
     data = base64.b64decode(images[0].get("href").split(",", 1)[1])
-    assert png_size(data) == (T, T)
-    assert images[0].get("width") == str(T * cell_size(T, T))
-    # the PNG's pixels are the codes the browser draws, with the same palette
-    chunks, at = {}, 8
-    while at < len(data):
-        length, kind = struct.unpack(">I4s", data[at: at + 8])
-        chunks.setdefault(kind, b"")
-        chunks[kind] += data[at + 8: at + 8 + length]
-        assert zlib.crc32(kind + data[at + 8: at + 8 + length]) == struct.unpack(">I", data[at + 8 + length:
-                                                                                             at + 12 + length])[0]
-        at += 12 + length
-    assert np.array_equal(np.frombuffer(chunks[b"PLTE"], np.uint8).reshape(256, 3), D.PALETTE)
-    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(T, T + 1)
-    assert (rows[:, 0] == 0).all()
-    assert np.array_equal(rows[:, 1:], np.frombuffer(panel.heatmap.codes, np.uint8).reshape(T, T))
+    assert png_size(data) == (T, T) and images[0].get("width") == str(T * cell_size(T, T))
+    assert np.array_equal(np.frombuffer(png_chunks(data)[b"PLTE"], np.uint8).reshape(256, 3), D.PALETTE)
+    full = recorded.attention(0)[0, 0].numpy()
+    special = np.array([t in ("[CLS]", "[SEP]") for t in recorded.tokens[0]])
+    top = full[np.ix_(~special, ~special)].max()
+    codes = np.rint(full.clip(0, top) / top * D.TOP_CODE).astype(int)
+    near = [D.PALETTE[np.clip(codes + step, 0, D.TOP_CODE)] for step in (-1, 0, 1)]
+    assert np.any([(drawn_colours(svg) == colours).all(axis=-1) for colours in near], axis=0).all()
     labels = texts(root, "bvl-query")
     assert 1 < len(labels) < T and re.fullmatch(r"\d+·.+", labels[1])  # thinned out, with positions
 

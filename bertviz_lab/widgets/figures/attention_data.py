@@ -1,7 +1,7 @@
 """What the attention views show, as plain arrays: one matrix, filtered tokens, thumbnails, top-k lines.
 
 Kept apart from the widgets so the numbers can be tested without a browser, and so every view sends only
-what is on screen: one (T, T) matrix for the heatmap, top-k lines per query for the head view, and
+what is on screen: one (T, T) matrix and its colours for the heatmap, top-k lines per query for the head view, and
 downsampled 8-bit thumbnails for the model view.
 """
 
@@ -79,7 +79,7 @@ def attention_matrix(attentions: Sequence[torch.Tensor], layer: int, head: int, 
     return attention_rollout(layers, mask)[0].numpy()
 
 
-# 8-bit transport of the matrix on screen ------------------------------------------------------------------
+# colours of the matrix on screen: 8-bit codes into one palette ---------------------------------------------
 SCALES = ("linear", "row", "log")  # one colour scale for the matrix, each query row to its max, log10
 SPECIAL_MODES = ("show", "clip", "hide")  # [CLS]/[SEP] in the colour scale, left out of it, or not shown
 TOP_CODE = 254  # the top of the colour range; 255 marks a cell above it (a clipped [CLS]/[SEP] weight)
@@ -104,7 +104,7 @@ PALETTE = make_palette()
 
 @dataclass(frozen=True)
 class HeatmapCodes:
-    """A matrix as 8-bit colour codes plus what turns each code back into a weight.
+    """A matrix as 8-bit colour codes (the heatmap's cell colours) plus the weight each code stands for.
 
     linear: weight = code × scale.  row: weight = code × row_scales[row].  log: weight = floor × (top / floor) **
     (code / 254).  Cells above the colour range (clipped [CLS]/[SEP]) carry code 255 and their exact value in
@@ -133,8 +133,8 @@ def _running_codes(levels: np.ndarray) -> np.ndarray:
 
 def encode_heatmap(matrix: np.ndarray, mode: str = "linear", ignore_rows: np.ndarray | None = None,
                    ignore_cols: np.ndarray | None = None) -> HeatmapCodes:
-    """8-bit codes of the matrix on screen under a colour scale; ignored rows/columns ([CLS]/[SEP] when clipped)
-    do not set the top of the scale, and their cells above it travel exactly."""
+    """8-bit colour codes of the matrix on screen under a colour scale; ignored rows/columns ([CLS]/[SEP] when
+    clipped) do not set the top of the scale, and their cells above it get code 255 (the top colour)."""
     if mode not in SCALES:
         raise ValueError(f"scale must be one of {SCALES}, got {mode!r}.")
     values = np.asarray(matrix, dtype=np.float64)
@@ -173,7 +173,7 @@ def encode_heatmap(matrix: np.ndarray, mode: str = "linear", ignore_rows: np.nda
 
 
 def decode_heatmap(encoded: HeatmapCodes) -> np.ndarray:
-    """The weights the front end shows for each cell (what hover and the colour bar read), as float64."""
+    """The weight each cell's colour stands for on the colour bar, as float64 (clipped cells: their own)."""
     codes = encoded.codes.astype(np.float64)
     if encoded.mode == "linear":
         weights = codes * encoded.scale
@@ -184,13 +184,6 @@ def decode_heatmap(encoded: HeatmapCodes) -> np.ndarray:
         weights = floor * (top / floor) ** (np.minimum(codes, TOP_CODE) / TOP_CODE)
     weights.reshape(-1)[encoded.overflow_index] = encoded.overflow_values
     return weights
-
-
-def digest(codes: np.ndarray) -> str:
-    """A short fingerprint of the codes, the same the front end computes (a browser test compares the two)."""
-    flat = np.asarray(codes, dtype=np.int64).reshape(-1)
-    weights = np.arange(flat.size, dtype=np.int64) % 65521 + 1
-    return f"{int((flat * weights).sum()) % 2**32:08x}"
 
 
 def _nice_step(span: float, count: int = 4) -> float:

@@ -1,5 +1,8 @@
 """The attention heatmap as one SVG drawing: title, token axes, cells (one <rect> each, or one embedded PNG when
-there are many), colour bar; and the pieces other attention figures share (PNG of palette codes, colour bar, header)."""
+there are many), colour bar; and the pieces other attention figures share (PNG of palette codes, colour bar, header).
+
+The drawing is the whole figure: the live view shows this very document, the static copy and exports hold it.
+"""
 
 from __future__ import annotations
 
@@ -19,12 +22,10 @@ CHAR_W = 6.7
 TITLE_FONT, NOTE_FONT = 14, 12
 MAX_SIDE, MAX_CELL = 600, 28  # the matrix is at most MAX_SIDE px a side, at one whole pixel (or more) per cell
 LABEL_PITCH = 13  # px between two token labels; at small cells only every k-th token is labelled
-MAX_LABEL_CHARS = 16
 RECT_LIMIT = 64 * 64  # up to this many cells the SVG draws one <rect> each, beyond one embedded PNG
 BAR_W, BAR_MIN_H = 14, 160
 
 
-# drawing: the layout is computed here once and sent to the browser too, so live view and SVG are one drawing ---
 def png(codes: np.ndarray, palette: np.ndarray) -> bytes:
     """A palette PNG (colour type 3) with one pixel per code: zlib-compressed rows, no imaging library needed."""
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
@@ -63,7 +64,7 @@ def _label_width(ticks: Sequence[Sequence[Any]]) -> int:
 
 def heatmap_layout(rows: int, cols: int, row_ticks: Sequence[tuple[int, str]], col_ticks: Sequence[tuple[int, str]],
                    title: str, note: str, bar_ticks: Sequence[tuple[float, str]]) -> dict[str, int]:
-    """Pixel positions of the matrix, labels, title and colour bar (the live view draws with the same numbers)."""
+    """Pixel positions of the matrix, labels, title and colour bar."""
     cell = cell_size(rows, cols)
     row_w, col_h = _label_width(row_ticks), _label_width(col_ticks)
     top = 30 + (NOTE_FONT + 8 if note else 0)
@@ -117,49 +118,55 @@ def figure_header(css_class: str, box: dict[str, Any], title: str, note: str) ->
     return parts
 
 
-def heatmap_svg(state: dict[str, Any], values: np.ndarray | None = None) -> str:
-    """A heatmap view's synced state as a standalone SVG document: title, axes, token labels, cells, colour bar.
+def heatmap_svg(matrix: np.ndarray, row_tokens: Sequence[str], col_tokens: Sequence[str],
+                row_positions: Sequence[int], col_positions: Sequence[int], title: str, note: str = "",
+                mode: str = "linear", ignore_rows: np.ndarray | None = None,
+                ignore_cols: np.ndarray | None = None) -> str:
+    """One attention matrix as a standalone SVG document: title, note, token axes, cells, frame, colour bar.
 
-    values, the exact weights, become each cell's tooltip where cells are drawn one by one.
+    mode and ignore_rows/ignore_cols ([CLS]/[SEP] when clipped) choose the colours (attention_data.encode_heatmap).
+    The cell area (class bvl-cells) says where its cells are for hover: data-rows, data-cols, data-x, data-y (its
+    top-left corner) and data-cell (the side of one cell), all in the SVG's pixels.
     """
-    box = state["geometry"]
-    rows, cols = len(state["row_tokens"]), len(state["col_tokens"])
-    codes = np.frombuffer(bytes(state["codes"]), dtype=np.uint8).reshape(rows, cols)
-    palette = np.frombuffer(bytes(state["palette"]), dtype=np.uint8).reshape(256, 3)
-    cell, left, top = box["cell"], box["left"], box["top"]
-    parts = figure_header("bvl-heatmap", box, state["title"], state["note"])
+    rows, cols = len(row_tokens), len(col_tokens)
+    values = np.asarray(matrix, dtype=np.float64).reshape(rows, cols)
+    encoded = D.encode_heatmap(values, mode, ignore_rows, ignore_cols)
+    bar_ticks, bar_title = D.colorbar_ticks(encoded)
+    cell = cell_size(rows, cols)
+    row_ticks = tick_labels(list(row_tokens), list(row_positions), cell)
+    col_ticks = tick_labels(list(col_tokens), list(col_positions), cell)
+    box = heatmap_layout(rows, cols, row_ticks, col_ticks, title, note, bar_ticks)
+    left, top = box["left"], box["top"]
+    width, height = cols * cell, rows * cell
+    parts = figure_header("bvl-heatmap", box, title, note)
+    area = (f'class="bvl-cells" data-rows="{rows}" data-cols="{cols}" data-x="{left}" data-y="{top}" '
+            f'data-cell="{cell}"')
     if rows * cols <= RECT_LIMIT:
-        parts.append('<g class="bvl-cells" shape-rendering="crispEdges">')
+        parts.append(f'<g {area} shape-rendering="crispEdges">')
+        colours = [f"#{r:02x}{g:02x}{b:02x}" for r, g, b in D.PALETTE]
         for r in range(rows):
             for c in range(cols):
-                red, green, blue = palette[codes[r, c]]
-                tip = "" if values is None else (
-                    f"<title>{escape(state['row_tokens'][r])} → {escape(state['col_tokens'][c])}: "
-                    f"{D.weight_text(float(values[r, c]))}</title>")
                 parts.append(f'<rect x="{left + c * cell}" y="{top + r * cell}" width="{cell}" height="{cell}" '
-                             f'fill="#{red:02x}{green:02x}{blue:02x}">{tip}</rect>')
+                             f'fill="{colours[encoded.codes[r, c]]}"/>')
         parts.append("</g>")
-    elif rows and cols:
-        data = base64.b64encode(png(codes, palette)).decode("ascii")
-        parts.append(f'<image class="bvl-cells" x="{left}" y="{top}" width="{cols * cell}" height="{rows * cell}" '
+    else:
+        data = base64.b64encode(png(encoded.codes, D.PALETTE)).decode("ascii")
+        parts.append(f'<image {area} x="{left}" y="{top}" width="{width}" height="{height}" '
                      'preserveAspectRatio="none" image-rendering="optimizeSpeed" style="image-rendering:pixelated" '
                      f'href="data:image/png;base64,{data}"/>')
-    parts.append(f'<rect x="{left}" y="{top}" width="{cols * cell}" height="{rows * cell}" fill="none" '
-                 'stroke="#888" stroke-width="0.5"/>')
-    for r, text in state["row_ticks"]:
+    parts.append(f'<rect class="bvl-rule bvl-frame" x="{left}" y="{top}" width="{width}" height="{height}" '
+                 'stroke-width="0.5"/>')
+    for r, text in row_ticks:
         y = top + (r + 0.5) * cell + LABEL_FONT * 0.35
         parts.append(f'<text class="bvl-token bvl-query" x="{left - 4}" y="{y:.1f}" text-anchor="end">'
-                     f"{_label(text, state['row_tokens'][r])}</text>")
-    for c, text in state["col_ticks"]:
+                     f"{_label(text, row_tokens[r])}</text>")
+    for c, text in col_ticks:
         x = left + (c + 0.5) * cell + LABEL_FONT * 0.35
-        parts.append(f'<text class="bvl-token bvl-key" transform="translate({x:.1f},{top + rows * cell + 4}) '
-                     f'rotate(-90)" text-anchor="end">{_label(text, state["col_tokens"][c])}</text>')
-    axis = 'font-family="sans-serif" font-size="12" fill="#333" text-anchor="middle" class="bvl-axis-title"'
-    parts.append(f'<text transform="translate(12,{top + rows * cell / 2:.1f}) rotate(-90)" {axis}>query</text>')
-    parts.append(f'<text x="{left + cols * cell / 2:.1f}" y="{top + rows * cell + box["col_label_h"] + 20}" '
-                 f"{axis}>key</text>")
-    parts.append(colorbar(box["bar_x"], top, box["bar_h"], palette, state["bar_ticks"], state["bar_title"]))
+        parts.append(f'<text class="bvl-token bvl-key" transform="translate({x:.1f},{top + height + 4}) '
+                     f'rotate(-90)" text-anchor="end">{_label(text, col_tokens[c])}</text>')
+    axis = 'class="bvl-axis-title" font-size="12" text-anchor="middle"'
+    parts.append(f'<text {axis} transform="translate(12,{top + height / 2:.1f}) rotate(-90)">query</text>')
+    parts.append(f'<text {axis} x="{left + width / 2:.1f}" y="{top + height + box["col_label_h"] + 20}">key</text>')
+    parts.append(colorbar(box["bar_x"], top, box["bar_h"], D.PALETTE, bar_ticks, bar_title))
     parts.append("</svg>")
     return "".join(parts)
-
-
