@@ -1,5 +1,6 @@
-"""AttentionPanel: every selector shows the right numbers from the trace (read back from what the browser gets);
-head view and model view buffers; per-view toolbars; 512 tokens stay compact and turn back into weights."""
+"""AttentionPanel: every selector shows the right numbers from the trace (read back from what the browser gets: the
+heatmap's float16 weights and the colours of its drawing); head view and model view buffers; per-view toolbars; 512
+tokens stay compact."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import ipywidgets as widgets
 import numpy as np
 import pytest
 import torch
+from heatmap_drawing import drawn_colours, texts
 from payload import sent_messages, state_bytes
 from widgets_testlib import tiny_config
 
@@ -23,6 +25,7 @@ from bertviz_lab.widgets.views.model_view import ModelView
 
 TEXT_A = "The cat sat on the mat."
 TEXT_B = 'It was "warm" there.'
+HALF = 2**-11  # float16's relative rounding error
 
 
 @pytest.fixture
@@ -38,15 +41,27 @@ def single_panel(pretraining_model, tokenizer) -> AttentionPanel:
 def shown(panel: AttentionPanel) -> tuple[np.ndarray, list[int], list[int]]:
     """What the browser gets, turned back into weights: the matrix, key positions (columns), query positions (rows)."""
     view = panel.heatmap
-    assert len(view.codes) == len(view.row_tokens) * len(view.col_tokens)
+    assert len(view.values) == 2 * len(view.row_tokens) * len(view.col_tokens)  # float16
     return view.weights(), list(view.col_positions), list(view.row_positions)
 
 
 def assert_shows(panel: AttentionPanel, expected: np.ndarray) -> None:
-    """The decoded matrix is the expected one to within one code step (linear scale), cell by cell."""
+    """Hover's weights are the expected ones to float16's precision, cell by cell, and the drawing's colours are
+    the linear colour scale of the expected matrix."""
     z = shown(panel)[0]
     assert z.shape == expected.shape
-    np.testing.assert_allclose(z, expected, rtol=0, atol=panel.heatmap.scale + 1e-7)
+    np.testing.assert_allclose(z, expected, rtol=HALF, atol=3e-8)
+    if panel.scale.value == "linear" and panel.special.value != "clip":
+        top = expected.max()
+        codes = np.rint(expected / top * D.TOP_CODE).astype(int) if top > 0 else np.zeros(expected.shape, int)
+        near = [D.PALETTE[np.clip(codes + step, 0, D.TOP_CODE)] for step in (-1, 0, 1)]  # within one colour step
+        drawn = drawn_colours(panel.heatmap.svg)
+        assert np.any([(drawn == colours).all(axis=-1) for colours in near], axis=0).all()
+
+
+def note(panel: AttentionPanel) -> str:
+    """The heatmap's note (how to read it), as its drawing writes it under the title."""
+    return " ".join(texts(panel.heatmap.svg, "bvl-note"))
 
 
 def segments(panel: AttentionPanel) -> tuple[list[int], list[int]]:
@@ -91,8 +106,8 @@ def test_mean_and_rollout_aggregations(pair_panel):
         panel.layer.value = layer
         expected = attention_rollout(panel.trace.attentions[: layer + 1], panel.trace.attention_mask)[0].numpy()
         assert_shows(panel, expected)
-        # rows of the rollout sum to 1, and so do the decoded rows, to within half a code step
-        np.testing.assert_allclose(shown(panel)[0].sum(axis=1), 1.0, atol=panel.heatmap.scale / 2 + 1e-5)
+        # rows of the rollout sum to 1, and so do hover's float16 rows, to within float16's precision
+        np.testing.assert_allclose(shown(panel)[0].sum(axis=1), 1.0, atol=HALF + 1e-5)
         assert f"rollout through layers 0..{layer}" in panel.heatmap.title
     assert not np.allclose(shown(panel)[0], panel.trace.attention(2)[0].mean(dim=0).numpy(), atol=1e-3)
     panel.aggregation.value = "head"
@@ -111,7 +126,7 @@ def test_hide_special_tokens_removes_their_rows_and_columns(pair_panel):
     assert x == y == keep and panel.hide_special.value  # the head view's checkbox says the same
     assert not [t for t in panel.heatmap.row_tokens + panel.heatmap.col_tokens if t in ("[CLS]", "[SEP]")]
     assert_shows(panel, panel.trace.attention(1)[0, 3].numpy()[np.ix_(keep, keep)])
-    assert "[CLS]/[SEP] hidden" in panel.heatmap.title and "do not sum to 1" in panel.heatmap.note
+    assert "[CLS]/[SEP] hidden" in panel.heatmap.title and "do not sum to 1" in note(panel)
     panel.hide_special.value = False  # back to what was chosen before hiding
     assert panel.special.value == "clip" and shown(panel)[0].shape == (len(tokens), len(tokens))
     panel.hide_special.value = True
@@ -126,17 +141,17 @@ def test_clipped_special_tokens_leave_the_colour_scale_but_keep_their_weights(pa
     full = panel.trace.attention(2)[0, 1].numpy()
     assert panel.special.value == "clip" and "[CLS]/[SEP] clipped" in panel.heatmap.title
     top = full[np.ix_(~special, ~special)].max()  # the colour scale's top ignores [CLS]/[SEP] rows and columns
-    assert panel.heatmap.scale == pytest.approx(top / D.TOP_CODE, rel=1e-6)
-    codes = np.frombuffer(panel.heatmap.codes, np.uint8).reshape(full.shape)
-    over = np.flatnonzero((full > top) & (special[:, None] | special[None, :]))
-    assert over.size and np.array_equal(np.frombuffer(panel.heatmap.overflow_index, np.uint32), over)
-    assert (codes.reshape(-1)[over] == D.OVER_CODE).all()
-    weights = shown(panel)[0]
-    np.testing.assert_array_equal(weights.reshape(-1)[over], full.reshape(-1)[over])  # exact, not 8-bit
-    assert_shows(panel, full)
+    drawn = drawn_colours(panel.heatmap.svg)
+    over = (full > top) & (special[:, None] | special[None, :])
+    assert over.any() and (drawn[over] == D.PALETTE[D.TOP_CODE]).all()  # above the scale: its top colour
+    inside = np.rint(full / top * D.TOP_CODE).astype(int)
+    near = [D.PALETTE[np.clip(inside + step, 0, D.TOP_CODE)] for step in (-1, 0, 1)]
+    assert np.any([(drawn == colours).all(axis=-1) for colours in near], axis=0)[~over].all()
+    ticks = [float(t) for t in texts(panel.heatmap.svg, "bvl-colorbar-tick")]
+    assert max(ticks) <= top < max(ticks) * 2.5  # the colour bar ends at the top of the scale, not at the [CLS] cells
+    np.testing.assert_allclose(shown(panel)[0][over], full[over], rtol=HALF)  # hover reads them whole
     panel.special.value = "show"
-    assert panel.heatmap.scale == pytest.approx(full.max() / D.TOP_CODE, rel=1e-6)
-    assert len(panel.heatmap.overflow_index) == 0 and "clipped" not in panel.heatmap.title
+    assert "clipped" not in panel.heatmap.title
     assert_shows(panel, full)
 
 
@@ -146,22 +161,20 @@ def test_colour_scales_per_row_and_log(pair_panel):
     full = panel.trace.attention(1)[0, 0].numpy().astype(np.float64)
     panel.scale.value = "row"
     view = panel.heatmap
-    assert view.mode == "row" and "each row scaled to its max" in view.title
-    steps = np.frombuffer(view.row_scales, np.float32)
-    np.testing.assert_allclose(steps, full.max(axis=1) / D.TOP_CODE, rtol=1e-6)
-    codes = np.frombuffer(view.codes, np.uint8).reshape(full.shape)
-    assert (codes.max(axis=1) >= D.TOP_CODE - 1).all()  # every row reaches the top of the scale
-    np.testing.assert_allclose(view.weights(), full, atol=steps.max() + 1e-7)
-    assert view.bar_title == "attention weight ÷ its row's max" and view.bar_ticks[-1] == [1.0, "1"]
+    assert "each row scaled to its max" in view.title
+    drawn = drawn_colours(view.svg)
+    row_top = full.argmax(axis=1)
+    assert (drawn[np.arange(len(full)), row_top] == D.PALETTE[D.TOP_CODE]).all()  # every row reaches the top colour
+    assert texts(view.svg, "bvl-colorbar-title") == ["attention weight ÷ its row's max"]
+    assert texts(view.svg, "bvl-colorbar-tick")[-1] == "1"
+    np.testing.assert_allclose(view.weights(), full, rtol=HALF, atol=3e-8)  # hover: the weights, not the colours
     panel.scale.value = "log"
-    floor, top = view.log_range
-    assert top == pytest.approx(full.max()) and floor == pytest.approx(top * 10.0 ** -D.DECADES)
-    relative = 10 ** (D.DECADES / (2 * D.TOP_CODE))  # half a code step on the log scale
-    above = full >= floor
-    ratio = view.weights()[above] / full[above]
-    assert (ratio <= relative * (1 + 1e-6)).all() and (ratio >= 1 / relative / (1 + 1e-6)).all()
-    assert view.bar_title == "attention weight (log scale)" and "log scale" in view.title
-    labels = [label for _, label in view.bar_ticks]
+    drawn = drawn_colours(view.svg)
+    floor = full.max() * 10.0 ** -D.DECADES
+    codes = np.rint(np.log10(full.clip(floor) / floor) / D.DECADES * D.TOP_CODE).astype(int)
+    assert (drawn == D.PALETTE[codes]).all()
+    assert texts(view.svg, "bvl-colorbar-title") == ["attention weight (log scale)"] and "log scale" in view.title
+    labels = texts(view.svg, "bvl-colorbar-tick")
     assert labels and all(float(label) in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0) for label in labels)
 
 
@@ -181,10 +194,10 @@ def test_sentence_pair_directions_show_only_that_block(pair_panel, special):
         z, x, y = shown(panel)
         assert y == queries and x == keys
         assert_shows(panel, full[np.ix_(queries, keys)])
-        assert direction in panel.heatmap.title and "rows are a slice and do not sum to 1" in panel.heatmap.note
+        assert direction in panel.heatmap.title and "rows are a slice and do not sum to 1" in note(panel)
     assert [tokens[i] for i in a][:3] == (["the", "cat", "sat"] if special == "hide" else ["[CLS]", "the", "cat"])
     panel.direction.value = "all"
-    assert shown(panel)[2] == sorted(a + b) and "slice" not in panel.heatmap.note
+    assert shown(panel)[2] == sorted(a + b) and "slice" not in note(panel)
 
 
 def test_directions_need_a_sentence_pair(single_panel, pair_panel):
@@ -212,16 +225,17 @@ def test_padded_batch_row_leaves_padding_out(tokenizer, backbone):
     assert len(panel.model_view.thumbnails) == 3 * 4 * real * real  # thumbnails of the real tokens only
 
 
-def test_hover_gets_the_exact_weight_from_the_kernel(pair_panel):
+def test_hover_reads_the_weights_the_view_holds(pair_panel):
+    """Hover needs no kernel: the view holds the shown matrix as float16, row-major, and answers no messages."""
     view = pair_panel.heatmap
-    sent = []
-    view.send = lambda content, buffers=None: sent.append(content)  # what goes back to the browser
     full = pair_panel.trace.attention(0)[0, 0].numpy()
+    held = np.frombuffer(view.values, np.float16).reshape(full.shape)
+    np.testing.assert_array_equal(held, full.astype(np.float16))
+    np.testing.assert_array_equal(view.weights(), held.astype(np.float32))
+    sent = []
+    view.send = lambda content, buffers=None: sent.append(content)
     view._handle_custom_msg({"type": "weight", "row": 2, "col": 5, "seq": 7}, [])
-    assert sent == [{"type": "weight", "row": 2, "col": 5, "seq": 7, "value": float(full[2, 5])}]
-    for bad in ({"type": "weight", "row": 99, "col": 0}, {"type": "weight", "row": "2", "col": 1}, {"type": "x"}):
-        view._handle_custom_msg(bad, [])
-    assert len(sent) == 1
+    assert sent == []
 
 
 # toolbars -----------------------------------------------------------------------------------------------
@@ -381,9 +395,9 @@ def test_a_text_longer_than_the_model_is_cut_with_a_notice(tokenizer):
     assert len(panel.trace.tokens[0]) == 32
     assert panel.truncation.cut and (panel.truncation.kept, panel.truncation.total) == (32, 42)
     assert "kept 32 of 42 tokens" in panel.truncation_notice.value
-    assert "kept 32 of 42 tokens" in panel.heatmap.note and "kept 32 of 42 tokens" in panel.to_svg()
+    assert "kept 32 of 42 tokens" in note(panel) and "kept 32 of 42 tokens" in panel.to_svg()
     panel.set_text("A short one.")
-    assert panel.truncation_notice.value == "" and "kept" not in panel.heatmap.note
+    assert panel.truncation_notice.value == "" and "kept" not in note(panel)
 
 
 def test_bad_arguments_raise_clear_errors(pretraining_model, tokenizer, pair_panel):
@@ -438,14 +452,16 @@ def test_512_tokens_stay_compact(long_panel):
     assert panel.trace.attentions[0].shape == (1, H, T, T)
     full_size = L * H * T * T * 4  # every map as float32: 151 MB (bertviz's JSON of the same: ~860 MB)
 
-    # heatmap: one head as T*T 8-bit codes (256 KB) plus tokens and labels; plotly's JSON of the same was 1.2 MB
+    # heatmap: its drawing (the cells as one PNG) plus one head as T*T float16 weights (512 KB) for hover
     panel.view.value = "heatmap"
-    assert len(panel.heatmap.codes) == T * T
-    assert state_bytes(panel.heatmap) <= 300_000
-    with sent_messages(panel.heatmap) as sizes:
+    view = panel.heatmap
+    assert len(view.values) == 2 * T * T
+    assert len(view.svg) <= 400_000 and view.svg.count("<image") == 1 and view.svg.count("<rect") < 200
+    assert state_bytes(view) <= 2 * T * T + len(view.svg) + 20_000  # tokens and positions: a few KB each
+    with sent_messages(view) as sizes:
         panel.layer.value = 7
-    assert 0 < sum(sizes) <= T * T + 16_000  # a layer change: the codes and a few numbers
-    assert len(panel.heatmap.col_ticks) <= T // 10  # labels thinned out to where they fit
+    assert 0 < sum(sizes) <= 2 * T * T + len(view.svg) + 20_000  # a layer change: the new drawing and weights
+    assert len(texts(view.svg, "bvl-key")) <= T // 10  # labels thinned out to where they fit
 
     # model view: L*H thumbnails of 24x24 bytes (83 KB) plus a few hundred bytes of JSON; goal <= 2 MB
     panel.view.value = "model view"
@@ -466,29 +482,25 @@ def test_512_tokens_stay_compact(long_panel):
 
 
 @pytest.mark.parametrize("special", ["show", "clip"])
-def test_512_tokens_turn_back_into_weights(long_panel, special):
-    """Decoding the 8-bit codes with the sent scale gives every weight to within one code step, and each row's sum
-    to within half a step: rows are rounded so that their running sums stay within half a step (guaranteed, not
-    typical: plain rounding could be off by T/2 steps). Clipped [CLS]/[SEP] cells travel exactly."""
+def test_512_tokens_draw_every_cell_and_hover_reads_every_weight(long_panel, special):
+    """At 512 tokens the cells are one PNG, one pixel a cell, in the colours of the traced weights; hover's float16
+    weights are the traced ones to float16's precision and their rows still sum to 1."""
     panel = long_panel
+    panel.view.value = "heatmap"  # the panel draws only the view on screen
     panel.layer.value, panel.head.value, panel.special.value = 5, 9, special
     T = 512
     expected = panel.trace.attention(5)[0, 9].numpy().astype(np.float64)
     view = panel.heatmap
-    step = view.scale
-    assert view.mode == "linear" and 0 < step <= 1 / D.TOP_CODE
-    codes = np.frombuffer(view.codes, np.uint8).reshape(T, T)
-    overflow = dict(zip(np.frombuffer(view.overflow_index, np.uint32).tolist(),
-                        np.frombuffer(view.overflow_values, np.float32).tolist()))
-    decoded = codes * step  # what the browser computes: weight = code × scale ...
-    for flat, value in overflow.items():  # ... except for the few cells above the colour range
-        decoded.reshape(-1)[flat] = value
-    np.testing.assert_array_equal(decoded, view.weights())
-    assert np.abs(decoded - expected).max() <= step * (1 + 1e-6)
-    row_error = np.abs(decoded.sum(axis=1) - expected.sum(axis=1)).max()
-    assert row_error <= step / 2 * (1 + 1e-6) + 1e-6
-    np.testing.assert_allclose(decoded.sum(axis=1), 1.0, atol=1 / 255)  # the acceptance bound, with room to spare
-    # colour bar ticks are weights on the same scale
-    for position, label in view.bar_ticks:
-        assert float(label) == pytest.approx(position * step * D.TOP_CODE, rel=1e-6, abs=1e-12)
-    assert view.bar_title == "attention weight"
+    np.testing.assert_allclose(view.weights(), expected, rtol=HALF, atol=3e-8)
+    np.testing.assert_allclose(view.weights().sum(axis=1, dtype=np.float64), 1.0, atol=1e-3)
+    special_tokens = np.array([t in ("[CLS]", "[SEP]") for t in panel.trace.tokens[0]])
+    counted = ~(special_tokens[:, None] | special_tokens[None, :]) if special == "clip" else np.ones((T, T), bool)
+    top = expected[counted].max()
+    codes = np.rint(expected.clip(0, top) / top * D.TOP_CODE).astype(int)
+    drawn = drawn_colours(view.svg)
+    assert drawn.shape == (T, T, 3)
+    near = [D.PALETTE[np.clip(codes + step, 0, D.TOP_CODE)] for step in (-1, 0, 1)]  # within one colour step
+    assert np.any([(drawn == colours).all(axis=-1) for colours in near], axis=0).all()
+    ticks = [float(t) for t in texts(view.svg, "bvl-colorbar-tick")]  # weights on the colour scale, up to its top
+    assert ticks[0] == 0 and max(ticks) <= top < max(ticks) * 2.5
+    assert texts(view.svg, "bvl-colorbar-title") == ["attention weight"]
