@@ -16,8 +16,11 @@ from bertviz_lab.model.encoding import encode_text
 from bertviz_lab.model.pretraining import create_masked_lm_inputs, sample_masking
 from bertviz_lab.train import TrainConfig, Trainer, generate_synthetic_bert_batches, synthetic_to_training_batch
 from bertviz_lab.widgets import MaskingPreview
-from bertviz_lab.widgets.figures.palette import COLORS
+from bertviz_lab.widgets.figures.contrast import INKS, contrast_ratio, ink_on
+from bertviz_lab.widgets.figures.masking import FATES, OUTLINES, Chip, MaskingState, masking_figure
+from bertviz_lab.widgets.figures.palette import COLORS, HEAD_COLORS
 from bertviz_lab.widgets.panels.masking import format_probability
+from bertviz_lab.widgets.views.front_end import FOLDER, all_css
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat near the old "
         "window and the birds sing in the garden outside")
@@ -70,7 +73,8 @@ def test_counts_and_plan_match_the_masking_functions(tokenizer, seed, p, mask, r
     assert html == preview.static_html()
     assert (f"{counts['selected']} of {counts['eligible']} eligible tokens selected: {counts['mask']} → [MASK], "
             f"{counts['random']} → random, {counts['kept']} kept") in html
-    assert html.count(f"background:{COLORS['mask']}") == counts["mask"] + 1  # + the legend's swatch
+    assert html.count('class="bvl-chip bvl-mask"') == counts["mask"] + 1  # + the legend's swatch
+    assert "style=" not in html  # colours come from views/panels.css's classes, which follow the theme
 
 
 def test_random_replacements_show_both_tokens(tokenizer):
@@ -286,3 +290,54 @@ def test_svg_export_parses_escapes_and_has_the_chips(xss_tokenizer, xss_model, t
 
     assert struct.unpack(">II", png.read_bytes()[16:24]) == (round(width * 2), round(height * 2))
     assert ET.parse(preview.save(tmp_path / "masking.svg")).getroot().tag.endswith("svg")
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def test_the_figure_is_themed_and_its_chips_read_on_their_fill_and_without_colour():
+    chips = [Chip(f"tok{index}", "orig" if fate in ("mask", "random", "kept") else "", fate, fate)
+             for index, (_, fate) in enumerate(FATES)]
+    svg = masking_figure(MaskingState(title="t", chips=chips, summary="s", notice="cut", note="n",
+                                      headers=("a", "b"), rows=[("1", XSS)]))
+    root = ET.fromstring(svg)
+    assert root.get("class").split() == ["bvl-fig", "bvl-masking"]
+    assert root[0].get("class") == "bvl-ground" and root[0].get("width") == "100%"
+    assert "font-family" not in svg and 'fill="white"' not in svg and XSS not in svg
+    groups = [g for g in root.iter(f"{SVG}g") if "bvl-chip" in g.get("class", "")]
+    assert len(groups) == 2 * len(FATES)  # the legend's and the tokens'
+    outlines = {}
+    for group in groups:
+        fate = group.get("class").split()[1].removeprefix("bvl-")
+        fill = group.find(f"{SVG}rect").get("fill")
+        assert fill == COLORS[fate]
+        text = group.find(f"{SVG}text")
+        ink = INKS[0] if "bvl-ink-black" in text.get("class") else INKS[1]
+        assert "bvl-mono" in text.get("class") and text.get("fill") is None
+        assert contrast_ratio(ink, fill) >= 4.5
+        outline = [r for r in group.iter(f"{SVG}rect") if r.get("class") == "bvl-chip-outline"]
+        outlines[fate] = outline[0].get("stroke-dasharray", "solid") if outline else None
+        if outline:
+            assert outline[0].get("stroke") == ink  # drawn in the chip's ink: it reads on the fill
+    # the three selected fates also differ by outline, so they read without colour
+    assert len({outlines["mask"], outlines["random"], outlines["kept"]}) == 3 and None not in (
+        outlines["mask"], outlines["random"], outlines["kept"])
+    texts = [e for e in root.iter(f"{SVG}text") if "bvl-chip" not in (e.get("class") or "")]
+    assert all(e.get("fill") is None for e in texts)  # every other text takes the theme's colours
+    assert any("bvl-warn" in (e.get("class") or "") and e.text == "cut" for e in texts)
+    with pytest.raises(ValueError, match="'nope'"):
+        Chip("x", "", "nope", "")
+
+
+def test_chip_classes_in_the_stylesheet_carry_the_palette_and_its_ink():
+    css = (FOLDER / "panels.css").read_text()
+    assert css in all_css()  # every static copy and the panels' views carry it
+    kinds = {fate: COLORS[fate] for _, fate in FATES} | {f"tag-{i}": color for i, color in enumerate(HEAD_COLORS)}
+    for kind, color in kinds.items():
+        rule = css.split(f".bvl-chip.bvl-{kind} {{", 1)[1].split("}", 1)[0]
+        assert f"background: {color};" in rule and f"color: {ink_on(color)};" in rule, kind
+        assert contrast_ratio(ink_on(color), color) >= 4.5
+    for fate in OUTLINES:
+        assert "outline:" in css.split(f".bvl-chip.bvl-{fate} {{", 1)[1].split("}", 1)[0]
+    assert len({css.split(f".bvl-chip.bvl-{fate} {{", 1)[1].split("}", 1)[0].split("outline:")[1].split(";")[0]
+                for fate in OUTLINES}) == len(OUTLINES)  # solid, dashed, dotted

@@ -38,7 +38,12 @@ def forget_named_models():
 
 def tags(html: str) -> list[str]:
     """The label chips of a tag line, in token order."""
-    return re.findall(r"font-size:10px\">([^<]*)</span>", html)
+    return [label for _, label in tag_chips(html)]
+
+
+def tag_chips(html: str) -> list[tuple[str, str]]:
+    """(chip kind, label) of each small label chip of a tag line, in token order."""
+    return re.findall(r'class="bvl-chip bvl-([\w-]+) bvl-chip-small" title="">([^<]*)</span>', html)
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +59,11 @@ def test_token_classifier_shows_a_tag_from_id2label_under_each_token(ner_model, 
         expected = ner_model(encoded["input_ids"]).argmax(-1)[0, 1:-1].tolist()  # without [CLS] and [SEP]
     assert tags(html) == [NER[i] for i in expected]
     assert "ada" in html and "[CLS]" not in html
+    # each label's colour is a class of views/panels.css (the outside tag grey), never an inline style
+    names = ner_model.config.label_names()
+    chips = tag_chips(html)
+    assert chips and all(kind == ("untouched" if tag == "O" else f"tag-{names.index(tag)}") for kind, tag in chips)
+    assert "style=" not in html
 
 
 def test_text_classifier_shows_its_labels_with_probabilities(tokenizer):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 import threading
 import time
 from typing import Any, Callable
@@ -14,16 +13,14 @@ import torch
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text
 from bertviz_lab.model.pretraining import MaskingPlan, apply_masking, sample_masking
 from bertviz_lab.trace.targets import predicts_masked_tokens, predicts_next_sentence, split_heads
-from bertviz_lab.widgets.figures.palette import COLORS
-from bertviz_lab.widgets.figures.text import escape, text_width
+from bertviz_lab.widgets.figures.masking import FATES, Chip, MaskingState, masking_figure
+from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.export_bar import ExportBar
-from bertviz_lab.widgets.panels.panel import Panel, chip, legend, notice_html
+from bertviz_lab.widgets.panels.panel import Panel, chip, error_html, legend, notice_html, table
 from bertviz_lab.widgets.panels.running import evaluating
 from bertviz_lab.widgets.panels.text_run import TextRun
 
 LABELLED = {"description_width": "initial"}
-FATES = (("[MASK]", "mask"), ("random", "random"), ("kept", "kept"), ("untouched", "untouched"),
-         ("special / padding", "special"))
 
 
 def format_probability(p: float) -> str:
@@ -177,7 +174,7 @@ class MaskingPreview(Panel):
         try:
             self.follow(self._model_source())
         except (ValueError, TypeError, RuntimeError) as error:
-            self.offer_message.value = f"<span style='color:#d62728'>{escape(error)}</span>"
+            self.offer_message.value = error_html(error)
 
     def _show_offer(self) -> None:
         needed = self._model_source is not None and self.trainer is None and not self.has_mlm_head
@@ -261,8 +258,8 @@ class MaskingPreview(Panel):
         return "untouched", "not selected"
 
     # what is shown -----------------------------------------------------------------------------------------
-    def _cells(self) -> list[tuple[str, str, str, str]]:
-        """(shown text, label under it, fate, tooltip) per position."""
+    def _cells(self) -> list[Chip]:
+        """A chip per position: shown text, the label under it, its fate and its tooltip."""
         original = self.tokenizer.convert_ids_to_tokens(self.inputs["input_ids"][0].tolist())
         shown = self.tokenizer.convert_ids_to_tokens(self.masked_ids[0].tolist())
         cells = []
@@ -270,7 +267,7 @@ class MaskingPreview(Panel):
             fate, title = self._fate(position)
             text = f"{before} → {after}" if fate == "random" else after
             label = before if self.plan.selected[0, position] else ""
-            cells.append((text, label, fate, f"{title}; position {position}"))
+            cells.append(Chip(text, label, fate, f"{title}; position {position}"))
         return cells
 
     def summary(self) -> str:
@@ -306,102 +303,32 @@ class MaskingPreview(Panel):
         return [(str(pos), original[pos], ", ".join(f"{token} {format_probability(p)}" for token, p in top))
                 for pos, top in self.predictions]
 
+    def headers(self) -> tuple[str, str, str]:
+        """The prediction table's column titles."""
+        return ("position", "original", f"top-{self.top_k} predictions")
+
+    def state(self) -> MaskingState:
+        """What the preview shows, as text: the figure is drawn from it."""
+        return MaskingState(title="BERT masking · " + self.settings(), chips=self._cells(), summary=self.summary(),
+                            notice=self.truncation.notice if self.truncation.cut else "", nsp=self.nsp_line(),
+                            note=self.model_note(), headers=self.headers(), rows=self.prediction_rows())
+
     def static_html(self) -> str:
-        """Legend, token chips (label: the original token), counts, NSP and the top-k predictions, escaped."""
-        chips = []
-        for text, label, fate, title in self._cells():
-            foreground = "#111" if fate in ("untouched", "kept") else "#fff"
-            chips.append("<span style='display:inline-flex;flex-direction:column;align-items:center'>"
-                         + chip(text, COLORS[fate], title, foreground)
-                         + "<span style='font-size:10px;color:#555;font-family:monospace'>"
-                         + f"{escape(label) or '&nbsp;'}</span></span>")
-        parts = [notice_html(self.truncation),
-                 legend([(name, COLORS[fate]) for name, fate in FATES]),
-                 f"<div class='bvl-tokens' style='margin:6px 0'>{''.join(chips)}</div>",
-                 f"<div class='bvl-summary'>{escape(self.summary())}</div>"]
+        """Legend, token chips (label: the original token), counts, NSP and the top-k predictions, escaped; styled
+        by views/panels.css's classes."""
+        cells = "".join(f"<span class='bvl-token-cell'>{chip(c.text, c.fate, c.tooltip)}"
+                        f"<span class='bvl-chip-label'>{escape(c.label) or '&nbsp;'}</span></span>"
+                        for c in self._cells())
+        parts = [notice_html(self.truncation), legend([(name, fate) for name, fate in FATES]),
+                 f"<div class='bvl-tokens'>{cells}</div>", f"<div class='bvl-summary'>{escape(self.summary())}</div>"]
         if self.nsp_line():
-            parts.append(f"<div class='bvl-nsp' style='margin-top:4px'>{escape(self.nsp_line())}</div>")
-        note = self.model_note()
-        if note:
-            parts.append(f"<div class='bvl-model-note' style='margin-top:6px;color:#555'>{escape(note)}</div>")
+            parts.append(f"<div class='bvl-nsp'>{escape(self.nsp_line())}</div>")
+        if self.model_note():
+            parts.append(f"<div class='bvl-model-note'>{escape(self.model_note())}</div>")
         if self.predictions:
-            head = "".join(f"<th style='text-align:left;padding:2px 8px'>{escape(h)}</th>"
-                           for h in ("position", "original", f"top-{self.top_k} predictions"))
-            body = "".join("<tr>" + "".join(f"<td style='padding:2px 8px;font-family:monospace'>{escape(c)}</td>"
-                                            for c in row) + "</tr>" for row in self.prediction_rows())
-            parts.append(f"<table class='bvl-predictions' style='border-collapse:collapse;margin-top:6px'>"
-                         f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            parts.append(table(self.headers(), self.prediction_rows(), "bvl-predictions bvl-mono-cells"))
         return "<div class='bvl-masking'>" + "".join(parts) + "</div>"
 
     def to_svg(self, width: int = 900) -> str:
         """The preview as a standalone SVG: title, legend, coloured token chips with labels, counts, predictions."""
-        return MaskingFigure(width).draw(self)
-
-
-class MaskingFigure:
-    """Lays out the preview as SVG, top to bottom; tokens wrap into rows of chips."""
-
-    CHIP_H, LABEL_H, FONT = 18, 13, 12
-
-    def __init__(self, width: int) -> None:
-        self.width, self.right, self.y, self.parts = width, 0.0, 0.0, []
-
-    def line(self, text: str, size: int = 12, color: str = "#222", weight: str = "normal", cls: str = "") -> None:
-        self.y += size + 6
-        self.right = max(self.right, 8 + text_width(text, size))
-        self.parts.append(f'<text class="{cls}" x="8" y="{self.y:g}" font-size="{size}" fill="{color}" '
-                          f'font-weight="{weight}">{escape(text)}</text>')
-
-    def chip(self, x: float, y: float, text: str, label: str, fate: str, tooltip: str) -> float:
-        """One chip at (x, y) with its label below; returns its width."""
-        width = max(text_width(text, self.FONT, True), text_width(label, 10, True)) + 10
-        foreground = "#111" if fate in ("untouched", "kept") else "#fff"
-        self.parts.append(f'<g class="bvl-chip bvl-{fate}"><title>{escape(tooltip)}</title>'
-                          f'<rect x="{x:g}" y="{y:g}" width="{width:.1f}" height="{self.CHIP_H}" rx="4" '
-                          f'fill="{COLORS[fate]}"/><text x="{x + width / 2:.1f}" y="{y + 13:g}" text-anchor="middle" '
-                          f'font-family="monospace" font-size="{self.FONT}" fill="{foreground}">{escape(text)}</text>')
-        if label:
-            self.parts.append(f'<text x="{x + width / 2:.1f}" y="{y + self.CHIP_H + 11:g}" text-anchor="middle" '
-                              f'font-family="monospace" font-size="10" fill="#555">{escape(label)}</text>')
-        self.parts.append("</g>")
-        return width
-
-    def chips(self, cells: list[tuple[str, str, str, str]], with_labels: bool = True) -> None:
-        x, row_h = 8.0, self.CHIP_H + (self.LABEL_H if with_labels else 0) + 4
-        self.y += 6
-        for text, label, fate, tooltip in cells:
-            needed = max(text_width(text, self.FONT, True), text_width(label, 10, True)) + 14
-            if x + needed > self.width - 8 and x > 8:
-                x, self.y = 8.0, self.y + row_h
-            x += self.chip(x, self.y, text, label, fate, tooltip) + 4
-        self.y += row_h
-
-    def table(self, headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-        widths = [max(text_width(r[i], self.FONT, True) for r in [headers, *rows]) + 16 for i in range(len(headers))]
-        for index, row in enumerate([headers, *rows]):
-            self.y += 18
-            x = 8.0
-            for cell, w in zip(row, widths):
-                weight = "bold" if index == 0 else "normal"
-                self.parts.append(f'<text x="{x:g}" y="{self.y:g}" font-family="monospace" font-size="{self.FONT}" '
-                                  f'font-weight="{weight}">{escape(cell)}</text>')
-                x += w
-            self.right = max(self.right, x)
-
-    def draw(self, preview: MaskingPreview) -> str:
-        self.line("BERT masking · " + preview.settings(), 14, weight="bold", cls="bvl-title")
-        if preview.truncation.cut:
-            self.line(preview.truncation.notice, 12, "#a05a00", cls="bvl-truncation-notice")
-        self.chips([(name, "", fate, name) for name, fate in FATES], with_labels=False)
-        self.chips(preview._cells())
-        self.line(preview.summary(), cls="bvl-summary")
-        if preview.nsp_line():
-            self.line(preview.nsp_line(), cls="bvl-nsp")
-        if preview.model_note():
-            self.line(preview.model_note(), 12, "#555", cls="bvl-model-note")
-        if preview.predictions:
-            self.table(("position", "original", f"top-{preview.top_k} predictions"), preview.prediction_rows())
-        width, height = math.ceil(max(self.width, self.right + 8)), math.ceil(self.y + 12)
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '
-                f'viewBox="0 0 {width:g} {height:g}" font-family="sans-serif" class="bvl-masking">'
-                f'<rect width="{width:g}" height="{height:g}" fill="white"/>' + "".join(self.parts) + "</svg>")
+        return masking_figure(self.state(), width)

@@ -9,31 +9,33 @@ import ipywidgets as widgets
 
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text, max_positions  # noqa: F401 (re-exported)
 from bertviz_lab.widgets.figures.export import save_figure
-from bertviz_lab.widgets.figures.palette import COLORS
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.views.front_end import all_css
 
 
-def chip(text: str, background: str, title: str = "", foreground: str = "#111", extra_style: str = "") -> str:
-    """One token as an inline, escaped, coloured box."""
-    return (f'<span class="bvl-chip" title="{escape(title)}" style="display:inline-block;margin:2px;padding:1px 5px;'
-            f'border-radius:4px;font-family:monospace;background:{background};color:{foreground};{extra_style}">'
-            f"{escape(text)}</span>")
+def chip(text: str, kind: str, title: str = "", small: bool = False) -> str:
+    """One token as an inline, escaped box; its colours, ink and outline come from the `bvl-<kind>` class
+    (views/panels.css: the masking fates and the tags bvl-tag-0 to bvl-tag-15)."""
+    size = " bvl-chip-small" if small else ""
+    return f'<span class="bvl-chip bvl-{escape(kind)}{size}" title="{escape(title)}">{escape(text)}</span>'
 
 
 def legend(items: Iterable[tuple[str, str]]) -> str:
-    """A row of (label, colour) swatches."""
-    return "".join(chip(label, color, foreground="#fff" if color not in (COLORS["untouched"],) else "#111")
-                   for label, color in items)
+    """A row of (label, kind) swatches, drawn as the chips of that kind are."""
+    return "<div class='bvl-chip-legend'>" + "".join(chip(label, kind) for label, kind in items) + "</div>"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], css_class: str = "bvl-table") -> str:
-    """A small escaped HTML table."""
-    head = "".join(f"<th style='text-align:left;padding:2px 8px'>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td style='padding:2px 8px'>{escape(c)}</td>" for c in row) + "</tr>"
-                   for row in rows)
-    return (f"<table class='{css_class}' style='border-collapse:collapse'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table>")
+    """A small escaped HTML table (class bvl-table: left-aligned, padded cells in the theme's colours)."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    classes = "bvl-table" if css_class == "bvl-table" else f"bvl-table {escape(css_class)}"
+    return f"<table class='{classes}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def error_html(error: Any) -> str:
+    """An error message as an escaped span in the theme's error colour."""
+    return f"<span class='bvl-error'>{escape(error)}</span>"
 
 
 class Panel(widgets.VBox):
@@ -99,7 +101,6 @@ def notice_html(truncation: Truncation | None) -> str:
     """A truncation's notice as a small escaped banner, '' when nothing was cut (or nothing is known)."""
     if truncation is None or not truncation.cut:
         return ""
-    return ("<div class='bvl-truncation-notice' style='margin:4px 0;padding:2px 8px;border-left:3px solid #ff7f0e;"
-            f"background:#fff6ea;color:#5a3a00'>{escape(truncation.notice)}</div>")
+    return f"<div class='bvl-notice bvl-truncation-notice'>{escape(truncation.notice)}</div>"
 
 

@@ -15,7 +15,7 @@ from bertviz_lab.model.heads import (
     BERTForSequenceClassification,
     BERTForTokenClassification,
 )
-from bertviz_lab.widgets.figures.palette import COLORS, HEAD_COLORS
+from bertviz_lab.widgets.figures.palette import HEAD_COLORS
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.panel import chip
 from bertviz_lab.widgets.panels.running import evaluating
@@ -37,8 +37,9 @@ def _ranked(names: list[str], logits: torch.Tensor, top: int = 3) -> str:
     return " · ".join(f"{escape(names[i])} {float(probs[i]):.2f}" for i in order)
 
 
-def _tag_color(label: str, names: list[str]) -> str:
-    return COLORS["untouched"] if label == OUTSIDE else HEAD_COLORS[names.index(label) % len(HEAD_COLORS)]
+def tag_kind(label: str, names: list[str]) -> str:
+    """The chip kind of a tag (views/panels.css): untouched grey for the outside tag, else one colour per label."""
+    return "untouched" if label == OUTSIDE else f"tag-{names.index(label) % len(HEAD_COLORS)}"
 
 
 def _tags_html(model: torch.nn.Module, tokenizer: Any, encoded: Any, logits: torch.Tensor) -> str:
@@ -52,11 +53,8 @@ def _tags_html(model: torch.nn.Module, tokenizer: Any, encoded: Any, logits: tor
         if is_special:
             continue
         label = names[int(row.argmax())]
-        foreground = "#111" if label == OUTSIDE else "#fff"
-        cells.append("<span style='display:inline-flex;flex-direction:column;align-items:center'>"
-                     + chip(token, COLORS["untouched"], f"{label} {float(row.max()):.2f}")
-                     + chip(label, _tag_color(label, names), foreground=foreground,
-                            extra_style="font-size:10px") + "</span>")
+        cells.append("<span class='bvl-token-cell'>" + chip(token, "untouched", f"{label} {float(row.max()):.2f}")
+                     + chip(label, tag_kind(label, names), small=True) + "</span>")
     return "<div class='bvl-predictions'><b>tags</b> " + "".join(cells) + "</div>"
 
 
