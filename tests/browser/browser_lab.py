@@ -283,17 +283,14 @@ DOM_ERRORS = """() => {
   return found;
 }"""
 
-# The live heatmap (div.bvl-heatmap) says what it drew: its title, size and a digest of its codes, and the canvas
-# shows whether anything was painted.
+# The live heatmap (div.bvl-heatmap-view) says what it drew (heatmap.js's header lists its data- attributes): the
+# title, size and count of drawings shown, whether its figure has a cell area, and the cell read by hover or keys.
 HEATMAP_DRAWN = """(el) => {
-  const canvas = el.querySelector('canvas.bvl-heatmap-cells');
-  let ink = false;
-  if (canvas && canvas.width) {
-    const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-    for (let i = 0; i < data.length; i += 4) if (data[i] < 250 || data[i + 1] < 250) { ink = true; break; }
-  }
-  return {title: el.dataset.title || '', rows: Number(el.dataset.rows || 0), cols: Number(el.dataset.cols || 0),
-          digest: el.dataset.digest || '', draws: Number(el.dataset.draws || 0), ink};
+  const d = el.dataset;
+  return {title: d.title || '', rows: Number(d.rows || 0), cols: Number(d.cols || 0), draws: Number(d.draws || 0),
+          cells: !!el.querySelector('svg.bvl-heatmap .bvl-cells'),
+          cell: d.cellRow === undefined ? null : [Number(d.cellRow), Number(d.cellCol)], weight: d.weight || '',
+          tip: (el.querySelector('.bvl-tooltip') || {}).textContent || ''};
 }"""
 
 CANVAS_INK = """(root) => {
@@ -365,3 +362,89 @@ NOTEBOOK_TO_TOP = """() => {
 
 def strip_ansi(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Static copies and the kernel, as the page holds them.
+
+# The static copies (text/html holding data-bvl-static) in the current notebook's model: what a save writes.
+MODEL_STATIC_COPIES = """() => {
+  const cells = window.jupyterapp.shell.currentWidget.context.model.cells;
+  const found = [];
+  for (let i = 0; i < cells.length; i++) {
+    const outputs = cells.get(i).outputs;
+    if (!outputs) continue;
+    for (let j = 0; j < outputs.length; j++) {
+      const data = outputs.get(j).data || {};
+      const html = Array.isArray(data['text/html']) ? data['text/html'].join('') : data['text/html'];
+      if (typeof html === 'string' && html.includes('data-bvl-static=')) found.push(html);
+    }
+  }
+  return found;
+}"""
+
+# True once the current notebook has no unsaved change (after docmanager:save, the file holds the model).
+NOTEBOOK_SAVED = "() => { const w = window.jupyterapp.shell.currentWidget; return !!w && !w.context.model.dirty; }"
+
+# Run `code` in the current notebook's kernel, outside any cell, and return what it printed.
+KERNEL_PRINTS = """async (code) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const future = kernel.requestExecute({code: code, silent: false, store_history: false});
+  let text = '';
+  future.onIOPub = (msg) => { if (msg.header.msg_type === 'stream') text += msg.content.text; };
+  await future.done;
+  return text;
+}"""
+
+# The live heatmap as its view describes it (data-title) and the text of the figure it shows, for every live one.
+LIVE_HEATMAPS = """() => [...document.querySelectorAll('.jp-OutputArea-output .bvl-heatmap-view')]
+  .filter((view) => view.offsetParent !== null)
+  .map((view) => {
+    const svg = view.querySelector('svg');
+    return {title: view.dataset.title || '', text: svg ? svg.textContent.replace(/\\s+/g, ' ').trim() : ''};
+  })"""
+
+# What a live panel shows about its kernel: the notice line, and its controls (disabled or not).
+KERNEL_NOTICE = """() => {
+  const panel = [...document.querySelectorAll('.jp-OutputArea-output .bvl-panel')]
+    .find((p) => p.offsetParent !== null && !p.parentElement.closest('.bvl-panel'));
+  if (!panel) return null;
+  const notices = [...panel.querySelectorAll(':scope > .bvl-kernel-notice')];
+  const controls = [...panel.querySelectorAll('select, input, button, textarea')];
+  return {notices: notices.map((n) => ({text: n.textContent, role: n.getAttribute('role'),
+                                        visible: n.offsetParent !== null && n.getBoundingClientRect().height > 0})),
+          gone: panel.classList.contains('bvl-kernel-gone'), controls: controls.length,
+          disabled: controls.filter((c) => c.disabled).length,
+          enabled: controls.filter((c) => !c.disabled && !c.closest('[data-bvl-local]'))
+            .map((c) => c.outerHTML.slice(0, 120))};
+}"""
+
+
+def live_heatmap_shows(page: Any, title_part: str, text_part: str = "", timeout_ms: int = 120_000) -> dict:
+    """Wait until a live heatmap's title names `title_part` and its figure holds `text_part`; return what it shows."""
+    handle = page.wait_for_function(
+        """([title, text]) => {
+          const views = (""" + LIVE_HEATMAPS + """)();
+          return views.find((v) => v.title.includes(title) && v.text.includes(text)) || false;
+        }""", arg=[title_part, text_part], timeout=timeout_ms, polling=250)
+    return handle.json_value()
+
+
+def kernel_prints(page: Any, code: str) -> str:
+    """What `code` prints when the page's kernel runs it (no cell, no history)."""
+    return page.evaluate(KERNEL_PRINTS, code)
+
+
+def save_notebook(page: Any, timeout_ms: int = 30_000) -> None:
+    """Save the current notebook and wait until the model says it holds no unsaved change."""
+    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function(NOTEBOOK_SAVED, timeout=timeout_ms, polling=200)
+
+
+def saved_static_copies(notebook: Path) -> list[str]:
+    """The text/html of every static copy in a notebook file, in order."""
+    import nbformat
+
+    node = nbformat.read(notebook, as_version=4)
+    return [output["data"]["text/html"] for cell in node.cells if cell.cell_type == "code"
+            for output in cell.get("outputs", []) if "data-bvl-static=" in output.get("data", {}).get("text/html", "")]

@@ -1,5 +1,6 @@
 """Figures that survive: the workbench after a page reload, in a second tab, reopened without its kernel, in
-Notebook 7, and in nbconvert HTML with and without --execute, in headless Chromium, offline.
+Notebook 7, and in nbconvert HTML with and without --execute, in headless Chromium, offline. Changes made in a
+reloaded page or in a second tab reach the static copy that a save stores.
 
 Each test writes its own small notebook (a Workbench on the default model, then a cell that changes the layer from
 the kernel) into the server's folder, runs it, and compares what is drawn, not merely that something is there.
@@ -7,6 +8,8 @@ the kernel) into the server's folder, runs it, and compares what is drawn, not m
 
 from __future__ import annotations
 
+import hashlib
+import io
 import subprocess
 import sys
 import time
@@ -17,13 +20,18 @@ import nbformat
 import pytest
 from browser_lab import (
     KERNEL_READY,
+    MODEL_STATIC_COPIES,
     RUN_ALL,
     RUN_STATE,
     SCREENSHOTS,
     LabServer,
     allowed_url,
     delete_sessions,
+    kernel_prints,
+    live_heatmap_shows,
     recording_context,
+    save_notebook,
+    saved_static_copies,
 )
 
 from bertviz_lab.widgets.notebook_html import notebook_to_html
@@ -274,3 +282,113 @@ def test_the_export_button_writes_a_file(page, lab_server):
     written = sorted(set(figures.glob("*.svg")) - before)
     assert written, "no figure was written"
     assert written[0].read_text().startswith("<svg") and written[0].stat().st_size > 1000
+
+
+NEW_TEXT = "A small dog slept under the old table."
+KERNEL_COPY_DIGEST = ("import hashlib; "
+                      "print(hashlib.sha256(bench.static_copy.bundle()['text/html'].encode()).hexdigest())")
+# The visible static copy's attention figure, and the live heatmap's figure, as elements to screenshot.
+COPY_ATTENTION_SVG = "[data-bvl-static] details.bvl-tab[data-tab='attention'] svg"
+LIVE_ATTENTION_SVG = ".bvl-heatmap-view svg"
+
+
+def dropdown(page: Any, label: str) -> Any:
+    """The live workbench's dropdown with this label (the attention panel's layer or head)."""
+    return workbench(page).locator(f".widget-dropdown:has(label:text-is('{label}')) select").first
+
+
+def change_text_layer_and_head(page: Any, text: str, layer: int, head: int) -> dict:
+    """In this page, as a person would: type a text and run it, pick a layer, then a head; wait for each to show."""
+    workbench(page).locator("textarea").first.fill(text)
+    workbench(page).locator("button:has-text('Run')").first.click()
+    live_heatmap_shows(page, "", "dog")
+    dropdown(page, "layer").select_option(label=str(layer))
+    live_heatmap_shows(page, f"layer {layer} ·", "dog")
+    dropdown(page, "head").select_option(label=str(head))
+    return live_heatmap_shows(page, f"layer {layer} · head {head} ·", "dog")
+
+
+def model_copy_shows(page: Any, parts: list[str]) -> None:
+    """Wait until the page's notebook model holds a static copy naming every one of `parts`."""
+    page.wait_for_function("(parts) => (" + MODEL_STATIC_COPIES + ")().some((h) => parts.every((p) => h.includes(p)))",
+                           arg=parts, timeout=TIMEOUT_MS, polling=250)
+
+
+def assert_saved_copy_is_the_kernels(page: Any, notebook: Path, parts: list[str]) -> str:
+    """The saved file holds one static copy, naming `parts`, equal to the one the kernel draws now."""
+    copies = saved_static_copies(notebook)
+    assert len(copies) == 1, f"{len(copies)} static copies in {notebook.name}"
+    missing = [part for part in parts if part not in copies[0]]
+    assert not missing, f"the saved copy does not show {missing}"
+    digest = hashlib.sha256(copies[0].encode()).hexdigest()
+    assert digest == kernel_prints(page, KERNEL_COPY_DIGEST).strip(), "the saved copy differs from the kernel's"
+    return copies[0]
+
+
+def same_picture(first: bytes, second: bytes) -> float:
+    """The share of pixels that differ between two PNG screenshots of the same size."""
+    import numpy as np
+    from PIL import Image
+
+    a = np.asarray(Image.open(io.BytesIO(first)).convert("RGB"), dtype=np.int16)
+    b = np.asarray(Image.open(io.BytesIO(second)).convert("RGB"), dtype=np.int16)
+    assert a.shape == b.shape, f"the pictures differ in size: {a.shape} and {b.shape}"
+    return float((np.abs(a - b).max(axis=2) > 8).mean())
+
+
+def reopen_and_check_the_copy(page: Any, server: Any, context: Any, path: str, shown: dict, live_png: bytes,
+                              name: str) -> None:
+    """Shut the kernel down, reopen the notebook on a kernel that knows none of its widgets, and check that the
+    static copy on screen is the last state the live view showed: its title, its text, the same picture."""
+    page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
+    delete_sessions(context, server)
+    open_in_lab(page, server, path)
+    page.wait_for_function("() => (" + STATIC_STATE + ")().shown === 1", timeout=TIMEOUT_MS, polling=250)
+    state = page.evaluate(STATIC_STATE)
+    assert not state["errors"], state
+    tabs = {tab["tab"]: tab for tab in state["tabs"]}
+    assert list(tabs) == ["attention", "masking", "architecture", "training", "device"]
+    assert_every_tab_drawn(tabs)
+    copy_svg = page.locator(COPY_ATTENTION_SVG).first
+    assert shown["title"] in copy_svg.text_content() and "dog" in copy_svg.text_content()
+    assert NEW_TEXT in page.locator("[data-bvl-static] .bvl-workbench > p").first.inner_text()
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}_reopened.png"), full_page=True)
+    differ = same_picture(live_png, copy_svg.screenshot())
+    assert differ < 0.002, f"the reopened copy's figure differs from the live one in {differ:.1%} of its pixels"
+
+
+def test_changes_made_after_a_reload_reach_the_saved_copy(page, lab_server, lab_context):
+    path = write_notebook(lab_server, "changed_after_reload.ipynb")
+    open_in_lab(page, lab_server, path)
+    run_all(page)
+    save_notebook(page)
+    page.reload(wait_until="domcontentloaded")  # JupyterLab forgets the copy's display id
+    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+    shown = change_text_layer_and_head(page, NEW_TEXT, layer=1, head=3)
+    model_copy_shows(page, [shown["title"], "dog"])
+    save_notebook(page)
+    assert_saved_copy_is_the_kernels(page, lab_server.root / path, [shown["title"], "dog", NEW_TEXT])
+    live_png = page.locator(LIVE_ATTENTION_SVG).first.screenshot()
+    reopen_and_check_the_copy(page, lab_server, lab_context, path, shown, live_png, "changed_after_reload")
+    assert not page.errors, page.errors
+
+
+def test_changes_made_in_a_second_tab_reach_the_copy_saved_from_the_first(page, lab_server, lab_context):
+    path = write_notebook(lab_server, "changed_in_second_tab.ipynb")
+    open_in_lab(page, lab_server, path)
+    run_all(page)
+    save_notebook(page)  # the second tab opens what the file holds
+    second = lab_context.new_page()
+    try:
+        open_in_lab(second, lab_server, path)
+        shown = change_text_layer_and_head(second, NEW_TEXT, layer=4, head=7)
+    finally:
+        second.close()
+    assert live_heatmap_shows(page, shown["title"], "dog") == shown  # the first tab's live view follows
+    model_copy_shows(page, [shown["title"], "dog"])
+    save_notebook(page)
+    assert_saved_copy_is_the_kernels(page, lab_server.root / path, [shown["title"], "dog", NEW_TEXT])
+    live_png = page.locator(LIVE_ATTENTION_SVG).first.screenshot()
+    reopen_and_check_the_copy(page, lab_server, lab_context, path, shown, live_png, "changed_in_second_tab")
+    assert not page.errors, page.errors
