@@ -12,7 +12,6 @@ import torch
 from bertviz_lab.model.encoding import Truncation
 from bertviz_lab.trace.hooks import Trace
 from bertviz_lab.widgets.figures import attention_data as D
-from bertviz_lab.widgets.figures.palette import HEAD_COLORS
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.ablation_bar import AblationBar, AblationSource
 from bertviz_lab.widgets.panels.export_bar import ExportBar
@@ -474,27 +473,20 @@ class AttentionPanel(Panel):
     def _draw_head_view(self) -> None:
         queries, keys = self.positions()
         attention = self.attentions[self.layer.value][self.row]
-        index_parts, weight_parts = [], []
         k = min(self.head_view_k, len(keys))
-        for head in range(attention.shape[0]):  # every head: the chips switch heads without the kernel
+        index_parts, weight_parts = [], []
+        for head in range(attention.shape[0]):  # every head: the chips switch heads, and the kernel draws them
             matrix = attention[head].float().numpy()[np.ix_(queries, keys)]
-            index, weight = D.top_lines(matrix, k)
+            index = D.top_lines(matrix, k)[0]
             index_parts.append(index)
-            weight_parts.append(weight)
+            weight_parts.append(np.take_along_axis(matrix, index.astype(np.intp), axis=1))
         tokens = self.info.tokens
         direction = self.direction.value
         title = f"layer {self.layer.value}" + (f" · {direction} (rows are a slice)" if direction != "all" else "")
         if self.special.value == "hide":
             title += " · [CLS]/[SEP] hidden"
-        view = self.head_view
-        with view.hold_sync():  # one message: the front end never draws half-updated data
-            view.query_tokens = [tokens[i] for i in queries]
-            view.key_tokens = [tokens[i] for i in keys]
-            view.num_heads = attention.shape[0]
-            view.colors = [HEAD_COLORS[h % len(HEAD_COLORS)] for h in range(attention.shape[0])]
-            view.k, view.title = k, title
-            view.indices = np.concatenate(index_parts).tobytes()
-            view.weights = np.concatenate(weight_parts).tobytes()
+        self.head_view.show([tokens[i] for i in queries], [tokens[i] for i in keys], np.stack(index_parts),
+                            np.stack(weight_parts), title)
 
     def _draw_model_view(self) -> None:
         special, ablation, show = self.special.value, self.ablation_bar.ablation, self.ablation_bar.show.value
@@ -534,15 +526,8 @@ class AttentionPanel(Panel):
             elif special == "hide":
                 title += " · [CLS]/[SEP] hidden"
             changes = ablation.attention_change(positions).astype(np.float32) if ablation is not None else None
-            view = self.model_view
-            with view.hold_sync():
-                view.num_layers, view.num_heads, view.size = L, H, size
-                view.thumbnails, view.scale, view.zero_code = codes.tobytes(), scale, zero_code
-                view.palette = palette.tobytes()
-                view.bar_ticks, view.bar_title = [list(t) for t in ticks], bar_title
-                view.title, view.hint = title, hint
-                view.changes = b"" if changes is None else changes.tobytes()
-                view.lines = ablation.lines() if ablation is not None else []
+            self.model_view.show(codes, scale, zero_code, palette, ticks, bar_title, title, hint, changes,
+                                 ablation.lines() if ablation is not None else [])
             self._model_view_key = key
         self._marking_selection = True
         try:

@@ -1,144 +1,139 @@
-// The bertviz-style head view: query tokens on the left, key tokens on the right, one line per (query, key) of each
-// shown head, its opacity the weight. The lines of every head of the layer are in the synced state, so the head
-// chips work without the kernel: a click toggles a head, a double click shows that head alone; the choice goes back
-// to Python in `heads`. Hovering a token shows only its lines; clicking a query token (or a line) asks the panel to
-// open the neuron view on that query (and the line's head). Token text is only ever set with textContent.
-const MAX_LABEL_CHARS = 16;
+import { showFigure, redrawScheduler, svgEl } from "./shared.js";
+// The bertviz-style head view. The kernel draws the figure (figures/head_view.py: query tokens left, key tokens right,
+// a line per (query, key) of each shown head) and this module shows it and adds what a pointer and a keyboard do:
+// - a head chip (g.bvl-head-chip[data-head]) clicked, or Enter/Space on it, shows or hides that head; a double click
+//   shows it alone; the choice goes to the kernel in `heads`, which draws again;
+// - a token (text.bvl-token[data-side][data-index]) hovered or focused shows only its lines: the class bvl-hovering on
+//   the figure and bvl-lit on its lines (head_view.css), no kernel round trip;
+// - a query token clicked (or Enter/Space), or a line clicked, asks the panel to open the neuron view on that query
+//   (message {type: "open", query, head}).
+// Data attributes the figure carries for this (and for tests): root data-heads and data-lines; chip data-head and
+// data-on; token data-side and data-index; line groups g[data-head] > g[data-q] > line[data-key]. The figure is parsed
+// as XML (showFigure); the only text set here is a query token's hover hint, with textContent.
 
-function short(token) {
-  return token.length <= MAX_LABEL_CHARS ? token : token.slice(0, MAX_LABEL_CHARS - 1) + "…";
+// The heads shown after a click on `head`'s chip: toggled, in ascending order.
+export function toggledHeads(heads, head) {
+  const next = heads.includes(head) ? heads.filter((h) => h !== head) : [...heads, head];
+  return next.sort((a, b) => a - b);
+}
+
+// The CSS selector of the lines of a token: a query row's lines, or the lines ending at a key row.
+export function linesOf(side, index) {
+  const at = Number(index);
+  if (!Number.isInteger(at) || at < 0) throw new RangeError(`token index must be a whole number >= 0, got ${index}`);
+  if (side === "query") return `g.bvl-head-lines > g[data-q="${at}"] > line`;
+  if (side === "key") return `g.bvl-head-lines line[data-key="${at}"]`;
+  throw new RangeError(`side must be "query" or "key", got ${side}`);
+}
+
+// What activating an element of the figure does: {toggle: head}, {open: {query, head}}, or null (nothing).
+// `target` is an element's data: {kind: "chip"|"token"|"line", head, side, index, query}; `shown` the heads on.
+export function action(target, shown) {
+  if (!target) return null;
+  if (target.kind === "chip") return { toggle: target.head };
+  if (target.kind === "token" && target.side === "query") {
+    return { open: { query: target.index, head: shown.length ? Math.min(...shown) : -1 } };
+  }
+  if (target.kind === "line") return { open: { query: target.query, head: target.head } };
+  return null;
+}
+
+// The element of the figure an event landed on, as action() reads it (null: none that does anything).
+function targetOf(node) {
+  const element = node && node.closest ? node : null;
+  if (!element) return null;
+  const chip = element.closest("g.bvl-head-chip");
+  if (chip) return { kind: "chip", head: Number(chip.dataset.head), node: chip };
+  const token = element.closest("text.bvl-token");
+  if (token) return { kind: "token", side: token.dataset.side, index: Number(token.dataset.index), node: token };
+  if (element.tagName === "line") {
+    const row = element.parentNode, head = row && row.parentNode;
+    if (row && head && row.dataset && head.dataset) {
+      return { kind: "line", query: Number(row.dataset.q), head: Number(head.dataset.head), node: element };
+    }
+  }
+  return null;
 }
 
 function render({ model, el }) {
   const root = document.createElement("div");
-  root.className = "bvl-head-view";
-  root.style.cssText = "font: 12px monospace; position: relative;";
-  const title = document.createElement("div");
-  title.className = "bvl-title";
-  title.style.cssText = "font: bold 14px system-ui, sans-serif; margin: 4px 0;";
-  const note = document.createElement("div");
-  note.className = "bvl-note";
-  note.style.cssText = "font: 12px system-ui, sans-serif; color: #555;";
-  const chips = document.createElement("div");
-  chips.className = "bvl-head-legend";
-  chips.title = "click: show or hide a head · double click: only this head";
-  const scroller = document.createElement("div");
-  scroller.style.cssText = "overflow: auto; max-height: 640px;";
-  root.append(title, note, chips, scroller);
+  root.className = "bvl-view bvl-head-view";
   el.appendChild(root);
+  let figure = null;
+  let refocus = null; // after a redraw, the chip or token the keyboard was on gets the focus back
 
-  function setHeads(heads) {
-    model.set("heads", heads);
-    model.save_changes();
+  function activate(target) {
+    const what = action(target, model.get("heads"));
+    if (!what) return;
+    if (what.toggle !== undefined) {
+      model.set("heads", toggledHeads(model.get("heads"), what.toggle));
+      model.save_changes();
+    } else if (what.open) {
+      model.send({ type: "open", query: what.open.query, head: what.open.head });
+    }
   }
 
-  function drawChips(numHeads, shown, colors) {
-    chips.replaceChildren();
-    for (let h = 0; h < numHeads; h++) {
-      const on = shown.includes(h), color = colors[h % colors.length];
-      const chip = document.createElement("button");
-      chip.type = "button";
-      chip.className = "bvl-head-chip" + (on ? " bvl-on" : "");
-      chip.dataset.head = h;
-      chip.textContent = "head " + h;
-      chip.setAttribute("aria-pressed", on ? "true" : "false");
-      chip.style.cssText = "margin: 2px; padding: 1px 6px; border-radius: 4px; cursor: pointer; font: 12px " +
-        "system-ui, sans-serif; border: 2px solid " + color + "; background: " + (on ? color : "#fff") +
-        "; color: " + (on ? "#fff" : "#333") + ";";
-      // Two clicks toggle twice (no net change) before the double click isolates the head.
-      chip.addEventListener("click", () => {
-        const now = model.get("heads");
-        setHeads(now.includes(h) ? now.filter((x) => x !== h) : [...now, h].sort((a, b) => a - b));
-      });
-      chip.addEventListener("dblclick", () => setHeads([h]));
-      chips.appendChild(chip);
-    }
+  function highlight(target) {
+    if (!figure) return;
+    for (const lit of figure.querySelectorAll(".bvl-lit")) lit.classList.remove("bvl-lit");
+    figure.classList.toggle("bvl-hovering", Boolean(target));
+    if (!target) return;
+    target.node.classList.add("bvl-lit");
+    for (const line of figure.querySelectorAll(linesOf(target.side, target.index))) line.classList.add("bvl-lit");
   }
 
   function draw() {
-    const queries = model.get("query_tokens"), keys = model.get("key_tokens");
-    const numHeads = model.get("num_heads"), colors = model.get("colors"), k = model.get("k");
-    const shown = [...model.get("heads")].sort((a, b) => a - b);
-    const box = model.get("geometry");
-    const idxRaw = bytes(model.get("indices"));
-    const idx = new Uint16Array(idxRaw.slice().buffer);
-    const w = bytes(model.get("weights"));
-    title.textContent = model.get("title") + " · head" + (shown.length === 1 ? " " : "s ") +
-      (shown.length ? shown.join(", ") : "none (click a head)");
-    drawChips(numHeads, shown, colors);
-    scroller.replaceChildren();
-    const { row_h: rowH, col_w: colW, gap, top, min_weight: minWeight } = box;
-    const svg = document.createElementNS(SVG_NS, "svg");
-    svg.setAttribute("width", colW * 2 + gap);
-    svg.setAttribute("height", top * 2 + Math.max(queries.length, keys.length, 1) * rowH);
-    scroller.appendChild(svg);
-    const lines = svgEl(svg, "g", { class: "bvl-lines" });
-    lines.style.cursor = "pointer";
-    lines.addEventListener("click", (event) => {
-      const line = event.target.closest("line");
-      if (line) model.send({ type: "open", query: Number(line.dataset.q), head: Number(line.dataset.head) });
-    });
-    const all = [];
-    // opacity: weight ÷ the strongest line shown, so diffuse heads at long inputs (weights ~1/n) stay visible
-    let strongest = 0;
-    for (const h of shown) {
-      for (let at = h * queries.length * k; at < (h + 1) * queries.length * k && h < numHeads; at++) {
-        strongest = Math.max(strongest, w[at]);
-      }
+    figure = showFigure(root, model.get("svg"));
+    if (!figure) return;
+    for (const chip of figure.querySelectorAll("g.bvl-head-chip")) {
+      chip.setAttribute("tabindex", "0");
+      chip.setAttribute("role", "button");
+      chip.setAttribute("aria-pressed", chip.dataset.on === "true" ? "true" : "false");
+      chip.setAttribute("aria-label", `head ${chip.dataset.head}: show or hide (double click: this head alone)`);
     }
-    note.textContent = strongest ? `line opacity: attention weight ÷ ${(strongest / 255).toFixed(3)} (the ` +
-      `strongest line shown); the ${k} strongest keys of each query` : "";
-    for (const h of shown) {
-      if (h >= numHeads) continue;
-      for (let q = 0; q < queries.length; q++) {
-        for (let j = 0; j < k; j++) {
-          const at = (h * queries.length + q) * k + j, weight = w[at] / strongest;
-          if (!(weight >= minWeight)) continue;
-          const line = svgEl(lines, "line", { x1: colW, y1: top + (q + 0.5) * rowH, x2: colW + gap,
-            y2: top + (idx[at] + 0.5) * rowH, stroke: colors[h % colors.length], "stroke-width": 2,
-            "stroke-opacity": weight.toFixed(3) });
-          line.dataset.q = q; line.dataset.key = idx[at]; line.dataset.head = h;
-          all.push(line);
-        }
-      }
+    for (const token of figure.querySelectorAll("text.bvl-token")) {
+      token.setAttribute("tabindex", "0");
+      if (token.dataset.side !== "query") continue;
+      token.setAttribute("role", "button");
+      const title = token.querySelector("title") || svgEl(token, "title", {}, "");
+      title.textContent = (title.textContent ? title.textContent + " · " : "") + "click: open the neuron view";
     }
-    function label(token, x, i, anchor, side) {
-      const text = svgEl(svg, "text", { x, y: top + (i + 0.5) * rowH + 4, "text-anchor": anchor,
-        class: "bvl-token bvl-" + side }, short(token));
-      svgEl(text, "title", {}, `${side} ${i}: ${token}` + (side === "query" ? " · click: open the neuron view" : ""));
-      text.style.cursor = side === "query" ? "pointer" : "default";
-      if (side === "query") {
-        text.addEventListener("click", () => model.send({ type: "open", query: i, head: shown.length ? shown[0] : -1 }));
-      }
-      text.addEventListener("mouseenter", () => {
-        for (const line of all) {
-          const mine = side === "query" ? line.dataset.q == i : line.dataset.key == i;
-          line.style.display = mine ? "" : "none";
-        }
-        text.style.fontWeight = "bold";
-      });
-      text.addEventListener("mouseleave", () => {
-        for (const line of all) line.style.display = "";
-        text.style.fontWeight = "";
-      });
+    if (refocus) {
+      const again = figure.querySelector(refocus);
+      if (again) again.focus();
+      refocus = null;
     }
-    queries.forEach((token, i) => label(token, colW - 6, i, "end", "query"));
-    keys.forEach((token, i) => label(token, colW + gap + 6, i, "start", "key"));
-    root.dataset.heads = shown.join(",");
-    root.dataset.lines = all.length;
   }
 
-  let pending = false;
-  function schedule() {
-    if (pending) return;
-    pending = true;
-    queueMicrotask(() => { pending = false; draw(); });
-  }
-  const names = ["query_tokens", "key_tokens", "num_heads", "heads", "colors", "k", "indices", "weights", "title",
-    "geometry"];
-  for (const name of names) model.on("change:" + name, schedule);
+  root.addEventListener("click", (event) => activate(targetOf(event.target)));
+  root.addEventListener("dblclick", (event) => {
+    const target = targetOf(event.target);
+    if (target && target.kind === "chip") {
+      model.set("heads", [target.head]);
+      model.save_changes();
+    }
+  });
+  root.addEventListener("keydown", (event) => {
+    if (event.key !== "Enter" && event.key !== " ") return;
+    const target = targetOf(event.target);
+    if (!target || target.kind === "line") return;
+    event.preventDefault();
+    if (target.kind === "chip") refocus = `g.bvl-head-chip[data-head="${target.head}"]`;
+    activate(target);
+  });
+  const hover = (event) => {
+    const target = targetOf(event.target);
+    highlight(target && target.kind === "token" ? target : null);
+  };
+  root.addEventListener("mouseover", hover);
+  root.addEventListener("focusin", hover);
+  root.addEventListener("mouseleave", () => highlight(null));
+  root.addEventListener("focusout", () => highlight(null));
+
+  const schedule = redrawScheduler(draw);
+  model.on("change:svg", schedule);
   draw();
-  return () => { for (const name of names) model.off("change:" + name, schedule); };
+  return () => model.off("change:svg", schedule);
 }
 
 export default { render };

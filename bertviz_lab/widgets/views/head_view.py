@@ -1,52 +1,66 @@
-"""The bertviz-style head view in the browser: query tokens left, key tokens right, a line per weight."""
+"""The bertviz-style head view in the browser: the drawing of figures.head_view, and the heads its chips choose."""
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import anywidget
 import numpy as np
 import traitlets
 
-from bertviz_lab.widgets.figures.heatmap import (
-    NOTE_FONT,
-    _label,
-)
-from bertviz_lab.widgets.figures.text import escape, short_token
+from bertviz_lab.widgets.figures import head_view as figure
 from bertviz_lab.widgets.views.front_end import css, esm
-
-
-def _array(buffer: bytes | memoryview, dtype: Any) -> np.ndarray:
-    return np.frombuffer(bytes(buffer), dtype=dtype)
 
 
 class HeadView(anywidget.AnyWidget):
     """Query tokens on the left, key tokens on the right, a line per (query, key) per shown head; opacity = weight.
 
-    The lines of every head are sent once; the head chips in the browser toggle `heads` (click) or isolate one
-    (double click) without a round trip, and Python sees the choice in `heads`.
+    The browser gets the drawing (`svg`) and the heads shown (`heads`): a chip clicked there changes `heads`, and
+    the kernel draws again; hovering a token only dims the other lines. The lines' data stays in the kernel.
     """
 
     _esm = esm("head_view.js")
     _css = css("head_view")
-    query_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    key_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    num_heads = traitlets.Int(0).tag(sync=True)
+    svg = traitlets.Unicode("").tag(sync=True)  # the figure: exactly what to_svg() returns
     heads = traitlets.List(traitlets.Int()).tag(sync=True)  # the heads shown, chosen with the chips
-    colors = traitlets.List(traitlets.Unicode()).tag(sync=True)  # one per head of the layer
-    k = traitlets.Int(1).tag(sync=True)
-    indices = traitlets.Bytes(b"").tag(sync=True)  # uint16 (num_heads, queries, k), positions in key_tokens
-    weights = traitlets.Bytes(b"").tag(sync=True)  # uint8 (num_heads, queries, k), 255 = probability 1
-    title = traitlets.Unicode("").tag(sync=True)
-    geometry = traitlets.Dict({"row_h": 18, "col_w": 150, "gap": 180, "top": 8, "min_weight": 0.01}).tag(sync=True)
+    # what is drawn, kept in the kernel (not sent): the panel and the tests read it
+    num_heads = traitlets.Int(0)
+    query_tokens = traitlets.List(traitlets.Unicode())
+    key_tokens = traitlets.List(traitlets.Unicode())
+    title = traitlets.Unicode("")
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._open_listeners: list[Any] = []
+        self._indices = np.zeros((0, 0, 1), np.uint16)
+        self._weights = np.zeros((0, 0, 1), np.float32)
+        self._open_listeners: list[Callable[[int, int], None]] = []
         self.on_msg(self._front_end_message)
+        self.observe(lambda _: self._draw(), names="heads")
 
-    def on_open(self, callback: Any) -> None:
+    @property
+    def k(self) -> int:
+        """How many keys each query keeps a line to."""
+        return self._indices.shape[-1]
+
+    def show(self, query_tokens: Sequence[str], key_tokens: Sequence[str], indices: np.ndarray, weights: np.ndarray,
+             title: str) -> None:
+        """Draw a layer's lines: indices and weights (num_heads, queries, k), each query's k strongest keys."""
+        indices, weights = np.asarray(indices), np.asarray(weights, dtype=np.float32)
+        if indices.ndim != 3 or indices.shape != weights.shape or indices.shape[1] != len(query_tokens):
+            raise ValueError(f"indices {indices.shape} and weights {weights.shape} must both be (heads, "
+                             f"{len(query_tokens)} queries, k)")
+        if indices.size and int(indices.max()) >= len(key_tokens):
+            raise ValueError(f"a line points at key {int(indices.max())}, but there are {len(key_tokens)} key tokens")
+        self._indices, self._weights = indices, weights
+        self.query_tokens, self.key_tokens, self.title = list(query_tokens), list(key_tokens), title
+        self.num_heads = indices.shape[0]
+        self._draw()
+
+    def _draw(self) -> None:
+        self.svg = figure.head_view_svg(self.query_tokens, self.key_tokens, self._indices, self._weights,
+                                        self.heads, self.title) if self.num_heads else ""
+
+    def on_open(self, callback: Callable[[int, int], None]) -> None:
         """Call `callback(query_index, head)` when a query token (head: the first shown, or -1) or a line is clicked:
         the panel opens the neuron view there."""
         self._open_listeners.append(callback)
@@ -62,71 +76,21 @@ class HeadView(anywidget.AnyWidget):
             callback(query, head)
 
     def lines(self) -> tuple[np.ndarray, np.ndarray]:
-        """Decoded (indices, weights 0..1), each (num_heads, queries, k)."""
-        shape = (self.num_heads, len(self.query_tokens), self.k)
-        return (_array(self.indices, np.uint16).reshape(shape),
-                _array(self.weights, np.uint8).reshape(shape).astype(np.float64) / 255)
+        """The lines of every head of the layer: (key indices, weights), each (num_heads, queries, k)."""
+        return self._indices, self._weights
 
     def strongest(self) -> float:
         """The largest weight among the shown heads' lines: line opacity is weight ÷ this."""
-        if not self.num_heads or not self.heads or not len(self.query_tokens):
-            return 0.0
-        return float(self.lines()[1][sorted(h for h in self.heads if h < self.num_heads)].max(initial=0.0))
+        return figure.strongest(self._weights, self.heads)
 
     def note(self) -> str:
-        """How to read the lines (the view shows the same under its title)."""
-        strongest = self.strongest()
-        if not strongest:
-            return ""
-        return (f"line opacity: attention weight ÷ {strongest:.3f} (the strongest line shown); the {self.k} strongest "
-                "keys of each query")
+        """How to read the lines (the drawing shows it under its title)."""
+        return figure.head_view_note(self._weights, [h for h in self.heads if h < self.num_heads])
 
     def full_title(self) -> str:
-        """The title as the view shows it: layer, pair direction, the heads on."""
-        heads = ", ".join(str(h) for h in sorted(self.heads)) or "none (click a head)"
-        return f"{self.title} · head{'s' if len(self.heads) != 1 else ''} {heads}"
+        """The title as drawn: layer, pair direction, the heads on."""
+        return figure.head_view_title(self.title, [h for h in self.heads if 0 <= h < self.num_heads])
 
     def to_svg(self) -> str:
-        """The head view as a standalone SVG document: chips of the shown heads, token columns, lines."""
-        box = self.geometry
-        row_h, col_w, gap, min_weight = box["row_h"], box["col_w"], box["gap"], box["min_weight"]
-        queries, keys = self.query_tokens, self.key_tokens
-        heads = sorted(h for h in self.heads if h < self.num_heads)
-        chips_y, top = 30 + NOTE_FONT + 8, 52 + NOTE_FONT + 8 + box["top"]
-        note, strongest = self.note(), self.strongest()
-        width = max(col_w * 2 + gap, math.ceil(len(self.full_title()) * 7.6) + 20, 16 + 64 * len(heads),
-                    math.ceil(len(note) * 6.4) + 20)
-        height = top + max(len(queries), len(keys), 1) * row_h + box["top"]
-        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-head-view" width="{width}" height="{height}" '
-                 f'font-family="monospace" font-size="12"><rect width="100%" height="100%" fill="#fff"/>'
-                 f'<text class="bvl-title" x="8" y="20" font-size="14" font-family="sans-serif" font-weight="bold">'
-                 f"{escape(self.full_title())}</text>"
-                 f'<text class="bvl-note" x="8" y="{20 + NOTE_FONT + 6}" font-size="{NOTE_FONT}" '
-                 f'font-family="sans-serif" fill="#555">{escape(note)}</text>']
-        for slot, head in enumerate(heads):
-            x = 8 + 64 * slot
-            parts.append(f'<g class="bvl-head-chip"><rect x="{x}" y="{chips_y}" width="58" height="16" rx="4" '
-                         f'fill="{escape(self.colors[head % len(self.colors)])}"/><text x="{x + 29}" '
-                         f'y="{chips_y + 12}" text-anchor="middle" fill="#fff" font-family="sans-serif">head {head}'
-                         "</text></g>")
-        index, weight = self.lines() if self.num_heads else (np.zeros((0, 0, 0)), np.zeros((0, 0, 0)))
-        parts.append('<g class="bvl-lines">')
-        for head in heads if strongest else ():
-            color = escape(self.colors[head % len(self.colors)])
-            parts.append(f'<g stroke="{color}" stroke-width="2">')
-            for q in range(len(queries)):
-                for j in range(self.k):
-                    w = weight[head, q, j] / strongest
-                    if not w >= min_weight:
-                        continue
-                    y1, y2 = top + (q + 0.5) * row_h, top + (int(index[head, q, j]) + 0.5) * row_h
-                    parts.append(f'<line x1="{col_w}" y1="{y1:g}" x2="{col_w + gap}" y2="{y2:g}" '
-                                 f'stroke-opacity="{w:.3f}"/>')
-            parts.append("</g>")
-        parts.append("</g>")
-        for side, tokens, x, anchor in (("query", queries, col_w - 6, "end"), ("key", keys, col_w + gap + 6, "start")):
-            for i, token in enumerate(tokens):
-                parts.append(f'<text class="bvl-token bvl-{side}" x="{x}" y="{top + (i + 0.5) * row_h + 4:g}" '
-                             f'text-anchor="{anchor}">{_label(short_token(token), token)}</text>')
-        parts.append("</svg>")
-        return "".join(parts)
+        """The head view as a standalone SVG document: the same drawing the browser shows."""
+        return self.svg
