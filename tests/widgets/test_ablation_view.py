@@ -1,6 +1,7 @@
 """Head ablation in the model view: a head clicked off runs the text again under trace.ablate, the attention and the
-predictions before → after equal what ablate() gives directly, the thumbnails and badges show the change, reset
-brings every head back, and the model keeps no hook."""
+predictions before → after equal what ablate() gives directly, the drawing (the one the browser shows, the static copy
+and exports hold) marks the heads off and its thumbnails and badges show the change, reset brings every head back, and
+the model keeps no hook."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from attention_figures import assert_themed_drawing, groups, texts, thumbnails
 from widgets_testlib import XSS, assert_safe_html, tiny_config
 
 from bertviz_lab.model import BERT
@@ -18,12 +20,12 @@ from bertviz_lab.model.hook_points import hook_points
 from bertviz_lab.trace import ablate, trace
 from bertviz_lab.widgets import AttentionPanel, Workbench
 from bertviz_lab.widgets.figures import attention_data as D
+from bertviz_lab.widgets.figures.model_view import badge_text
 from bertviz_lab.widgets.views.model_view import ModelView
 
 TEXT_A = "The cat sat on the [MASK]."
 TEXT_B = 'It was "warm" there.'
 OFF = [[0, 1], [1, 2]]  # what the browser sends after two clicks in "switch it off" mode
-SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture
@@ -51,6 +53,13 @@ def direct(model, tokenizer, heads, mode):
     return encoded, runs
 
 
+def drawn(view: ModelView) -> np.ndarray:
+    """The thumbnails as the drawing shows them, turned back into weights (or changes) with the kernel's scale."""
+    codes, palette = thumbnails(view.to_svg())
+    assert (palette == np.frombuffer(view.palette, np.uint8).reshape(256, 3)).all()
+    return (np.minimum(codes.astype(np.float64), D.TOP_CODE) - view.zero_code) * view.scale
+
+
 def top3(tokenizer, logits, position):
     probs = torch.softmax(logits[0, position].float(), -1)
     best = probs.topk(3)
@@ -62,6 +71,7 @@ def test_heads_clicked_off_rerun_under_ablate_and_match_it(panel, mode):
     model, tokenizer = panel.model, panel.tokenizer
     bar, view = panel.ablation_bar, panel.model_view
     assert bar.ablation is None and view.changes == b"" and view.lines == []
+    assert ET.fromstring(view.svg).get("data-ablated") == "" and not groups(view.svg, "bvl-ablated")
     bar.click.value = "ablate"
     assert view.click_mode == "ablate"  # the front end now toggles heads instead of opening them
     bar.mode.value = mode
@@ -90,6 +100,7 @@ def test_heads_clicked_off_rerun_under_ablate_and_match_it(panel, mode):
     summary = bar.summary.value
     assert f"2 heads off ({mode})" in summary and "L0 H1, L1 H2" in summary
     assert html.escape(view.lines[0], quote=False) not in summary  # said once, in the view (and its SVG)
+    assert texts(view.svg, "bvl-ablation-line") == view.lines
     assert no_hooks(model)
 
 
@@ -100,34 +111,44 @@ def test_thumbnails_show_the_change_and_badges_say_how_much(panel):
     T = len(panel.trace.tokens[0])
     before = np.stack([a[0].numpy() for a in ablation.before.attentions])  # (L, H, T, T)
     after = np.stack([a[0].numpy() for a in ablation.after.attentions])
-    # "change" (the default): after − before on a diverging scale centred at code 127
+    # "change" (the default): after − before on a diverging scale centred at code 127, in the drawing's pixels
     assert bar.show.value == "change" and view.zero_code == D.ZERO_CODE
     assert view.palette == D.DIVERGING.tobytes() and view.size == T
-    np.testing.assert_allclose(view.decoded(), after - before, atol=view.scale / 2 + 1e-7)
+    np.testing.assert_allclose(drawn(view), after - before, atol=view.scale / 2 + 1e-7)
     assert "change with 2 head(s) off (zero)" in view.title and view.bar_title.startswith("change in attention")
+    assert texts(view.svg, "bvl-title") == [view.title] and texts(view.svg, "bvl-colorbar-title") == [view.bar_title]
     # badges: half the L1 distance per query row, averaged; layer 0's maps come before any head is off
     changes = view.head_changes()
     expected = 0.5 * np.abs(after - before).sum(-1).mean(-1)
     np.testing.assert_allclose(changes, expected, atol=1e-6)
     assert (changes[0] == 0).all() and (changes[1:] > 0).all()
+    for thumb in groups(view.svg, "bvl-thumb"):  # what hover reads, without the kernel
+        layer, head = int(thumb.get("data-layer")), int(thumb.get("data-head"))
+        assert float(thumb.get("data-change")) == pytest.approx(changes[layer, head], abs=5e-5)
+        assert (thumb.get("data-off") == "true") == ([layer, head] in OFF)
     # "attention after": the maps with the heads off under one sequential scale
     bar.show.value = "after"
     assert view.zero_code == 0 and view.palette == D.PALETTE.tobytes()
     special = np.array([t in ("[CLS]", "[SEP]") for t in panel.trace.tokens[0]])
     assert view.scale == pytest.approx(after[..., ~special, :][..., ~special].max() / D.TOP_CODE, rel=1e-6)
-    np.testing.assert_allclose(view.decoded(), np.minimum(after, view.scale * D.TOP_CODE), atol=view.scale / 2 + 1e-7)
+    np.testing.assert_allclose(drawn(view), np.minimum(after, view.scale * D.TOP_CODE), atol=view.scale / 2 + 1e-7)
     assert "attention with 2 head(s) off (zero)" in view.title
-    # the SVG (export and static copy) marks the heads off, the badges and the prediction lines
+    # the drawing (live view, static copy, export) marks the heads off, the badges and the prediction lines
     bar.show.value = "change"
     view.badge_min = 1e-5  # a random tiny model's heads barely move: badge every head that moved at all
-    root = ET.fromstring(panel.to_svg())
-    groups = [g.get("class") for g in root.iter(f"{SVG}g")]
-    assert groups.count("bvl-ablated") == 2
+    svg = panel.to_svg()
+    assert svg == view.svg and svg in panel.static_html()
+    root = ET.fromstring(svg)
+    assert root.get("data-ablated") == "0:1,1:2"
+    marked = [(int(g.get("data-layer")), int(g.get("data-head"))) for g in groups(svg, "bvl-thumb")
+              if [child for child in g if "bvl-ablated" in (child.get("class") or "")]]
+    assert marked == [(0, 1), (1, 2)] and texts(svg, "bvl-ink-white").count("off") == 2
     badged = [(layer, head) for layer in range(3) for head in range(4)
               if changes[layer, head] >= view.badge_min and [layer, head] not in OFF]
-    assert groups.count("bvl-badge") == len(badged) == 2 * 4 - 1
-    lines = ["".join(t.itertext()) for t in root.iter(f"{SVG}text") if t.get("class") == "bvl-ablation-line"]
-    assert lines == view.lines
+    assert len(groups(svg, "bvl-badge")) == len(badged) == int(root.get("data-badges")) == 2 * 4 - 1
+    assert sorted(t for t in texts(svg, "bvl-ink-black")) == sorted(badge_text(changes[b]) for b in badged)
+    assert texts(svg, "bvl-ablation-line") == view.lines
+    assert assert_themed_drawing(svg, "model-view") == 2 + len(badged)  # "off" and the badges: their own ink
     assert panel.export_bar.name == "attention-model-view-2-heads-off"
 
 
@@ -140,7 +161,9 @@ def test_reset_restores_every_head_and_leaves_no_hook(panel):
     bar.reset.click()
     assert view.ablated == [] and bar.ablation is None
     assert (view.thumbnails, view.title, view.scale) == original and view.changes == b"" and view.lines == []
-    np.testing.assert_allclose(view.decoded(), np.minimum(maps, view.scale * D.TOP_CODE), atol=view.scale / 2 + 1e-7)
+    np.testing.assert_allclose(drawn(view), np.minimum(maps, view.scale * D.TOP_CODE), atol=view.scale / 2 + 1e-7)
+    assert ET.fromstring(view.svg).get("data-ablated") == "" and not groups(view.svg, "bvl-ablated")
+    assert not groups(view.svg, "bvl-badge") and not texts(view.svg, "bvl-ablation-line")
     assert "all heads on" in bar.summary.value
     assert no_hooks(panel.model)
     # a click in "open it" mode still opens the head as the heatmap
@@ -211,8 +234,8 @@ def test_model_view_pools_differences_of_long_inputs(tokenizer):
     ablation = panel.ablation_bar.ablation
     diff = torch.stack([(b[0] - a[0]) for a, b in zip(ablation.before.attentions, ablation.after.attentions)])
     pooled = F.adaptive_avg_pool2d(diff.flatten(0, 1).unsqueeze(1), 24).squeeze(1).view(2, 2, 24, 24).numpy()
-    np.testing.assert_allclose(view.decoded(), pooled, atol=view.scale / 2 + 1e-7)
-    assert "each cell the mean of" in view.hint
+    np.testing.assert_allclose(drawn(view), pooled, atol=view.scale / 2 + 1e-7)
+    assert "each cell the mean of" in view.hint and texts(view.svg, "bvl-note") == [view.hint]
 
 
 def test_predicted_tokens_are_escaped_in_the_figure(xss_model, xss_tokenizer):
@@ -220,10 +243,10 @@ def test_predicted_tokens_are_escaped_in_the_figure(xss_model, xss_tokenizer):
     panel.model_view.ablated = [[0, 1]]
     assert panel.model_view.lines[0].startswith(f"[MASK] at 2: {XSS} ")  # sent whole: the browser sets textContent
     svg = panel.to_svg()
-    ET.fromstring(svg)
+    assert texts(svg, "bvl-ablation-line")[0] == panel.model_view.lines[0]  # the XML decodes to the token itself
     assert_safe_html(svg)
     assert_safe_html(panel.static_html())
     assert_safe_html(panel.ablation_bar.summary.value, must_show=None)
     panel.view.value = "neuron view"
     assert XSS in panel.neuron_view.key_tokens
-    assert_safe_html(panel.to_svg())
+    assert_safe_html(panel.to_svg(), must_show=None)  # the neuron view cuts the key's label short

@@ -8,6 +8,7 @@ import ipywidgets as widgets
 import numpy as np
 import pytest
 import torch
+from attention_figures import SVG, assert_themed_drawing, groups, head_lines, thumbnails, tokens
 from heatmap_drawing import drawn_colours, texts
 from payload import sent_messages, state_bytes
 from widgets_testlib import tiny_config
@@ -17,6 +18,7 @@ from bertviz_lab.trace import attention_rollout, trace
 from bertviz_lab.widgets import AttentionPanel
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.export import themed
+from bertviz_lab.widgets.figures.head_view import MIN_OPACITY, head_color
 from bertviz_lab.widgets.panels.attention import trace_text
 from bertviz_lab.widgets.views.front_end import all_css
 from bertviz_lab.widgets.views.head_view import HeadView
@@ -222,7 +224,7 @@ def test_padded_batch_row_leaves_padding_out(tokenizer, backbone):
     assert "[PAD]" not in panel.heatmap.col_tokens
     assert_shows(panel, recorded.attention(2)[0, 1, :real, :real].numpy())
     panel.view.value = "model view"
-    assert len(panel.model_view.thumbnails) == 3 * 4 * real * real  # thumbnails of the real tokens only
+    assert thumbnails(panel.model_view.svg)[0].shape == (3, 4, real, real)  # thumbnails of the real tokens only
 
 
 def test_hover_reads_the_weights_the_view_holds(pair_panel):
@@ -278,24 +280,37 @@ def test_export_writes_the_view_on_screen(pair_panel, tmp_path, monkeypatch):
 
 
 # head view ----------------------------------------------------------------------------------------------
-def decoded_head_view(view: HeadView) -> tuple[np.ndarray, np.ndarray]:
-    shape = (view.num_heads, len(view.query_tokens), view.k)
-    return (np.frombuffer(view.indices, dtype=np.uint16).reshape(shape),
-            np.frombuffer(view.weights, dtype=np.uint8).reshape(shape))
-
-
 def check_head_view(panel: AttentionPanel, layer: int, queries: list[int], keys: list[int]) -> None:
+    """The head view keeps every head's k strongest keys per query, and draws a line per kept (query, key) of each
+    shown head whose opacity is the weight ÷ the strongest shown (the faintest left out), with the tokens in order."""
     view = panel.head_view
-    tokens = panel.trace.tokens[0]
-    assert view.query_tokens == [tokens[i] for i in queries] and view.key_tokens == [tokens[i] for i in keys]
+    tokens_ = panel.trace.tokens[0]
+    assert view.query_tokens == [tokens_[i] for i in queries] and view.key_tokens == [tokens_[i] for i in keys]
+    svg = panel.to_svg()
+    assert svg == view.svg
+    assert tokens(svg, "query") == [tokens_[i] for i in queries] and tokens(svg, "key") == [tokens_[i] for i in keys]
     assert view.k == min(panel.head_view_k, len(keys))
-    indices, weights = decoded_head_view(view)
-    for head in range(view.num_heads):  # every head's lines travel: the chips switch heads in the browser
-        matrix = panel.trace.attention(layer)[0, head].numpy()[np.ix_(queries, keys)]
+    indices, weights = view.lines()
+    shown = sorted(view.heads)
+    maps = [panel.trace.attention(layer)[0, head].numpy()[np.ix_(queries, keys)] for head in range(view.num_heads)]
+    strongest = max(np.sort(maps[head], axis=1)[:, -view.k:].max() for head in shown)
+    assert view.strongest() == pytest.approx(strongest)
+    expected_lines = {}
+    for head in range(view.num_heads):  # every head's lines are kept: the chips switch heads without retracing
+        matrix = maps[head]
         for q in range(len(queries)):
             expected = np.argsort(-matrix[q], kind="stable")[: view.k]
             assert set(indices[head, q].tolist()) == set(expected.tolist())
-            np.testing.assert_array_equal(weights[head, q], np.rint(matrix[q, indices[head, q]] * 255))
+            np.testing.assert_array_equal(weights[head, q], matrix[q, indices[head, q]])
+            if head in shown:
+                expected_lines.update({(head, q, int(j)): matrix[q, j] / strongest for j in expected
+                                       if matrix[q, j] / strongest >= MIN_OPACITY})
+    drawn = head_lines(svg)
+    assert sorted(drawn) == sorted(expected_lines)
+    for key, opacity in drawn.items():
+        assert opacity == pytest.approx(expected_lines[key], abs=5e-4)
+    assert [int(g.get("data-head")) for g in groups(svg, "bvl-head-lines")] == shown
+    assert all(g.get("stroke") == head_color(int(g.get("data-head"))) for g in groups(svg, "bvl-head-lines"))
 
 
 def test_head_view_starts_on_the_selected_head_and_chips_choose_heads(pretraining_model, tokenizer):
@@ -305,17 +320,24 @@ def test_head_view_starts_on_the_selected_head_and_chips_choose_heads(pretrainin
     assert isinstance(panel.on_screen, HeadView) and panel.slots["heatmap"].layout.display == "none"
     T = len(panel.trace.tokens[0])
     view = panel.head_view
-    assert view.heads == [2] and view.num_heads == 4 and len(view.colors) == 4  # one head, not all four
-    assert len(view.indices) == 4 * T * 8 * 2 and len(view.weights) == 4 * T * 8
-    assert view.full_title() == "layer 1 · head 2"
-    strongest = decoded_head_view(view)[1][2].max() / 255  # opacity = weight ÷ the strongest line shown
+    assert view.heads == [2] and view.num_heads == 4  # one head, not all four
+    assert view.lines()[0].shape == view.lines()[1].shape == (4, T, 8)
+    chips = groups(view.svg, "bvl-head-chip")  # a chip per head of the layer, the legend of the lines
+    assert [(c.get("data-head"), c.get("data-on")) for c in chips] == [("0", "false"), ("1", "false"),
+                                                                     ("2", "true"), ("3", "false")]
+    assert view.full_title() == "layer 1 · head 2" and texts(view.svg, "bvl-title") == ["layer 1 · head 2"]
+    strongest = view.lines()[1][2].max()  # opacity = weight ÷ the strongest line shown
     assert view.strongest() == pytest.approx(strongest) and f"÷ {strongest:.3f}" in view.note()
+    assert texts(view.svg, "bvl-note") == [view.note()]
+    assert assert_themed_drawing(view.svg, "head-view") == 1  # the one chip on: its own ink on the head's colour
     check_head_view(panel, 1, list(range(T)), list(range(T)))
     changes = []
     panel.on_figure_changed(lambda: changes.append(1))
-    view.heads = [1, 2]  # what a click on the "head 1" chip sends
+    view.heads = [1, 2]  # what a click on the "head 1" chip sends: the kernel draws both heads
     assert panel.heads_shown.value == (1, 2) and changes  # Python knows, and the static copy follows
-    assert "heads 1, 2" in view.full_title() and "head 1" in panel.to_svg()
+    assert "heads 1, 2" in view.full_title() and view.svg == panel.to_svg() and 'data-heads="1,2"' in view.svg
+    check_head_view(panel, 1, list(range(T)), list(range(T)))
+    assert assert_themed_drawing(view.svg, "head-view") == 2
     panel.heads_shown.value = (3, 0)  # the same from code
     assert view.heads == [0, 3]
     panel.layer.value = 2
@@ -324,10 +346,29 @@ def test_head_view_starts_on_the_selected_head_and_chips_choose_heads(pretrainin
     panel.direction.value = "A→B"
     a, b = segments(panel)
     check_head_view(panel, 2, a, b)
-    assert int(decoded_head_view(view)[0].max()) < len(b)  # indices count within the key column
+    assert int(view.lines()[0].max()) < len(b)  # indices count within the key column
     assert "A→B" in view.title
     panel.head.value = 1  # picking a head (in the heatmap's toolbar) shows that head alone
     assert view.heads == [1]
+    view.heads = []  # every chip off: tokens and chips, no line
+    assert not head_lines(view.svg) and "none (click a head)" in texts(view.svg, "bvl-title")[0]
+
+
+def test_head_view_tokens_are_escaped_and_cut():
+    view = HeadView()
+    long_token = "&" + "x" * 30
+    queries, keys = ["<b>", long_token], ['"a"', "</svg>"]
+    view.show(queries, keys, np.array([[[1, 0], [0, 1]]], np.uint16), np.array([[[0.7, 0.3], [0.6, 0.4]]]), "t<1>")
+    view.heads = [0]
+    assert tokens(view.svg, "query") == ["<b>", long_token[:15] + "…"] and tokens(view.svg, "key") == keys
+    assert "&lt;b&gt;" in view.svg and "<b>" not in view.svg and "</svg>" not in view.svg[:-6]
+    titles = ["".join(t.itertext()) for t in groups(view.svg, "bvl-tokens")[0].iter(f"{SVG}title")]
+    assert titles == [long_token]  # a cut token keeps its whole text for hover
+    assert texts(view.svg, "bvl-title") == ["t<1> · head 0"]
+    with pytest.raises(ValueError, match="must both be"):
+        view.show(queries, keys, np.zeros((1, 3, 2), np.uint16), np.zeros((1, 3, 2)), "t")
+    with pytest.raises(ValueError, match="key 5, but there are 2 key tokens"):
+        view.show(queries, keys, np.full((1, 2, 2), 5, np.uint16), np.zeros((1, 2, 2)), "t")
 
 
 # model view ---------------------------------------------------------------------------------------------
@@ -341,13 +382,19 @@ def test_model_view_thumbnails_and_click_opens_the_heatmap(pair_panel):
     assert view.selected == [1, 2]
     T = len(panel.trace.tokens[0])
     assert (view.num_layers, view.num_heads, view.size) == (3, 4, T)  # T < 24: one pixel per weight
-    assert len(view.thumbnails) == 3 * 4 * T * T
+    codes, palette = thumbnails(view.svg)  # the drawing: one PNG per head, in the one palette
+    assert codes.shape == (3, 4, T, T) and (palette == D.PALETTE).all()
     maps = np.stack([panel.trace.attention(layer)[0].numpy() for layer in range(3)])  # (L, H, T, T)
     # one colour scale for every map: its top is the largest weight of all
     assert view.scale == pytest.approx(maps.max() / D.TOP_CODE, rel=1e-6)
-    np.testing.assert_allclose(view.decoded(), maps, atol=view.scale / 2 + 1e-7)
-    assert view.bar_title == "attention weight" and view.bar_ticks[0] == [0.0, "0"]
+    np.testing.assert_allclose(codes * view.scale, maps, atol=view.scale / 2 + 1e-7)
+    assert texts(view.svg, "bvl-colorbar-title") == ["attention weight"] and view.bar_ticks[0] == [0.0, "0"]
+    assert texts(view.svg, "bvl-colorbar-tick")[0] == "0"
     assert "rows: query tokens, columns: key tokens" in view.hint and "one colour scale" in view.title
+    assert texts(view.svg, "bvl-note") == [view.hint] and texts(view.svg, "bvl-title") == [view.title]
+    assert view.svg == panel.to_svg() and assert_themed_drawing(view.svg, "model-view") == 0
+    selected = [g for g in groups(view.svg, "bvl-thumb") if [c for c in g if c.get("class") == "bvl-selected"]]
+    assert [(g.get("data-layer"), g.get("data-head")) for g in selected] == [("1", "2")]  # the head on screen
     view.selected = [2, 3]  # what a click in the browser does
     assert panel.view.value == "heatmap" and panel.on_screen is panel.heatmap
     assert panel.slots["heatmap"].layout.display is None
@@ -372,7 +419,8 @@ def test_model_view_clips_and_hides_special_tokens(pair_panel):
     panel.special.value = "hide"
     keep = ~special
     assert view.size == keep.sum() and "hidden" in view.title
-    np.testing.assert_allclose(view.decoded(), maps[..., keep, :][..., keep], atol=view.scale / 2 + 1e-7)
+    np.testing.assert_allclose(thumbnails(view.svg)[0] * view.scale, maps[..., keep, :][..., keep],
+                               atol=view.scale / 2 + 1e-7)
 
 
 def test_new_text_updates_every_view(pair_panel):
@@ -383,7 +431,7 @@ def test_new_text_updates_every_view(pair_panel):
     assert tokens[:4] == ["[CLS]", "dogs", "bark", "loudly"]
     assert panel.head_view.query_tokens == tokens
     panel.view.value = "model view"
-    assert len(panel.model_view.thumbnails) == 3 * 4 * len(tokens) ** 2
+    assert thumbnails(panel.model_view.svg)[0].shape == (3, 4, len(tokens), len(tokens))
     panel.view.value = "heatmap"
     assert_shows(panel, panel.trace.attention(0)[0, 0].numpy())
 
@@ -463,21 +511,26 @@ def test_512_tokens_stay_compact(long_panel):
     assert 0 < sum(sizes) <= 2 * T * T + len(view.svg) + 20_000  # a layer change: the new drawing and weights
     assert len(texts(view.svg, "bvl-key")) <= T // 10  # labels thinned out to where they fit
 
-    # model view: L*H thumbnails of 24x24 bytes (83 KB) plus a few hundred bytes of JSON; goal <= 2 MB
+    # model view: its drawing, L*H thumbnails of 24x24 codes each a PNG (with its 768-byte palette) in base64,
+    # ~1.6 KB a head with its labels and marks: 230 KB; goal <= 2 MB
     panel.view.value = "model view"
     view = panel.model_view
-    assert view.size == 24 and len(view.thumbnails) == L * H * 24 * 24
+    assert view.size == 24 and thumbnails(view.svg)[0].shape == (L, H, 24, 24)
     model_view_bytes = state_bytes(view)
-    assert model_view_bytes <= L * H * 24 * 24 + 4096
-    assert model_view_bytes <= 2_000_000 and model_view_bytes * 1000 < full_size
+    assert model_view_bytes <= len(view.svg) * 1.1 + 1024  # the drawing and three small choices, nothing else
+    assert model_view_bytes <= L * H * 2_000 and model_view_bytes * 500 < full_size
 
-    # head view: k=8 lines per query for all 12 heads, 3 bytes each (uint16 key + uint8 weight), plus the
-    # two token columns as JSON (~10 bytes a token here): 147 KB + 10 KB
+    # head view: its drawing, the shown head's lines (k=8 a query, ~85 bytes each) and the two token columns
+    # (~90 bytes a token); every head's lines stay in the kernel, which draws again when a chip is clicked
     panel.view.value = "head view"
     head_view_bytes = state_bytes(panel.head_view)
     k = panel.head_view.k
-    assert k == 8 and len(panel.head_view.indices) == 2 * H * T * k
-    assert head_view_bytes <= 3 * H * T * k + 2 * T * 12 + 4096
+    assert k == 8 and panel.head_view.heads == [0] and len(head_lines(panel.head_view.svg)) == T * k
+    assert head_view_bytes <= T * k * 90 + 2 * T * 100 + 8192
+    with sent_messages(panel.head_view) as sizes:
+        panel.head_view.heads = [0, 1]  # a chip clicked on: a drawing of two heads' lines
+    assert len(head_lines(panel.head_view.svg)) == 2 * T * k and sum(sizes) <= 2 * T * k * 90 + 2 * T * 100 + 8192
+    panel.head_view.heads = [0]
     panel.view.value = "heatmap"
 
 
