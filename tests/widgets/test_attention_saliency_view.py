@@ -25,7 +25,7 @@ def test_saliency_is_made_when_first_shown_and_follows_the_text(pretraining_mode
     np.testing.assert_allclose(embedded.scores, expected.numpy(), atol=1e-6)
     # its own toolbar and export button; the attention panel's toolbar row stays empty
     assert panel.toolbar.children[0].children == () and panel.export_bar not in panel.toolbar.children
-    assert panel.to_svg() == embedded.to_svg() and embedded.to_svg() in panel.static_html()
+    assert panel.to_svg() == embedded.to_svg() == embedded.view.svg and embedded.to_svg() in panel.static_html()
     ET.fromstring(panel.to_svg())
     changes = []
     panel.on_figure_changed(lambda: changes.append(1))

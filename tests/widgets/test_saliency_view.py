@@ -1,13 +1,14 @@
-"""The saliency view: the scores it sends are saliency()'s, its figure (live state and SVG) shows every token escaped
-and coloured by the sign of its score, its toolbar offers the targets the model's heads give, and problems are
-shown in the panel instead of failing the cell."""
+"""The saliency view: the scores it sends are saliency()'s, its one drawing (live view, static copy and export alike)
+shows every token escaped and coloured by the sign of its score, with ink that reads on each box, in the theme's
+colours otherwise; a run under way replaces the title; its toolbar offers the targets the model's heads give, and
+problems are shown in the panel instead of failing the cell."""
 
 from __future__ import annotations
 
-import html
 import re
 import threading
 import time
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -28,13 +29,15 @@ from bertviz_lab.model import (
 from bertviz_lab.trace import saliency
 from bertviz_lab.trace import targets as TG
 from bertviz_lab.widgets import SaliencyPanel
+from bertviz_lab.widgets.figures import saliency as SF
 from bertviz_lab.widgets.figures.export import svg_size, themed
+from bertviz_lab.widgets.figures.theme import THEMES
 from bertviz_lab.widgets.panels import saliency as SV
 from bertviz_lab.widgets.panels.text_run import run_text
-from bertviz_lab.widgets.views import saliency as SF
-from bertviz_lab.widgets.views.front_end import all_css, esm
+from bertviz_lab.widgets.views.front_end import all_css, css, esm
 
 SCRIPT = "<script>"
+SVG = "{http://www.w3.org/2000/svg}"
 MASKED = "the cat sat on the [MASK] ."
 PLAIN = "the cat sat on the mat ."
 
@@ -50,11 +53,41 @@ def sent_scores(panel: SaliencyPanel) -> np.ndarray:
     return np.frombuffer(bytes(panel.view.get_state()["scores"]), dtype=np.float32)
 
 
-def token_fills(svg: str) -> list[tuple[str, float, str]]:
-    """(token, score, fill) of every token box in an SVG, read back from its markup."""
-    found = re.findall(r'<g class="bvl-token"[^>]*><title>\d+ · (.*?): ([^<]*)</title><rect [^>]*fill="(#[0-9a-f]{6})"',
-                       svg)
-    return [(html.unescape(token), float(score), fill) for token, score, fill in found]
+def drawn_tokens(svg: str) -> list[dict]:
+    """Every token box of a drawing, read back from its markup: index, position, box, fill, label, ink."""
+    found = []
+    for group in ET.fromstring(svg).iter(f"{SVG}g"):
+        if group.get("class") != "bvl-token":
+            continue
+        box = next(r for r in group.iter(f"{SVG}rect") if r.get("class") == "bvl-token-box")
+        text = group.find(f"{SVG}text")
+        found.append({"index": int(group.get("data-index")), "position": int(group.get("data-position")),
+                      "x": float(box.get("x")), "y": float(box.get("y")), "width": float(box.get("width")),
+                      "fill": box.get("fill"), "label": text.text, "ink": text.get("fill"),
+                      "ink_class": text.get("class")})
+    return found
+
+
+def assert_themed_figure(svg: str) -> ET.Element:
+    """The figure contract: one standalone SVG, root classes bvl-fig bvl-saliency, the theme's ground first, no font
+    families, no inline styles, and text colours of its own only on a coloured token box."""
+    root = ET.fromstring(svg)
+    assert root.tag == f"{SVG}svg" and root.get("class") == "bvl-fig bvl-saliency"
+    assert float(root.get("width")) > 0 and float(root.get("height")) > 0
+    assert root[0].tag == f"{SVG}rect" and root[0].get("class") == "bvl-ground"
+    on_boxes = {id(t) for g in root.iter(f"{SVG}g") if g.get("class") == "bvl-token" for t in g.iter(f"{SVG}text")}
+    for node in root.iter():
+        assert node.get("font-family") is None and node.get("style") is None, node.attrib
+        if node.tag == f"{SVG}text" and id(node) not in on_boxes:
+            assert node.get("fill") is None, node.attrib
+    return root
+
+
+def css_fill(sheet: str, css_class: str) -> str:
+    """The fill a stylesheet gives text of `css_class` in the saliency figure."""
+    found = re.search(rf"\.bvl-saliency text\.{css_class}\s*{{\s*fill:\s*(#[0-9a-f]{{6}})", sheet)
+    assert found, css_class
+    return found.group(1)
 
 
 @pytest.fixture(scope="module")
@@ -184,9 +217,18 @@ def test_toolbar_changes_compute_in_the_background_and_show_the_newest(backbone,
     monkeypatch.setattr(SV, "saliency", slow)
     panel.method.value = "gradient_x_input"  # returns at once; the worker waits in saliency
     assert started.wait(10)
-    assert panel.view.status == "computing" and panel.view.get_state()["message"] == "computing…"
+    assert panel.view.status == "computing"
+    # the run's name replaces the old figure's title; the previous tokens stay, dimmed, with the same scores
+    root = ET.fromstring(panel.view.svg)
+    assert root.get("data-status") == "computing" and panel.to_svg() == panel.view.svg
+    assert root.get("data-title").startswith("computing … Saliency · gradient × input")
+    shown = ["".join(t.itertext()) for t in root.iter(f"{SVG}text") if "bvl-title" in t.get("class", "").split()]
+    assert shown == [root.get("data-title")] and "integrated gradients" not in panel.view.svg
+    assert [g for g in root.iter(f"{SVG}g") if g.get("class") == "bvl-body bvl-stale"]
+    assert len(drawn_tokens(panel.view.svg)) == len(panel.tokens)
     panel.method.value = "integrated_gradients"  # kept: shown at once, the running job is no longer wanted
     assert panel.view.status == "ready" and "integrated gradients" in panel.view.title
+    assert ET.fromstring(panel.view.svg).get("data-status") == "ready" and "bvl-stale" not in panel.view.svg
     panel.steps.value = 4  # the newest request, computed after the running one
     assert panel.view.status == "computing"
     release.set()
@@ -217,19 +259,47 @@ def test_colours_follow_the_sign_of_the_scores_on_a_symmetric_scale(mlm_model, t
     assert (scores > 0).any() and (scores < 0).any()
     limit = float(np.abs(scores).max())
     assert panel.view.limit == pytest.approx(limit)
-    boxes = token_fills(panel.to_svg())
-    assert len(boxes) == len(panel.tokens)
-    for (token, shown, fill), score, sent_fill in zip(boxes, scores, panel.view.colors):
+    boxes = drawn_tokens(panel.to_svg())
+    assert [b["index"] for b in boxes] == list(range(len(panel.tokens)))
+    assert [b["position"] for b in boxes] == panel.view.positions == list(range(len(panel.tokens)))
+    for box, score in zip(boxes, scores):
+        fill = box["fill"]
         red, blue = int(fill[1:3], 16), int(fill[5:7], 16)
-        assert fill == sent_fill and shown == pytest.approx(float(score), rel=1e-6, abs=1e-12)
         if abs(score) > 0.02 * limit:
-            assert (red > blue) == (score > 0), (token, score, fill)
+            assert (red > blue) == (score > 0), (box, score)
         if score == 0:
             assert fill == SF.hex_color(SF.CODES // 2) == "#f7f7f7"
     strongest = int(np.abs(scores).argmax())
-    assert panel.view.colors[strongest] in (SF.hex_color(0), SF.hex_color(SF.CODES - 1))
-    ticks = dict((label, position) for position, label in panel.view.bar_ticks)
-    assert ticks["0"] == 0.5 and ticks[f"{-limit:.3g}"] == 0 and ticks[f"{limit:.3g}"] == 1
+    assert boxes[strongest]["fill"] in (SF.hex_color(0), SF.hex_color(SF.CODES - 1))
+    # the colour bar's ticks: -limit at its left end, 0 in the middle, +limit at its right end
+    bar = next(g for g in ET.fromstring(panel.to_svg()).iter(f"{SVG}g") if g.get("class") == "bvl-colorbar")
+    frame = next(r for r in bar.iter(f"{SVG}rect") if r.get("class") == "bvl-rule")
+    left, width = float(frame.get("x")), float(frame.get("width"))
+    ticks = {t.text: (float(t.get("x")) - left) / width for t in bar.iter(f"{SVG}text")
+             if "bvl-colorbar-tick" in t.get("class", "")}
+    assert ticks["0"] == pytest.approx(0.5, abs=1e-3)
+    assert ticks[f"{-limit:.3g}"] == pytest.approx(0, abs=1e-3) and ticks[f"{limit:.3g}"] == pytest.approx(1, abs=1e-3)
+
+
+def test_ink_on_every_token_box_reads_and_every_other_text_takes_the_themes_colours(mlm_model, tokenizer):
+    panel = SaliencyPanel(mlm_model, tokenizer, "the cat sat on the mat because it was [MASK] . " * 3,
+                          method="gradient_x_input")
+    svg = panel.to_svg()
+    assert svg == panel.view.svg and svg in panel.static_html()
+    assert_themed_figure(svg)
+    sheet = css("saliency_view")
+    inks = set()
+    for box in drawn_tokens(svg):
+        assert SF.contrast(box["ink"], box["fill"]) >= 4.5, box
+        assert css_fill(sheet, box["ink_class"]) == box["ink"]  # what the page's stylesheet paints it with
+        inks.add(box["ink"])
+    assert len(inks) == 2  # strong scores are dark boxes: light ink; weak ones are light: dark ink
+    assert all(css_fill(all_css(), name) == ink for name, ink in SF.INK.items())  # static copies carry it too
+    # every code of the palette has an ink that reads on it (black or white: one of them is always >= 4.58:1)
+    assert min(SF.contrast(SF.INK[SF.ink_class(SF.hex_color(c))], SF.hex_color(c)) for c in range(SF.CODES)) >= 4.5
+    for name in set(re.findall(r"var\((--[\w-]+)", sheet)):
+        assert all(name in THEMES[theme] for theme in ("light", "dark")), name
+    assert SF.contrast("#ffffff", "#000000") == pytest.approx(21) and SF.contrast("#777777", "#777777") == 1
 
 
 def test_the_title_names_method_target_baseline_and_steps(pretraining_model, tokenizer):
@@ -249,17 +319,19 @@ def test_the_title_names_method_target_baseline_and_steps(pretraining_model, tok
 def test_tokens_wrap_in_reading_order_and_sentence_b_starts_a_line(backbone, tokenizer):
     words = " ".join(["cat", "sat", "on", "the", "mat"] * 12)
     panel = SaliencyPanel(backbone, tokenizer, words, "it was warm .", method="gradient_x_input")
-    boxes, segments = panel.view.boxes, panel.encoded.encoding["token_type_ids"][0].tolist()
+    drawn, segments = drawn_tokens(panel.to_svg()), panel.encoded.encoding["token_type_ids"][0].tolist()
+    boxes = [(b["x"], b["y"], b["width"]) for b in drawn]
     rows = sorted({y for _, y, _ in boxes})
     assert len(rows) >= 3  # wrapped
     assert [(y, x) for x, y, _ in boxes] == sorted((y, x) for x, y, _ in boxes)  # reading order
     assert all(x + w <= SF.MARGIN + SF.GUTTER + SF.WRAP_W for x, _, w in boxes)
     first_b = segments.index(1)
     assert boxes[first_b][0] == boxes[0][0] and boxes[first_b][1] > boxes[first_b - 1][1]
-    assert [text for _, text in panel.view.gutter] == ["A", "B"]
+    root = ET.fromstring(panel.to_svg())
+    gutter = [(float(t.get("y")), t.text) for t in root.iter(f"{SVG}text") if "bvl-segment" in t.get("class", "")]
+    assert [text for _, text in gutter] == ["A", "B"] and gutter[1][0] > boxes[first_b][1] > gutter[0][0]
     width, height = svg_size(panel.to_svg())
-    assert width == panel.view.geometry["total_w"] and height == panel.view.geometry["total_h"]
-    assert max(x + w for x, _, w in boxes) <= width
+    assert max(x + w for x, _, w in boxes) <= width and max(y for _, y, _ in boxes) < height
 
 
 def test_a_long_text_shows_the_truncation_notice(backbone, tokenizer):
@@ -385,6 +457,9 @@ def test_a_target_that_does_not_fit_is_shown_in_the_panel(request, tokenizer, mo
     assert panel.view.status == "error" and says in panel.view.message
     assert says in panel.message.value.replace("&#x27;", "'") and "bvl-saliency-error" in panel.message.value
     assert "bvl-error" in panel.to_svg() and panel.view.tokens == []
+    root = assert_themed_figure(panel.to_svg())
+    warned = [t for t in root.iter(f"{SVG}text") if "bvl-warn" in t.get("class", "").split()]
+    assert root.get("data-status") == "error" and [t.text for t in warned] == [panel.view.message]
     assert_safe_html(panel.to_svg(), must_show=None)
     panel.background = False  # a target that fits, chosen in the toolbar, draws again
     fitting = next(key for _, key in panel.options() if key not in ("unavailable", "custom"))

@@ -1,9 +1,9 @@
 """SaliencyPanel: which input tokens an output rests on, each token coloured by its saliency score.
 
 The scores come from `bertviz_lab.trace.saliency` (integrated gradients or gradient × input on the word embeddings).
-The view (views/saliency_view.js) draws only from its synced state: tokens, their exact float32 scores, the colours
-and pixel positions computed here, so a reload or a second tab draws the same figure, and `saliency_svg` writes the
-same figure as a standalone SVG document for exports and the static copy. Token text is always escaped.
+The figure is one drawing (figures.saliency): the live view (views/saliency_view.js) shows it and adds hover from the
+tokens and exact float32 scores it holds, and the static copy and exports hold the same document, so a reload or a
+second tab shows the same figure. Token text is always escaped.
 """
 
 from __future__ import annotations
@@ -336,7 +336,7 @@ class SaliencyPanel(Panel):
                 self._pending = None
                 self._draw(job, kept)
                 return
-            self.view.status, self.view.message = "computing", "computing…"
+            self.view.computing(f"{job.title} · {job.subtitle}")
             if background:
                 self._pending = job
                 if self._worker is None or not self._worker.is_alive():
@@ -398,7 +398,7 @@ class SaliencyPanel(Panel):
         with self._lock:
             self.view.show_error(title, subtitle, message)
             self._shown = None
-            self.message.value = f"<span class='bvl-saliency-error' style='color:#d62728'>{escape(message)}</span>"
+            self.message.value = f"<span class='bvl-saliency-error'>{escape(message)}</span>"
         self.figure_changed()
 
     # figure --------------------------------------------------------------------------------------------------
