@@ -20,7 +20,6 @@ from typing import Any, Callable, Iterator
 
 import pytest
 from browser_lab import (
-    CANVAS_INK,
     CELL_REPORT,
     CONTENT_BOX,
     DOM_ERRORS,
@@ -150,17 +149,41 @@ def wait_for(run: Run, what: str, condition: Callable[[], Any], timeout_s: float
 
 
 def heatmap_of(panel: Any) -> Any:
-    """The live heatmap (the static copy's SVG shares the class, not the div)."""
-    return panel.locator("div.bvl-heatmap").first
+    """The live heatmap (the static copy holds the same SVG, but not this div)."""
+    return panel.locator("div.bvl-heatmap-view").first
 
 
 def read_heatmap(run: Run, panel: Any) -> dict:
-    """Wait until the panel's heatmap is drawn with data; its title and what it drew (size and digest)."""
+    """Wait until the panel's heatmap shows a drawing with cells; its title and size."""
     heat = heatmap_of(panel)
-    heat.locator("canvas.bvl-heatmap-cells").wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
-    drawn = wait_for(run, "the heatmap has no data", lambda: (d := heat.evaluate(HEATMAP_DRAWN))["rows"] > 1 and d)
-    assert drawn["cols"] > 1 and drawn["ink"], drawn
+    heat.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+    drawn = wait_for(run, "the heatmap has no cells",
+                     lambda: (d := heat.evaluate(HEATMAP_DRAWN))["rows"] > 1 and d["cells"] and d)
+    assert drawn["cols"] > 1, drawn
     return drawn
+
+
+def read_cells(run: Run, panel: Any) -> None:
+    """Hover over a cell, then the arrow keys: the tooltip names the cell's query and key and gives its weight."""
+    heat = heatmap_of(panel)
+    drawn = read_heatmap(run, panel)
+    cells = heat.locator("svg.bvl-heatmap .bvl-cells")
+    box = cells.bounding_box()
+    cell = box["width"] / drawn["cols"]
+    cells.hover(position={"x": 1.5 * cell, "y": 2.5 * cell})  # row 2, column 1
+    read = wait_for(run, "hover shows no cell", lambda: (d := heat.evaluate(HEATMAP_DRAWN))["cell"] and d)
+    assert read["cell"] == [2, 1], read
+    lines = read["tip"].split("\n")
+    assert lines[0].startswith("query ") and lines[1].startswith("key ") and lines[2] == "weight " + read["weight"]
+    assert 0 <= float(read["weight"]) <= 1, read
+    run.page.mouse.move(0, 0)  # off the figure: the tooltip goes
+    wait_for(run, "the tooltip stays after the pointer left", lambda: heat.evaluate(HEATMAP_DRAWN)["cell"] is None)
+    cells.focus()
+    for key in ("ArrowDown", "ArrowRight", "ArrowRight"):  # the first key picks the first cell
+        run.page.keyboard.press(key)
+    read = wait_for(run, "the arrow keys read no cell", lambda: (d := heat.evaluate(HEATMAP_DRAWN))["cell"] and d)
+    assert read["cell"] == [0, 2] and read["tip"].endswith("weight " + read["weight"]), read
+    run.page.keyboard.press("Escape")
 
 
 def choose_another_layer(run: Run, panel: Any) -> None:
@@ -174,10 +197,12 @@ def choose_another_layer(run: Run, panel: Any) -> None:
     other = next(o for o in reversed(options) if o != current)
     select.select_option(label=other)
     heat = heatmap_of(panel)
-    after = wait_for(run, f"choosing layer {other} (was {current}) did not change the heatmap "
+    after = wait_for(run, f"choosing layer {other} (was {current}) did not draw that layer "
                           f"(title still {before['title']!r})",
-                     lambda: (d := heat.evaluate(HEATMAP_DRAWN))["digest"] != before["digest"] and d, 20)
-    assert f"layer {other}" in after["title"], f"heatmap title after choosing layer {other}: {after['title']!r}"
+                     lambda: (d := heat.evaluate(HEATMAP_DRAWN))["title"].startswith(f"layer {other} ") and d, 20)
+    assert after["cells"] and after["draws"] > before["draws"], after
+    figure_title = heat.locator("svg.bvl-heatmap text.bvl-title").text_content()
+    assert figure_title == after["title"], f"the drawing says {figure_title!r}, the view {after['title']!r}"
 
 
 def check_attention_panel(run: Run) -> None:
@@ -192,6 +217,8 @@ def check_attention_panel(run: Run) -> None:
     with run.step("attention panel: heatmap drawn"):
         show("heatmap")
         read_heatmap(run, panel)
+    with run.step("attention panel: hover and the arrow keys read the heatmap's cells"):
+        read_cells(run, panel)
     with run.step("attention panel: the layer selector changes the heatmap"):
         choose_another_layer(run, panel)
     with run.step("attention panel: head view drawn"):
@@ -202,9 +229,10 @@ def check_attention_panel(run: Run) -> None:
         assert lines.count() > 0 and tokens > 2, f"head view: {lines.count()} lines, {tokens} tokens"
     with run.step("attention panel: model view drawn"):
         show("model view")
-        panel.locator(".bvl-model-view canvas.bvl-thumb").first.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
-        ink = panel.locator(".bvl-model-view").first.evaluate(CANVAS_INK)
-        assert ink["canvases"] > 1 and ink["drawn"] == ink["canvases"], f"model view thumbnails: {ink}"
+        thumbs = panel.locator("div.bvl-model-view svg g.bvl-thumb")
+        thumbs.first.wait_for(state="attached", timeout=DRAW_TIMEOUT_MS)
+        drawn = panel.locator("div.bvl-model-view svg g.bvl-thumb image").count()
+        assert thumbs.count() > 1 and drawn == thumbs.count(), f"model view: {thumbs.count()} heads, {drawn} images"
     with run.step("attention panel: back on the heatmap, the layer selector still changes it"):
         show("heatmap")
         choose_another_layer(run, panel)
@@ -216,8 +244,8 @@ def check_workbench(run: Run) -> None:
     with run.step("workbench: tabs and the attention heatmap"):
         bench = run.outputs(".widget-tab").first
         bench.wait_for(timeout=DRAW_TIMEOUT_MS)
-        bench.locator("div.bvl-heatmap canvas.bvl-heatmap-cells").first.wait_for(state="attached",
-                                                                                  timeout=DRAW_TIMEOUT_MS)
+        bench.locator("div.bvl-heatmap-view svg.bvl-heatmap .bvl-cells").first.wait_for(state="attached",
+                                                                                         timeout=DRAW_TIMEOUT_MS)
         tabs = [t.strip() for t in bench.locator(".lm-TabBar-tab").all_inner_texts()]
         assert tabs[:5] == ["Attention", "Masking", "Architecture", "Training", "Device"], tabs
         run.pictures["workbench_attention"] = bench
@@ -228,7 +256,7 @@ def check_attention(run: Run) -> None:
     check_attention_panel(run)
     with run.step("the 512-token panel draws its heatmap with every token"):
         def long_heatmaps() -> list[int]:
-            heatmaps = run.page.locator("div.bvl-heatmap")
+            heatmaps = run.page.locator("div.bvl-heatmap-view")
             return [rows for i in range(heatmaps.count())
                     if (rows := int(heatmaps.nth(i).get_attribute("data-rows") or 0)) >= 500]
         sizes = wait_for(run, "no heatmap of the long input (>= 500 rows)", long_heatmaps)
