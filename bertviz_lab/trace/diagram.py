@@ -13,6 +13,12 @@ from bertviz_lab.trace.graph import ArchitectureGraph, Cluster, Node, build_grap
 from bertviz_lab.trace.hooks import Trace, trace
 
 DIRECTIONS = ("LR", "RL", "TB", "TD", "BT")
+# Graphviz's look: the sans family the widgets ship (figures/fonts), so a PNG export draws the same text; light node
+# fills with Graphviz's default black ink (written as no fill at all, so a page's stylesheet may set it), and rules in
+# mid tones that read on a light and on a dark ground.
+GRAPHVIZ_FONT_NAME = "DejaVu Sans"
+GRAPHVIZ_COLORS = {"node_fill": "#eef2ff", "node_border": "#4a5572", "io_fill": "#fff4dd", "edge": "#7f7f7f",
+                   "cluster": "#8888aa"}
 _MERMAID_ENTITIES = {"&": "#amp;", '"': "#quot;", "<": "#lt;", ">": "#gt;", "#": "#35;", "`": "#96;"}
 
 
@@ -143,8 +149,8 @@ def _dot_label(lines: list[str]):
 
 def _add_cluster(graph: Any, cluster: Cluster, font_size: float) -> None:
     with graph.subgraph(name=f"cluster_{cluster.id}") as sub:
-        sub.attr(label=_dot_label([cluster.label]), style="rounded", color="#8888aa", fontname="Helvetica",
-                 fontsize=f"{font_size:g}")
+        sub.attr(label=_dot_label([cluster.label]), style="rounded", color=GRAPHVIZ_COLORS["cluster"],
+                 fontname=GRAPHVIZ_FONT_NAME, fontsize=f"{font_size:g}")
         for child in cluster.children:
             if isinstance(child, Node):
                 sub.node(child.id, _dot_label(child.lines))
@@ -158,7 +164,8 @@ def to_graphviz(model_or_trace: Trace | nn.Module, input_shape: tuple[int, ...] 
     """The same graph as to_mermaid as a graphviz.Digraph (clusters for containers); notebooks show it as SVG.
 
     check_dot=False builds the Digraph even where Graphviz's `dot` program is missing (it cannot render then).
-    font_size: the text size of every label in points (default 10 in boxes, 11 on clusters).
+    font_size: the text size of every label in points (default 10 in boxes, 11 on clusters). Every label is in
+    DejaVu Sans, the font the widgets ship, so an exported PNG draws the same text as the SVG.
     """
     if check_dot:
         graphviz = _require_graphviz()
@@ -168,13 +175,16 @@ def to_graphviz(model_or_trace: Trace | nn.Module, input_shape: tuple[int, ...] 
                                   or not font_size > 0):
         raise ValueError(f"font_size must be a positive number (points), got {font_size!r}.")
     graph = _graph(model_or_trace, input_shape, inputs, depth, direction, show_shapes, collapse_repeats)
+    colors = GRAPHVIZ_COLORS
     dot = graphviz.Digraph(name=graph.root.label.split(":")[0].strip() or "model",
-                           graph_attr={"rankdir": "TB" if direction == "TD" else direction, "fontname": "Helvetica"},
-                           node_attr={"shape": "box", "style": "rounded,filled", "fillcolor": "#eef2ff",
-                                      "fontname": "Helvetica", "fontsize": f"{font_size or 10:g}"},
-                           edge_attr={"color": "#555555"})
+                           graph_attr={"rankdir": "TB" if direction == "TD" else direction,
+                                       "fontname": GRAPHVIZ_FONT_NAME},
+                           node_attr={"shape": "box", "style": "rounded,filled", "fillcolor": colors["node_fill"],
+                                      "color": colors["node_border"],
+                                      "fontname": GRAPHVIZ_FONT_NAME, "fontsize": f"{font_size or 10:g}"},
+                           edge_attr={"color": colors["edge"], "fontname": GRAPHVIZ_FONT_NAME})
     for node in (graph.input, graph.output):
-        dot.node(node.id, _dot_label(node.lines), shape="oval", fillcolor="#fff4dd")
+        dot.node(node.id, _dot_label(node.lines), shape="oval", fillcolor=colors["io_fill"])
     _add_cluster(dot, graph.root, font_size or 11)
     for a, b in graph.edges:
         dot.edge(a, b)

@@ -3,6 +3,8 @@ mime bundles, escaping, options and errors."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch import nn
@@ -75,6 +77,28 @@ def test_graphviz_renders_svg(base_trace):
     svg = dot.pipe(format="svg").decode()
     assert "<svg" in svg and "BERTLayer x 12" in svg and "(1,8) → (1,8,768)" in svg
     assert svg.count('class="cluster"') == 7  # the model, bert, embeddings, encoder, pooler, cls, predictions
+
+
+def test_graphviz_names_only_the_shipped_font_and_colours_that_read_in_both_themes(base_trace):
+    """Every label in DejaVu Sans (the font PNG export ships, so it draws the same text, not a serif fallback); black
+    ink on light node fills; edges and cluster frames in mid tones that read on white and on #111."""
+    from bertviz_lab.widgets.figures.contrast import contrast_ratio
+    from bertviz_lab.widgets.figures.export import SANS
+
+    source = to_graphviz(base_trace, check_dot=False).source
+    assert "Helvetica" not in source and source.count(f'fontname="{SANS}"') >= 3  # graph, nodes, edges, clusters
+    fills = re.findall(r'fillcolor="(#[0-9a-f]{6})"', source)
+    assert fills and all(contrast_ratio("#000000", fill) >= 4.5 for fill in fills)  # nodes and input/output ovals
+    edge = re.search(r'edge \[color="(#[0-9a-f]{6})"', source).group(1)
+    frames = re.findall(r'\bcolor="(#[0-9a-f]{6})"', source.split("edge [")[1])  # cluster frames after the defaults
+    assert frames and all(contrast_ratio(colour, ground) >= 3 for colour in {edge, *frames}
+                          for ground in ("#ffffff", "#111111"))
+
+
+@pytest.mark.needs_program("dot")
+def test_graphviz_svg_text_is_in_the_shipped_family_only(base_trace):
+    svg = to_graphviz(base_trace, depth=2).pipe(format="svg").decode()
+    assert set(re.findall(r'font-family="([^"]*)"', svg)) == {"DejaVu Sans"}
 
 
 def test_font_size_options(base_trace):

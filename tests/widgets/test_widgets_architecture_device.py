@@ -14,9 +14,12 @@ import torch
 from bertviz_lab.device import available_devices, describe_devices
 from bertviz_lab.trace import MermaidDiagram
 from bertviz_lab.widgets import ArchitecturePanel, DevicePicker
+from bertviz_lab.widgets.figures.contrast import contrast_ratio
 from bertviz_lab.widgets.panels.architecture import example_inputs
 from bertviz_lab.widgets.panels.device_picker import format_bytes, model_memory_bytes
-from bertviz_lab.widgets.views.front_end import esm
+from bertviz_lab.widgets.views.front_end import all_css, esm
+
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 # ArchitecturePanel ---------------------------------------------------------------------------------------
@@ -107,20 +110,28 @@ def test_graphviz_svg_export_and_view(pretraining_model, tmp_path):
     assert view.svg.startswith("<svg") and "BERTLayer x 3" in view.svg and 'viewBox="' in view.svg
     assert (view.zoom, view.font_size, view.min_font_px) == (1.0, 14.0, 12.0)
     svg = panel.to_svg()
+    assert view.svg == svg  # the live view shows the figure the static copy and exports hold
     root = ET.fromstring(svg)
-    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert root.get("class").split() == ["bvl-fig", "bvl-architecture"] and root[0].get("class") == "bvl-ground"
+    texts = ["".join(t.itertext()) for t in root.iter(f"{SVG}text")]
     assert texts[0] == "BERTForPreTraining · depth 3 · repeats collapsed · shapes"
     assert "BERTLayer x 3" in texts and any("(1,8,128) → (1,8,30522)" in t for t in texts)
-    font_sizes = {float(t.get("font-size")) for t in root.iter("{http://www.w3.org/2000/svg}text")
-                  if t.get("font-family", "").startswith("Helvetica")}
-    assert font_sizes == {14.0}  # every label in 14 pt, which the view shows at 12 px or more
-    png = panel.save(tmp_path / "architecture.png", scale=2)
+    labels = [t for t in root.iter(f"{SVG}text") if t.get("font-family")]
+    assert {float(t.get("font-size")) for t in labels} == {14.0}  # every label in 14 pt: 12 px or more on screen
+    # only the family the package ships, so a PNG draws the same text (no serif fallback for Helvetica)
+    assert {t.get("font-family") for t in labels} == {"DejaVu Sans"} and "Helvetica" not in svg
+    assert {t.get("fill") for t in root.iter(f"{SVG}text")} == {None}  # ink from the stylesheets, per theme
+    # nodes keep a light fill, so their black ink (architecture.css) reads in both themes; no white ground box
+    fills = {e.get("fill") for g in root.iter(f"{SVG}g") if g.get("class") == "node" for e in g if e.get("fill")}
+    assert fills and all(contrast_ratio("#000000", fill) >= 4.5 for fill in fills)
+    assert 'fill="white"' not in svg and ".bvl-fig g.node text { fill: #000000; }" in all_css()
+    png = panel.save(tmp_path / "architecture.png", scale=2, theme="dark")
     width, height = float(root.get("width")), float(root.get("height"))
     assert struct.unpack(">II", png.read_bytes()[16:24]) == (round(width * 2), round(height * 2))
     panel.depth.value = 1
-    assert "BERTLayer" not in panel.graph_view.svg
+    assert "BERTLayer" not in panel.graph_view.svg and panel.graph_view.svg == panel.to_svg()
     code = esm("architecture.js")
-    assert "innerHTML" not in code and 'createElement("img")' in code  # the SVG shown as an image: inert
+    assert 'showFigure(viewport, svg)' in code and "innerHTML" not in code and "cssText" not in code
 
 
 def test_missing_dot_falls_back_to_mermaid_and_says_so(pretraining_model, monkeypatch):
@@ -129,6 +140,7 @@ def test_missing_dot_falls_back_to_mermaid_and_says_so(pretraining_model, monkey
     monkeypatch.setattr(diagram.shutil, "which", lambda name: None)
     panel = ArchitecturePanel(pretraining_model, renderer="graphviz")
     assert "Graphviz" in panel.error.value and "mermaid instead" in panel.error.value
+    assert "bvl-error" in panel.error.value and "style=" not in panel.error.value
     assert panel.diagram_output.layout.display is None and panel.graph_view.layout.display == "none"
 
 
@@ -200,6 +212,12 @@ def test_device_summary_exports_as_an_svg_table(backbone, tmp_path):
         assert info.name in texts and (info.label if info.available else info.reason) in texts
     png = picker.save(tmp_path / "devices.png")
     assert struct.unpack(">II", png.read_bytes()[16:24]) == (int(root.get("width")), int(root.get("height")))
+    # themed: the ground, text and rules by class; the header band from the theme too
+    assert root.get("class").split() == ["bvl-fig", "bvl-table"] and root[0].get("class") == "bvl-ground"
+    assert all(e.get("fill") is None and e.get("font-family") is None for e in root.iter(f"{SVG}text"))
+    assert [e.get("class") for e in root.iter(f"{SVG}rect")][1:] == ["bvl-band"] and "stroke=" not in svg
+    html = picker.status.value
+    assert "bvl-table" in html and "style=" not in html
 
 
 def test_format_bytes():

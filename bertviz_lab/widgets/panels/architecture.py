@@ -1,8 +1,10 @@
 """ArchitecturePanel: the traced model as a graphviz or mermaid diagram with tensor shapes, and its parameter table.
 
-Diagrams run top to bottom so they fit a notebook's width with readable text: Graphviz's SVG is drawn by the
-project's own view (views/architecture.js) fit to the panel's width, never below 12 px text, with zoom and pan;
-mermaid gets the same direction and a 16 px font (JupyterLab shrinks a diagram wider than the page).
+Diagrams run top to bottom so they fit a notebook's width with readable text: the Graphviz figure (to_svg(), the same
+document the static copy and save() hold) is shown by the project's own view (views/architecture.js) fit to the
+panel's width, never below 12 px text, with zoom and pan; its labels are in the shipped DejaVu Sans, its ground and
+cluster titles follow the theme, and its nodes keep a light fill with black ink. Mermaid gets the same direction and
+a 16 px font (JupyterLab shrinks a diagram wider than the page).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from bertviz_lab.trace.diagram import to_graphviz, to_mermaid
 from bertviz_lab.trace.hooks import Trace, trace
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.export_bar import ExportBar
-from bertviz_lab.widgets.panels.panel import Panel
+from bertviz_lab.widgets.panels.panel import Panel, error_html
 from bertviz_lab.widgets.panels.running import evaluating
 from bertviz_lab.widgets.views.diagram import GRAPHVIZ_FONT, DiagramView
 
@@ -128,7 +130,9 @@ class ArchitecturePanel(Panel):
         """Graphviz's drawing of the current settings as an SVG document; FileNotFoundError without `dot`."""
         key = tuple(self._options().values())
         if key not in self._svg_cache:
-            self._svg_cache[key] = svg_document(self.diagram("graphviz").pipe(format="svg", encoding="utf-8"))
+            dot = self.diagram("graphviz")
+            dot.attr(bgcolor="transparent")  # the figure's themed ground shows through
+            self._svg_cache[key] = svg_document(dot.pipe(format="svg", encoding="utf-8"))
         return self._svg_cache[key]
 
     def redraw(self) -> None:
@@ -136,9 +140,9 @@ class ArchitecturePanel(Panel):
         renderer, self.error.value = self.renderer.value, ""
         if renderer == "graphviz":
             try:
-                self.graph_view.svg = self.graphviz_svg()
+                self.graph_view.svg = self.to_svg()
             except (FileNotFoundError, ImportError, RuntimeError) as error:
-                self.error.value = f"<span style='color:#d62728'>{escape(error)}</span> Showing mermaid instead."
+                self.error.value = f"{error_html(error)} Showing mermaid instead."
                 renderer = "mermaid"
         self.graph_view.layout.display = None if renderer == "graphviz" else "none"
         self.diagram_output.layout.display = None if renderer == "mermaid" else "none"
@@ -159,19 +163,19 @@ class ArchitecturePanel(Panel):
         diagram = self.graphviz_svg()
         size = re.search(r'<svg\b[^>]*?\bwidth="([\d.]+)"[^>]*?\bheight="([\d.]+)"', diagram, re.S)
         width, height = max(float(size.group(1)), 400), float(size.group(2)) + 34
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-                f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="Helvetica, sans-serif">'
-                f'<rect width="{width:.0f}" height="{height:.0f}" fill="white"/>'
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-fig bvl-architecture" width="{width:.0f}" '
+                f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}">'
+                '<rect class="bvl-ground" width="100%" height="100%"/>'
                 f'<text class="bvl-title" x="8" y="20" font-size="15" font-weight="bold">{escape(self.title())}</text>'
                 + diagram.replace("<svg ", '<svg x="0" y="34" ', 1) + "</svg>")
 
     def static_html(self) -> str:
         """The Graphviz drawing (or, without `dot`, the mermaid source) and the folding parameter table."""
         if dot_available():
-            figure = re.sub(r"<svg ", '<svg style="max-width:100%;height:auto" ', self.to_svg(), count=1)
+            figure = self.to_svg()
         else:
             source = str(self.diagram("mermaid"))
             figure = (f"<p>{escape(self.title())}: install Graphviz (its `dot` program) to draw the diagram here; "
                       f"its mermaid source:</p><pre class='mermaid'>{escape(source)}</pre>")
-        return (f"<div class='bvl-architecture'><div class='bvl-diagram-static' style='overflow:auto'>{figure}</div>"
+        return (f"<div class='bvl-architecture'><div class='bvl-diagram-static'>{figure}</div>"
                 f"<p><b>parameters</b></p>{self.trace.summary().collapsible_html()}</div>")

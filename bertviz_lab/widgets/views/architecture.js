@@ -1,10 +1,27 @@
-// The architecture diagram (Graphviz SVG) fit to the panel's width with readable text, zoom buttons, ctrl+wheel zoom
-// and drag-to-pan. Drawn from the synced SVG and zoom alone, so a reload or a second tab shows the same view. The SVG
-// is shown as an image element: nothing in it can run.
+import { showFigure } from "./shared.js";
+// The architecture diagram: the panel's figure (the `svg` trait, the same document the static copy and exports hold)
+// fit to the panel's width with readable text, zoom buttons, ctrl+wheel zoom and drag-to-pan. Drawn from the synced
+// figure and zoom alone, so a reload or a second tab shows the same view; the page's theme styles it (figure.css,
+// architecture.css).
 
-function viewBoxSize(svg) {
-  const found = /viewBox="\s*[-\d.]+[\s,]+[-\d.]+[\s,]+([\d.]+)[\s,]+([\d.]+)\s*"/.exec(svg);
+export const MIN_ZOOM = 0.1, MAX_ZOOM = 8;
+
+// The (width, height) of an SVG document's viewBox, or [800, 600] when it has none.
+export function viewBoxSize(svg) {
+  const found = /viewBox="\s*[-\d.]+[\s,]+[-\d.]+[\s,]+([\d.]+)[\s,]+([\d.]+)\s*"/.exec(svg || "");
   return found ? [parseFloat(found[1]), parseFloat(found[2])] : [800, 600];
+}
+
+// Pixels per SVG unit: fit to `available` pixels of width, but with the diagram's text (`font` units) kept between
+// `minPx` and `maxPx` pixels, times the user's zoom.
+export function fitScale(available, width, font, minPx, maxPx, zoom) {
+  const fit = Math.max(200, available) / width;
+  return Math.min(Math.max(fit, minPx / font), maxPx / font) * (zoom || 1);
+}
+
+// A zoom level kept within MIN_ZOOM..MAX_ZOOM.
+export function clampZoom(zoom) {
+  return Math.min(MAX_ZOOM, Math.max(MIN_ZOOM, zoom));
 }
 
 function button(text, title) {
@@ -12,56 +29,45 @@ function button(text, title) {
   item.type = "button";
   item.textContent = text;
   item.title = title;
-  item.style.cssText = "margin-left: 2px; min-width: 28px; padding: 1px 6px; cursor: pointer;";
   return item;
 }
 
 function render({ model, el }) {
   const root = document.createElement("div");
-  root.className = "bvl-diagram";
-  root.style.cssText = "position: relative; font: 12px system-ui, sans-serif;";
+  root.className = "bvl-diagram bvl-view";
   const bar = document.createElement("div");
   bar.className = "bvl-diagram-controls";
-  bar.style.cssText = "position: absolute; top: 6px; right: 18px; z-index: 1; background: rgba(255,255,255,0.9); " +
-    "padding: 2px 4px; border-radius: 4px; display: flex; align-items: center; gap: 2px;";
   const readout = document.createElement("span");
   readout.className = "bvl-diagram-zoom";
-  readout.style.cssText = "margin-right: 4px; color: #555;";
   const zoomOut = button("−", "zoom out"), fit = button("fit", "fit the width"), zoomIn = button("+", "zoom in");
   bar.append(readout, zoomOut, fit, zoomIn);
   const viewport = document.createElement("div");
   viewport.className = "bvl-diagram-viewport";
-  viewport.style.cssText = "overflow: auto; max-height: 640px; border: 1px solid #e0e3e8; border-radius: 4px; " +
-    "cursor: grab; background: #fff;";
-  const image = document.createElement("img");
-  image.alt = "architecture diagram";
-  image.draggable = false;
-  image.style.cssText = "display: block; margin: 0 auto; user-select: none; max-width: none;";
-  viewport.appendChild(image);
+  viewport.setAttribute("aria-label", "architecture diagram");
   root.append(bar, viewport);
   el.appendChild(root);
 
-  let shownSvg = null, size = [800, 600];
+  let shownSvg = null, figure = null, size = [800, 600];
   function scale() {
-    const font = model.get("font_size") || 14;
-    const fitWidth = Math.max(200, viewport.clientWidth - 4) / size[0];
-    const base = Math.min(Math.max(fitWidth, model.get("min_font_px") / font), model.get("max_font_px") / font);
-    return base * (model.get("zoom") || 1);
+    return fitScale(viewport.clientWidth - 4, size[0], model.get("font_size") || 14, model.get("min_font_px"),
+      model.get("max_font_px"), model.get("zoom"));
   }
   function draw() {
     const svg = model.get("svg");
     if (svg !== shownSvg) {
       shownSvg = svg;
       size = viewBoxSize(svg);
-      image.src = svg ? "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svg) : "";
+      figure = showFigure(viewport, svg);
     }
     const s = scale();
-    image.style.width = `${Math.round(size[0] * s)}px`;
-    image.style.height = `${Math.round(size[1] * s)}px`;
+    if (figure) {
+      figure.setAttribute("width", Math.round(size[0] * s));
+      figure.setAttribute("height", Math.round(size[1] * s));
+    }
     readout.textContent = `text ${Math.round((model.get("font_size") || 14) * s)} px`;
   }
   function setZoom(zoom) {
-    model.set("zoom", Math.min(8, Math.max(0.1, zoom)));
+    model.set("zoom", clampZoom(zoom));
     model.save_changes();
   }
   zoomOut.addEventListener("click", () => setZoom(model.get("zoom") / 1.25));
@@ -84,14 +90,14 @@ function render({ model, el }) {
     if (event.button !== 0) return;
     drag = { x: event.clientX, y: event.clientY, left: viewport.scrollLeft, top: viewport.scrollTop };
     viewport.setPointerCapture(event.pointerId);
-    viewport.style.cursor = "grabbing";
+    viewport.classList.add("bvl-dragging");
   });
   viewport.addEventListener("pointermove", (event) => {
     if (!drag) return;
     viewport.scrollLeft = drag.left - (event.clientX - drag.x);
     viewport.scrollTop = drag.top - (event.clientY - drag.y);
   });
-  const release = () => { drag = null; viewport.style.cursor = "grab"; };
+  const release = () => { drag = null; viewport.classList.remove("bvl-dragging"); };
   viewport.addEventListener("pointerup", release);
   viewport.addEventListener("pointercancel", release);
 
