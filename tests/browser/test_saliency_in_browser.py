@@ -1,6 +1,6 @@
-"""The saliency view in JupyterLab, in headless Chromium, offline: it draws every token from its synced state (also
-after a reload), hover shows the exact score the kernel computed, a toolbar change computes again, and its export
-button writes an SVG.
+"""The saliency view in JupyterLab, in headless Chromium, offline: it shows the kernel's drawing of every token (also
+after a reload), hover and the keyboard show the exact score the kernel computed, a toolbar change computes again,
+its export button writes an SVG, and in the dark theme the text on every token box still reads (4.5:1).
 
 The test writes a small notebook (a SaliencyPanel on the default model, a sentence pair with an HTML-looking word)
 into the server's folder and runs it. A screenshot of the view goes to screenshots/saliency_view.png, and with
@@ -41,27 +41,45 @@ CELLS = [
     f"panel = SaliencyPanel(text={TEXT!r}, text_b={TEXT_B!r})\n"
     "panel",
     "import json\n"
-    "from bertviz_lab.widgets.saliency_view import score_text\n"
+    "from bertviz_lab.widgets.figures.saliency import score_text\n"
     "print('SCORES=' + json.dumps({'tokens': panel.tokens, 'scores': [score_text(s) for s in panel.scores]}))",
 ]
 PICTURE = "saliency_view.png"
+FIGURE = "div.bvl-saliency-view svg.bvl-saliency"
 
-# What the live view drew: its state, its token boxes' text and fills, the colour bar, its title and target.
+# What the live view shows: the drawing's state (its data- attributes), its token boxes' text and fills, the colour bar.
 DRAWN = """(el) => {
-  const svg = el.querySelector('svg');
+  const svg = el.querySelector('svg.bvl-saliency');
   const tokens = [...svg.querySelectorAll('g.bvl-token')].map((g) => ({
-    text: g.querySelector('text').textContent, fill: g.querySelector('rect').getAttribute('fill')}));
-  return {status: el.dataset.status, draws: Number(el.dataset.draws || 0), count: Number(el.dataset.tokens || 0),
-          title: el.dataset.title || '', subtitle: el.dataset.subtitle || '', tokens,
-          bands: svg.querySelectorAll('.bvl-colorbar rect').length,
+    text: g.querySelector('text').textContent, fill: g.querySelector('rect.bvl-token-box').getAttribute('fill')}));
+  return {status: svg.dataset.status, count: Number(svg.dataset.tokens), title: svg.dataset.title || '',
+          subtitle: svg.dataset.subtitle || '', tokens, bands: svg.querySelectorAll('.bvl-colorbar rect').length,
           segments: [...svg.querySelectorAll('.bvl-segment')].map((t) => t.textContent),
           scripts: el.querySelectorAll('script').length};
+}"""
+
+# Each token's text colour as the page paints it, against its box's fill: the lowest WCAG contrast of them all.
+LOWEST_INK_CONTRAST = """(el) => {
+  const rgb = (text) => text.startsWith('#') ? [1, 3, 5].map((i) => parseInt(text.slice(i, i + 2), 16))
+    : text.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const lum = (c) => {
+    const [r, g, b] = c.map((v) => v / 255).map((v) => v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  let lowest = 21;
+  for (const g of el.querySelectorAll('svg.bvl-saliency g.bvl-token')) {
+    const ink = lum(rgb(getComputedStyle(g.querySelector('text')).fill));
+    const box = lum(rgb(getComputedStyle(g.querySelector('rect.bvl-token-box')).fill));
+    lowest = Math.min(lowest, (Math.max(ink, box) + 0.05) / (Math.min(ink, box) + 0.05));
+  }
+  return lowest;
 }"""
 
 # The static copy (hidden while the live view draws) follows a figure computed in the background, so a saved
 # notebook shows what was on screen.
 STATIC_COPY_SAYS = """(text) => [...document.querySelectorAll('[data-bvl-static]')].some(
   (copy) => copy.querySelector('svg.bvl-saliency') && copy.textContent.includes(text))"""
+DARK = """() => document.body.dataset.jpThemeLight === 'false'"""
 
 
 def write_notebook(server: Any, name: str) -> str:
@@ -101,9 +119,11 @@ def printed_scores(page: Any) -> dict:
 
 
 def wait_drawn(view: Any, condition: str = "true", timeout_s: float = 60) -> dict:
-    """What the view drew once it is ready and `condition` (a JS expression over `d`) holds."""
+    """What the view shows once its drawing is a finished figure and `condition` (a JS expression over `d`, the
+    drawing's data- attributes) holds."""
     view.page.wait_for_function(
-        f"(el) => {{ const d = el.dataset; return d.status === 'ready' && Number(d.draws) > 0 && ({condition}); }}",
+        f"(el) => {{ const s = el.querySelector('svg.bvl-saliency'); const d = s ? s.dataset : {{}}; "
+        f"return d.status === 'ready' && Number(d.tokens) > 0 && ({condition}); }}",
         arg=view.element_handle(), timeout=timeout_s * 1000, polling=200)
     return view.evaluate(DRAWN)
 
@@ -114,8 +134,8 @@ def test_the_saliency_view_renders_and_exports(page, lab_server, lab_context):
     open_and_run(page, lab_server, path)
     shown = page.evaluate(DOM_ERRORS)
     assert not shown, "\n".join(strip_ansi(s) for s in shown)
-    output = page.locator(".jp-OutputArea-output").filter(has=page.locator("div.bvl-saliency[data-status]")).first
-    view = output.locator("div.bvl-saliency[data-status]")
+    output = page.locator(".jp-OutputArea-output").filter(has=page.locator(FIGURE)).first
+    view = output.locator("div.bvl-saliency-view")
     drawn = wait_drawn(view)
     expected = printed_scores(page)
 
@@ -135,19 +155,31 @@ def test_the_saliency_view_renders_and_exports(page, lab_server, lab_context):
     tip = view.locator(".bvl-tooltip")
     tip.wait_for(state="visible")
     assert tip.inner_text().splitlines() == [f"{index} · cat", f"score {expected['scores'][index]}"]
-    assert view.evaluate(f"(el) => el.bvlScoreText({index})") == expected["scores"][index]
     SCREENSHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "saliency_view_hover.png"), clip=output.evaluate(CONTENT_BOX))
     page.mouse.move(1, 1)
+    tip.wait_for(state="hidden")
+
+    # the keyboard: the tokens are one tab stop, the arrow keys move along them and show each one's score
+    view.locator("g.bvl-token").first.focus()
+    tip.wait_for(state="visible")
+    assert tip.inner_text().splitlines()[0] == f"0 · {expected['tokens'][0]}"
+    for _ in range(index):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function("([el, text]) => el.textContent.startsWith(text)",
+                           arg=[tip.element_handle(), f"{index} · cat"], timeout=10_000, polling=100)
+    assert tip.inner_text().splitlines() == [f"{index} · cat", f"score {expected['scores'][index]}"]
+    assert view.locator("g.bvl-token[tabindex='0']").count() == 1
+    page.keyboard.press("Escape")
+    page.mouse.click(1, 1)
 
     output.scroll_into_view_if_needed()
     picture = SCREENSHOTS / PICTURE
     page.screenshot(path=str(picture), clip=output.evaluate(CONTENT_BOX))
 
     # a toolbar change computes again in the kernel (in the background); the view and the static copy follow
-    before = drawn["draws"]
     output.locator("button", has_text="gradient × input").click()
-    drawn = wait_drawn(view, f"Number(d.draws) > {before} && d.title.includes('gradient × input')")
+    drawn = wait_drawn(view, "d.title.includes('gradient × input')")
     assert drawn["count"] == len(expected["tokens"])
     page.wait_for_function(STATIC_COPY_SAYS, arg="gradient × input", timeout=10_000, polling=250)
 
@@ -161,19 +193,32 @@ def test_the_saliency_view_renders_and_exports(page, lab_server, lab_context):
     written = sorted(set(figures.glob("saliency-*.svg")) - existing)
     assert written, "the export button wrote no SVG"
     svg = written[0].read_text(encoding="utf-8")
-    assert svg.startswith("<svg") and 'class="bvl-saliency"' in svg and "gradient × input" in svg
+    assert svg.startswith("<svg") and 'class="bvl-fig bvl-saliency"' in svg and "gradient × input" in svg
     assert "&lt;" in svg and "<script" not in svg
     output.locator(".bvl-export-status", has_text="saved").wait_for(state="visible", timeout=10_000)
 
-    # after a reload (kernel alive) the view draws the same figure from the synced state alone
+    # in JupyterLab Dark the page's colours change and the text on every token box still reads
+    assert view.evaluate(LOWEST_INK_CONTRAST) >= 4.5
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function(DARK, timeout=30_000, polling=200)
+    ground = "(el) => getComputedStyle(el.querySelector('svg.bvl-saliency .bvl-ground')).fill"
+    page.wait_for_function(f"(el) => ({ground})(el) !== 'rgb(255, 255, 255)'", arg=view.element_handle(),
+                           timeout=30_000, polling=200)
+    assert view.evaluate(LOWEST_INK_CONTRAST) >= 4.5
+    output.scroll_into_view_if_needed()
+    page.screenshot(path=str(SCREENSHOTS / "saliency_view_dark.png"), clip=output.evaluate(CONTENT_BOX))
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000, polling=200)
+
+    # after a reload (kernel alive) the view shows the same figure from the synced state alone
     page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_timeout(1500)
     page.reload(wait_until="domcontentloaded")
     page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
-    view = page.locator(".jp-OutputArea-output div.bvl-saliency[data-status]").first
+    view = page.locator(".jp-OutputArea-output div.bvl-saliency-view").first
     view.wait_for(timeout=30_000)
-    again = wait_drawn(view)
-    assert {k: v for k, v in again.items() if k != "draws"} == {k: v for k, v in drawn.items() if k != "draws"}
+    again = wait_drawn(view, "d.title.includes('gradient × input')")
+    assert again == drawn
 
     assert not page.errors, page.errors
     foreign = [url for url in lab_context.requested[first_request:] if not allowed_url(url)]
