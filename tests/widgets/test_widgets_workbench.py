@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from html import unescape
 
 import numpy as np
@@ -19,6 +20,7 @@ from bertviz_lab.widgets import (
     open_view,
 )
 from bertviz_lab.widgets.panels.workbench import DEFAULT_TEXT
+from bertviz_lab.widgets.views.front_end import all_css
 
 
 @pytest.fixture
@@ -69,7 +71,8 @@ def test_run_with_an_empty_text_shows_the_error(bench):
     trace = bench.attention.trace
     bench.text_box.value = "   "
     bench.run_button.click()
-    assert "empty" in bench.error.value and "color:#d62728" in bench.error.value
+    error = bench.error.value
+    assert "empty" in error and "class='bvl-error'" in error and "style=" not in error
     assert bench.attention.trace is trace  # the panels keep the last good text
     bench.text_box.value = "Fine again."
     bench.run()
@@ -87,6 +90,22 @@ def test_static_fallback(bench):
     static = bench._repr_mimebundle_()["text/html"]
     assert static == bench.static_html()
     assert "bvl-attention" in static and "bvl-masking" in static and "The cat sat on the mat." in static
+
+
+def test_the_panels_html_takes_its_colours_from_the_stylesheet(bench):
+    """No inline colours (light ones made bright boxes in a dark theme): classes of views/panels.css, which every
+    static copy and the panels' views carry."""
+    inline_colour = re.compile(r"style=[\"'][^\"']*(color|background|#[0-9a-fA-F]{3})", re.I)
+    pieces = {name: bench.panels()[name].static_html() for name in ("masking", "architecture", "device")}
+    parameters = bench.architecture.trace.summary().collapsible_html()  # trace/summary.py's table: its own styles
+    assert parameters in pieces["architecture"]
+    pieces["architecture"] = pieces["architecture"].replace(parameters, "")
+    pieces |= {"predictions": bench.predictions.value, "training": bench.training.message.value,
+               "devices": bench.device.status.value, "masking view": bench.masking.view.value}
+    for name, html in pieces.items():
+        assert not inline_colour.search(html), name
+    assert "bvl-chip" in pieces["masking"] and "bvl-table" in pieces["device"]
+    assert ".bvl-error {" in all_css() and ".bvl-chip.bvl-mask {" in all_css()
 
 
 def test_model_and_tokenizer_go_together(pretraining_model):

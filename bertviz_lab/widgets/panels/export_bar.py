@@ -32,8 +32,7 @@ class ExportBar(widgets.HBox):
         try:
             path = self.panel.save(EXPORT_DIR / f"{self.name}-{stamp}.{self.format.value}")
         except (OSError, ValueError) as error:  # no Graphviz, an unwritable folder, a full disk: say so in place
-            self.status.value = (f"<span class='bvl-export-status' style='color:#d62728'>not saved: "
-                                 f"{escape(error)}</span>")
+            self.status.value = f"<span class='bvl-export-status bvl-error'>not saved: {escape(error)}</span>"
             return None
         self.status.value = f"<span class='bvl-export-status'>saved {escape(path)}</span>"
         return path

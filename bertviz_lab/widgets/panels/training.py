@@ -6,9 +6,8 @@ from typing import Any, Mapping
 
 import ipywidgets as widgets
 
-from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.loss_curves import LossCurves
-from bertviz_lab.widgets.panels.panel import Panel
+from bertviz_lab.widgets.panels.panel import Panel, error_html
 
 # A tiny BERT on the built-in corpus: a few hundred steps in about a minute on a laptop CPU.
 DEMO_RUN: dict[str, Any] = {
@@ -68,7 +67,7 @@ class TrainingPanel(Panel):
             self.trainer.start(min(self.steps or remaining, remaining))
             self.message.value = ""  # the curves' status line says how far the run is and how it ended
         except (ValueError, TypeError, RuntimeError) as error:
-            self.message.value = f"<span style='color:#d62728'>{escape(error)}</span>"
+            self.message.value = error_html(error)
 
     def to_svg(self) -> str:
         """The live curves' figure."""

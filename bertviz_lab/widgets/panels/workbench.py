@@ -14,7 +14,7 @@ from bertviz_lab.widgets.panels.attention import AttentionPanel
 from bertviz_lab.widgets.panels.device_picker import DevicePicker
 from bertviz_lab.widgets.panels.masking import MaskingPreview
 from bertviz_lab.widgets.panels.models import model_and_tokenizer
-from bertviz_lab.widgets.panels.panel import Panel
+from bertviz_lab.widgets.panels.panel import Panel, error_html
 from bertviz_lab.widgets.panels.predictions import Predictions
 from bertviz_lab.widgets.panels.text_run import TextRun, run_text
 from bertviz_lab.widgets.panels.training import TrainingPanel
@@ -78,7 +78,7 @@ class Workbench(Panel):
             self.show(self.forward(text, text_b))
             self.error.value = ""
         except ValueError as error:
-            self.error.value = f"<span style='color:#d62728'>{escape(error)}</span>"
+            self.error.value = error_html(error)
 
     def _rerun(self, device: torch.device) -> None:
         """After a device move, the panels' text runs again, once, on the new device."""
