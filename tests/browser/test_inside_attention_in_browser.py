@@ -1,5 +1,6 @@
-"""Inside attention in a real browser: the neuron view draws (q, K and q ⊙ K painted, scores and weights, colour
-bars), a query token clicked in the head view opens the neuron view on it, a key clicked there becomes the query, and
+"""Inside attention in a real browser: the neuron view shows its drawing (q, K and q ⊙ K, scores and weights, colour
+bars; also in the dark theme), hover and the keyboard read its rows, a query token clicked in the head view opens
+the neuron view on it, a key clicked (or chosen with the keyboard) there becomes the query, and
 heads clicked off in the model view run the text again and show what changed (thumbnails, badges, predictions), with
 reset and shift-click. JupyterLab in headless Chromium, offline, on a notebook the test writes next to the others.
 Screenshots go to screenshots/; with BERTVIZ_LAB_SCREENSHOTS=docs/images the README's neuron_view.png and
@@ -44,36 +45,53 @@ neuron""",
 panel""",
 ]
 
-# What a drawn neuron view holds: its data attributes, whether each canvas block has ink, and the SVG's texts.
+# What a neuron view shows: its drawing's data- attributes (figures/neuron.py), whether each vector block is an
+# embedded image on screen, the bars, the colour bars' titles, the key labels, and the hover box's text.
 NEURON_DRAWN = """(el) => {
-  const ink = {};
-  for (const c of el.querySelectorAll('canvas.bvl-neuron-cells')) {
-    let any = false;
-    if (c.width && c.style.display !== 'none') {
-      const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-      for (let i = 0; i < data.length; i += 4) if (Math.abs(data[i] - data[i + 2]) > 20) { any = true; break; }
-    }
-    ink[c.dataset.block] = any;
-  }
-  // a label's own text (its tooltip <title> is a child element)
-  const texts = (cls) => [...el.querySelectorAll('svg text.' + cls)].map((t) => t.firstChild.nodeValue);
+  const svg = el.querySelector('svg.bvl-neuron');
   const shown = el.getBoundingClientRect();
-  return {rows: Number(el.dataset.rows || 0), query: Number(el.dataset.query ?? -1), title: el.dataset.title || '',
-          draws: Number(el.dataset.draws || 0), ink, bars: el.querySelectorAll('g.bvl-scores rect').length,
-          colorbars: texts('bvl-colorbar-title'), keys: texts('bvl-key'), visible: shown.width > 0 && shown.height > 0};
+  if (!svg) return {rows: 0, query: -1, title: '', blocks: {}, bars: 0, colorbars: [], keys: [], visible: false,
+                    tip: ''};
+  const blocks = {};
+  for (const image of svg.querySelectorAll('image.bvl-block')) {
+    blocks[image.dataset.block] = image.getBoundingClientRect().width > 0
+      && image.getAttribute('href').startsWith('data:image/png;base64,');
+  }
+  const texts = (cls) => [...svg.querySelectorAll('text.' + cls)].map((t) => t.firstChild.nodeValue);
+  const tip = el.querySelector('.bvl-tooltip');
+  return {rows: Number(svg.dataset.rows), query: Number(svg.dataset.query), title: svg.dataset.title || '', blocks,
+          bars: svg.querySelectorAll('g.bvl-score-bars rect, g.bvl-weight-bars rect').length,
+          colorbars: texts('bvl-colorbar-title'), keys: texts('bvl-key'), weights: texts('bvl-weight'),
+          visible: shown.width > 0 && shown.height > 0,
+          tip: tip && getComputedStyle(tip).display !== 'none' ? tip.textContent : ''};
 }"""
 
-# The model view's state as drawn: heads off, badges, prediction lines, title, and a fingerprint of the thumbnails.
+# The model view's state as drawn (its figure's documented data- attributes, figures/model_view.py): heads off,
+# badges, click mode, prediction lines, title, and a fingerprint of the thumbnails' images.
 MODEL_VIEW_DRAWN = """(el) => {
+  const figure = el.querySelector('svg.bvl-model-view');
+  if (!figure) return {ablated: null, badges: 0, mode: el.dataset.clickMode || '', offMarks: 0, lines: [], title: '',
+                       pixels: 0, thumbs: 0};
   let sum = 0;
-  for (const c of el.querySelectorAll('canvas.bvl-thumb')) {
-    const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-    for (let i = 0; i < data.length; i += 97) sum = (sum * 31 + data[i]) % 1000000007;
+  for (const image of figure.querySelectorAll('g.bvl-thumb image')) {
+    const href = image.getAttribute('href');
+    for (let i = 0; i < href.length; i += 7) sum = (sum * 31 + href.charCodeAt(i)) % 1000000007;
   }
-  return {ablated: el.dataset.ablated || '', badges: Number(el.dataset.badges || 0), mode: el.dataset.clickMode || '',
-          offMarks: el.querySelectorAll('.bvl-ablated').length,
-          lines: [...el.querySelectorAll('.bvl-ablation-line')].map((l) => l.textContent),
-          title: (el.querySelector('.bvl-title') || {}).textContent || '', pixels: sum};
+  return {ablated: figure.dataset.ablated, badges: Number(figure.dataset.badges), mode: el.dataset.clickMode || '',
+          offMarks: figure.querySelectorAll('g.bvl-thumb[data-off="true"] .bvl-ablated').length,
+          lines: [...figure.querySelectorAll('text.bvl-ablation-line')].map((l) => l.textContent),
+          title: figure.querySelector('text.bvl-title').textContent, pixels: sum,
+          thumbs: figure.querySelectorAll('g.bvl-thumb image').length};
+}"""
+
+# The head view as drawn: the heads shown (the figure's data-heads), lines shown and hidden while a token is hovered.
+HEAD_VIEW_DRAWN = """(el) => {
+  const figure = el.querySelector('svg.bvl-head-view');
+  if (!figure) return {heads: null, lines: 0, hovering: false, lit: 0, hidden: 0};
+  const lines = [...figure.querySelectorAll('g.bvl-head-lines line')];
+  return {heads: figure.dataset.heads, lines: lines.length, hovering: figure.classList.contains('bvl-hovering'),
+          lit: lines.filter((l) => getComputedStyle(l).visibility !== 'hidden').length,
+          hidden: lines.filter((l) => getComputedStyle(l).visibility === 'hidden').length};
 }"""
 
 
@@ -128,17 +146,75 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
                              > 1 and d)
             assert drawn["visible"] and drawn["query"] == 11, drawn
             assert drawn["title"] == "layer 3 · head 7 · query 11·it", drawn["title"]
-            assert drawn["ink"] == {"q": True, "k": True, "products": True}, drawn["ink"]
+            assert drawn["blocks"] == {"q": True, "k": True, "products": True}, drawn["blocks"]
             assert drawn["bars"] == 2 * drawn["rows"], drawn  # a score bar and a weight bar per key
             assert drawn["colorbars"] == ["q, k: value per dimension", "q ⊙ k: product per dimension"], drawn
             assert "suitcase" in drawn["keys"] and "it" in drawn["keys"]
             picture(run, first, "neuron_view", pictures)
+
+        with run.step("hover over a key row shows its exact score and weight from the view's buffers"):
+            neuron.locator("svg g.bvl-weight-bars rect").nth(9).hover()
+            hovered = wait_for(run, "no hover box over key 9",
+                               lambda: (d := neuron.evaluate(NEURON_DRAWN))["tip"].startswith("key 9·suitcase") and d)
+            lines = hovered["tip"].splitlines()
+            assert lines[1].startswith("q·k/√d = ") and lines[2].startswith("softmax = "), lines
+            assert f"{float(lines[2].split(' = ')[1]):.3f}" == hovered["weights"][9], (lines, hovered["weights"])
+            page.mouse.move(5, 5)
+
+        with run.step("keyboard: the key rows are one tab stop, arrows move, Enter makes the key the query"):
+            neuron.locator("svg g.bvl-key-rows").focus()
+            wait_for(run, "focus did not show the query's row",
+                     lambda: neuron.evaluate(NEURON_DRAWN)["tip"].startswith("key 11·it"))
+            page.keyboard.press("ArrowUp")
+            wait_for(run, "ArrowUp did not move to key 10",
+                     lambda: neuron.evaluate(NEURON_DRAWN)["tip"].startswith("key 10·because"))
+            page.keyboard.press("Enter")
+            chosen = wait_for(run, "Enter did not make key 10 the query",
+                              lambda: (d := neuron.evaluate(NEURON_DRAWN))["query"] == 10 and d)
+            assert chosen["title"] == "layer 3 · head 7 · query 10·because", chosen["title"]
+            page.mouse.click(5, 5)
+
+        with run.step("the neuron view in JupyterLab Dark"):
+            page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+            wait_for(run, "the dark theme did not apply",
+                     lambda: page.evaluate("() => document.body.dataset.jpThemeLight === 'false'"))
+            ground = "(el) => getComputedStyle(el.querySelector('svg.bvl-neuron .bvl-ground')).fill"
+            wait_for(run, "the figure's ground did not follow the theme",
+                     lambda: neuron.evaluate(ground) != "rgb(255, 255, 255)")
+            SCREENSHOTS.mkdir(exist_ok=True)
+            first.scroll_into_view_if_needed()
+            page.screenshot(path=str(SCREENSHOTS / "neuron_view_dark.png"), clip=first.evaluate(CONTENT_BOX))
+            page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+            wait_for(run, "the light theme did not come back",
+                     lambda: page.evaluate("() => document.body.dataset.jpThemeLight === 'true'"))
 
         with run.step("a key's token clicked in the neuron view becomes the query"):
             neuron.locator("svg text.bvl-key[data-position='9']").click()
             moved = wait_for(run, "the query did not move to 'suitcase'",
                              lambda: (d := neuron.evaluate(NEURON_DRAWN))["query"] == 9 and d)
             assert moved["title"] == "layer 3 · head 7 · query 9·suitcase", moved["title"]
+
+        head_view = second.locator("div.bvl-head-view").first
+        with run.step("head view: chips choose heads with a click or the keyboard, a hovered token shows its lines"):
+            drawn = wait_for(run, "the head view did not draw head 5",
+                             lambda: (d := head_view.evaluate(HEAD_VIEW_DRAWN))["heads"] == "5" and d)
+            assert drawn["lines"] > 0 and not drawn["hovering"], drawn
+            head_view.locator("svg g.bvl-head-chip[data-head='1']").click()
+            two = wait_for(run, "a click on chip 1 did not show head 1",
+                           lambda: (d := head_view.evaluate(HEAD_VIEW_DRAWN))["heads"] == "1,5" and d)
+            assert two["lines"] > drawn["lines"], two
+            head_view.locator("svg g.bvl-head-chip[data-head='1']").focus()
+            page.keyboard.press("Enter")
+            wait_for(run, "Enter on chip 1 did not hide head 1",
+                     lambda: head_view.evaluate(HEAD_VIEW_DRAWN)["heads"] == "5")
+            head_view.locator("svg text.bvl-query[data-index='3']").hover()
+            hovered = wait_for(run, "hovering a query token did not single out its lines",
+                               lambda: (d := head_view.evaluate(HEAD_VIEW_DRAWN))["hovering"] and d)
+            assert 0 < hovered["lit"] <= 8 and hovered["hidden"] == hovered["lines"] - hovered["lit"], hovered
+            picture(run, second, "head_view", pictures)
+            page.mouse.move(5, 5)
+            wait_for(run, "leaving the token did not show every line again",
+                     lambda: not head_view.evaluate(HEAD_VIEW_DRAWN)["hovering"])
 
         with run.step("a query token clicked in the head view opens the neuron view on it"):
             second.locator(".bvl-head-view svg line").first.wait_for(state="attached")
@@ -147,19 +223,19 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
             drawn = wait_for(run, "the head view's click did not open the neuron view",
                              lambda: (d := opened.evaluate(NEURON_DRAWN))["visible"] and d["rows"] > 1 and d)
             assert drawn["title"] == "layer 2 · head 5 · query 11·it" and drawn["query"] == 11, drawn
-            assert active(second, "neuron view") and all(drawn["ink"].values()), drawn
+            assert active(second, "neuron view") and all(drawn["blocks"].values()), drawn
 
         view = second.locator("div.bvl-model-view").first
         with run.step("model view: heads clicked off run the text again and show what changed"):
             button(second, "model view").click()
-            view.locator("canvas.bvl-thumb").first.wait_for(state="visible")
-            before = view.evaluate(MODEL_VIEW_DRAWN)
+            before = wait_for(run, "the model view did not draw", lambda: (d := view.evaluate(MODEL_VIEW_DRAWN))[
+                "thumbs"] == 6 * 12 and d)
             assert before["ablated"] == "" and before["lines"] == [] and before["mode"] == "open", before
             button(second, "switch it off").click()
             wait_for(run, "the model view did not switch to ablate clicks",
                      lambda: view.evaluate(MODEL_VIEW_DRAWN)["mode"] == "ablate")
-            view.locator("canvas.bvl-thumb[data-layer='0'][data-head='3']").click()
-            view.locator("canvas.bvl-thumb[data-layer='1'][data-head='7']").click()
+            view.locator("svg g.bvl-thumb[data-layer='0'][data-head='3']").click()
+            view.locator("svg g.bvl-thumb[data-layer='1'][data-head='7']").click()
             after = wait_for(run, "the heads clicked off did not show their change",
                              lambda: (d := view.evaluate(MODEL_VIEW_DRAWN))["ablated"] == "0:3,1:7" and d["lines"]
                              and d)
@@ -170,6 +246,11 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
             assert active(second, "model view")  # a click in ablate mode does not open the heatmap
             summary = second.locator(".bvl-ablation-summary").first.text_content() or ""
             assert "2 heads off (zero)" in summary and "L0 H3, L1 H7" in summary, summary
+            view.locator("svg g.bvl-thumb[data-layer='1'][data-head='7']").hover()  # hover reads the drawing
+            tip = view.locator(".bvl-tooltip")
+            wait_for(run, "no hover box on a head switched off",
+                     lambda: tip.is_visible() and "layer 1, head 7 (switched off)" in (tip.text_content() or ""))
+            assert "click: switch it on again" in (tip.text_content() or "")
 
         with run.step("reset switches every head on; shift-click switches one off in open mode"):
             second.locator("button", has_text="reset: all heads on").click()
@@ -178,14 +259,15 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
             assert reset["lines"] == [] and reset["badges"] == 0 and reset["pixels"] == before["pixels"], reset
             button(second, "open it").click()
             wait_for(run, "back to open clicks", lambda: view.evaluate(MODEL_VIEW_DRAWN)["mode"] == "open")
-            view.locator("canvas.bvl-thumb[data-layer='0'][data-head='3']").click(modifiers=["Shift"])
-            view.locator("canvas.bvl-thumb[data-layer='2'][data-head='1']").click(modifiers=["Shift"])
+            view.locator("svg g.bvl-thumb[data-layer='0'][data-head='3']").click(modifiers=["Shift"])
+            view.locator("svg g.bvl-thumb[data-layer='2'][data-head='1']").focus()
+            page.keyboard.press("Shift+Enter")  # the keyboard does what a click does
             shifted = wait_for(run, "shift-clicks did not switch heads off",
                                lambda: (d := view.evaluate(MODEL_VIEW_DRAWN))["ablated"] == "0:3,2:1" and d["lines"]
                                and d)
             assert active(second, "model view") and shifted["offMarks"] == 2, shifted
             picture(run, second, "head_ablation", pictures)
-            view.locator("canvas.bvl-thumb[data-layer='4'][data-head='0']").click()  # a plain click opens the head
+            view.locator("svg g.bvl-thumb[data-layer='4'][data-head='0']").click()  # a plain click opens the head
             wait_for(run, "a plain click did not open the heatmap", lambda: active(second, "heatmap"))
 
         with run.step("no error outputs after the interactions"):

@@ -191,7 +191,7 @@ def test_a_panel_without_its_model_cannot_switch_heads_off(pretraining_model, to
     panel = AttentionPanel(recorded, view="model view")
     panel.model_view.ablated = [[0, 0]]
     assert panel.model_view.ablated == [] and panel.ablation_bar.ablation is None
-    assert "needs the model" in panel.ablation_bar.summary.value
+    assert "needs the model" in panel.ablation_bar.summary.value and "style=" not in panel.ablation_bar.summary.value
     # with the model but no text (a trace of one's own), the trace's inputs run again
     with_model = AttentionPanel(recorded, model=pretraining_model, tokenizer=tokenizer, view="model view")
     with_model.model_view.ablated = [[1, 3]]

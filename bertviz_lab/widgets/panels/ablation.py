@@ -106,12 +106,13 @@ def run_ablated(model: torch.nn.Module, inputs: dict[str, torch.Tensor], heads: 
 
 
 def summary_html(ablation: Ablation | None, has_model: bool) -> str:
-    """The line under the ablation controls: which heads are off (the model view says what that changed)."""
+    """The line under the ablation controls: which heads are off (the model view says what that changed); its look
+    is model_view.css's (theme colours)."""
     if not has_model:
-        return ("<span class='bvl-ablation-summary' style='color:#555'>switching heads off needs the model: build the "
+        return ("<span class='bvl-ablation-summary bvl-ablation-quiet'>switching heads off needs the model: build the "
                 "panel with model= and tokenizer=</span>")
     if ablation is None:
-        return ("<span class='bvl-ablation-summary' style='color:#555'>all heads on · choose “switch heads off” and "
+        return ("<span class='bvl-ablation-summary bvl-ablation-quiet'>all heads on · choose “switch heads off” and "
                 "click thumbnails (or shift-click any time) to run the text again without them</span>")
     what = "" if ablation.lines() else (" · no [MASK] in the text and no sentence pair with a next-sentence head: "
                                          "only the attention maps show the change")

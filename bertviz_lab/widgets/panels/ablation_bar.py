@@ -92,6 +92,6 @@ class AblationBar(widgets.VBox):
                                          source.model, source.tokenizer, source.row)
                 summary = summary_html(self.ablation, True)
             except ValueError as error:
-                summary = f"<span class='bvl-ablation-summary' style='color:#d62728'>{escape(error)}</span>"
+                summary = f"<span class='bvl-ablation-summary bvl-ablation-failed'>{escape(error)}</span>"
         self.summary.value = summary
         self._on_change()
