@@ -66,17 +66,32 @@ NEURON_DRAWN = """(el) => {
           tip: tip && getComputedStyle(tip).display !== 'none' ? tip.textContent : ''};
 }"""
 
-# The model view's state as drawn: heads off, badges, prediction lines, title, and a fingerprint of the thumbnails.
+# The model view's state as drawn (its figure's documented data- attributes, figures/model_view.py): heads off,
+# badges, click mode, prediction lines, title, and a fingerprint of the thumbnails' images.
 MODEL_VIEW_DRAWN = """(el) => {
+  const figure = el.querySelector('svg.bvl-model-view');
+  if (!figure) return {ablated: null, badges: 0, mode: el.dataset.clickMode || '', offMarks: 0, lines: [], title: '',
+                       pixels: 0, thumbs: 0};
   let sum = 0;
-  for (const c of el.querySelectorAll('canvas.bvl-thumb')) {
-    const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-    for (let i = 0; i < data.length; i += 97) sum = (sum * 31 + data[i]) % 1000000007;
+  for (const image of figure.querySelectorAll('g.bvl-thumb image')) {
+    const href = image.getAttribute('href');
+    for (let i = 0; i < href.length; i += 7) sum = (sum * 31 + href.charCodeAt(i)) % 1000000007;
   }
-  return {ablated: el.dataset.ablated || '', badges: Number(el.dataset.badges || 0), mode: el.dataset.clickMode || '',
-          offMarks: el.querySelectorAll('.bvl-ablated').length,
-          lines: [...el.querySelectorAll('.bvl-ablation-line')].map((l) => l.textContent),
-          title: (el.querySelector('.bvl-title') || {}).textContent || '', pixels: sum};
+  return {ablated: figure.dataset.ablated, badges: Number(figure.dataset.badges), mode: el.dataset.clickMode || '',
+          offMarks: figure.querySelectorAll('g.bvl-thumb[data-off="true"] .bvl-ablated').length,
+          lines: [...figure.querySelectorAll('text.bvl-ablation-line')].map((l) => l.textContent),
+          title: figure.querySelector('text.bvl-title').textContent, pixels: sum,
+          thumbs: figure.querySelectorAll('g.bvl-thumb image').length};
+}"""
+
+# The head view as drawn: the heads shown (the figure's data-heads), lines shown and hidden while a token is hovered.
+HEAD_VIEW_DRAWN = """(el) => {
+  const figure = el.querySelector('svg.bvl-head-view');
+  if (!figure) return {heads: null, lines: 0, hovering: false, lit: 0, hidden: 0};
+  const lines = [...figure.querySelectorAll('g.bvl-head-lines line')];
+  return {heads: figure.dataset.heads, lines: lines.length, hovering: figure.classList.contains('bvl-hovering'),
+          lit: lines.filter((l) => getComputedStyle(l).visibility !== 'hidden').length,
+          hidden: lines.filter((l) => getComputedStyle(l).visibility === 'hidden').length};
 }"""
 
 
@@ -179,6 +194,28 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
                              lambda: (d := neuron.evaluate(NEURON_DRAWN))["query"] == 9 and d)
             assert moved["title"] == "layer 3 · head 7 · query 9·suitcase", moved["title"]
 
+        head_view = second.locator("div.bvl-head-view").first
+        with run.step("head view: chips choose heads with a click or the keyboard, a hovered token shows its lines"):
+            drawn = wait_for(run, "the head view did not draw head 5",
+                             lambda: (d := head_view.evaluate(HEAD_VIEW_DRAWN))["heads"] == "5" and d)
+            assert drawn["lines"] > 0 and not drawn["hovering"], drawn
+            head_view.locator("svg g.bvl-head-chip[data-head='1']").click()
+            two = wait_for(run, "a click on chip 1 did not show head 1",
+                           lambda: (d := head_view.evaluate(HEAD_VIEW_DRAWN))["heads"] == "1,5" and d)
+            assert two["lines"] > drawn["lines"], two
+            head_view.locator("svg g.bvl-head-chip[data-head='1']").focus()
+            page.keyboard.press("Enter")
+            wait_for(run, "Enter on chip 1 did not hide head 1",
+                     lambda: head_view.evaluate(HEAD_VIEW_DRAWN)["heads"] == "5")
+            head_view.locator("svg text.bvl-query[data-index='3']").hover()
+            hovered = wait_for(run, "hovering a query token did not single out its lines",
+                               lambda: (d := head_view.evaluate(HEAD_VIEW_DRAWN))["hovering"] and d)
+            assert 0 < hovered["lit"] <= 8 and hovered["hidden"] == hovered["lines"] - hovered["lit"], hovered
+            picture(run, second, "head_view", pictures)
+            page.mouse.move(5, 5)
+            wait_for(run, "leaving the token did not show every line again",
+                     lambda: not head_view.evaluate(HEAD_VIEW_DRAWN)["hovering"])
+
         with run.step("a query token clicked in the head view opens the neuron view on it"):
             second.locator(".bvl-head-view svg line").first.wait_for(state="attached")
             second.locator(".bvl-head-view svg text.bvl-query").nth(11).click()
@@ -191,14 +228,14 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
         view = second.locator("div.bvl-model-view").first
         with run.step("model view: heads clicked off run the text again and show what changed"):
             button(second, "model view").click()
-            view.locator("canvas.bvl-thumb").first.wait_for(state="visible")
-            before = view.evaluate(MODEL_VIEW_DRAWN)
+            before = wait_for(run, "the model view did not draw", lambda: (d := view.evaluate(MODEL_VIEW_DRAWN))[
+                "thumbs"] == 6 * 12 and d)
             assert before["ablated"] == "" and before["lines"] == [] and before["mode"] == "open", before
             button(second, "switch it off").click()
             wait_for(run, "the model view did not switch to ablate clicks",
                      lambda: view.evaluate(MODEL_VIEW_DRAWN)["mode"] == "ablate")
-            view.locator("canvas.bvl-thumb[data-layer='0'][data-head='3']").click()
-            view.locator("canvas.bvl-thumb[data-layer='1'][data-head='7']").click()
+            view.locator("svg g.bvl-thumb[data-layer='0'][data-head='3']").click()
+            view.locator("svg g.bvl-thumb[data-layer='1'][data-head='7']").click()
             after = wait_for(run, "the heads clicked off did not show their change",
                              lambda: (d := view.evaluate(MODEL_VIEW_DRAWN))["ablated"] == "0:3,1:7" and d["lines"]
                              and d)
@@ -209,6 +246,11 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
             assert active(second, "model view")  # a click in ablate mode does not open the heatmap
             summary = second.locator(".bvl-ablation-summary").first.text_content() or ""
             assert "2 heads off (zero)" in summary and "L0 H3, L1 H7" in summary, summary
+            view.locator("svg g.bvl-thumb[data-layer='1'][data-head='7']").hover()  # hover reads the drawing
+            tip = view.locator(".bvl-tooltip")
+            wait_for(run, "no hover box on a head switched off",
+                     lambda: tip.is_visible() and "layer 1, head 7 (switched off)" in (tip.text_content() or ""))
+            assert "click: switch it on again" in (tip.text_content() or "")
 
         with run.step("reset switches every head on; shift-click switches one off in open mode"):
             second.locator("button", has_text="reset: all heads on").click()
@@ -217,14 +259,15 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
             assert reset["lines"] == [] and reset["badges"] == 0 and reset["pixels"] == before["pixels"], reset
             button(second, "open it").click()
             wait_for(run, "back to open clicks", lambda: view.evaluate(MODEL_VIEW_DRAWN)["mode"] == "open")
-            view.locator("canvas.bvl-thumb[data-layer='0'][data-head='3']").click(modifiers=["Shift"])
-            view.locator("canvas.bvl-thumb[data-layer='2'][data-head='1']").click(modifiers=["Shift"])
+            view.locator("svg g.bvl-thumb[data-layer='0'][data-head='3']").click(modifiers=["Shift"])
+            view.locator("svg g.bvl-thumb[data-layer='2'][data-head='1']").focus()
+            page.keyboard.press("Shift+Enter")  # the keyboard does what a click does
             shifted = wait_for(run, "shift-clicks did not switch heads off",
                                lambda: (d := view.evaluate(MODEL_VIEW_DRAWN))["ablated"] == "0:3,2:1" and d["lines"]
                                and d)
             assert active(second, "model view") and shifted["offMarks"] == 2, shifted
             picture(run, second, "head_ablation", pictures)
-            view.locator("canvas.bvl-thumb[data-layer='4'][data-head='0']").click()  # a plain click opens the head
+            view.locator("svg g.bvl-thumb[data-layer='4'][data-head='0']").click()  # a plain click opens the head
             wait_for(run, "a plain click did not open the heatmap", lambda: active(second, "heatmap"))
 
         with run.step("no error outputs after the interactions"):
