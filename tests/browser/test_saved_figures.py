@@ -342,12 +342,12 @@ def same_picture(first: bytes, second: bytes) -> float:
 
 
 def reopen_and_check_the_copy(page: Any, server: Any, context: Any, path: str, shown: dict, live_png: bytes,
-                              name: str) -> None:
+                              name: str, app: str = "lab") -> None:
     """Shut the kernel down, reopen the notebook on a kernel that knows none of its widgets, and check that the
     static copy on screen is the last state the live view showed: its title, its text, the same picture."""
     page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
     delete_sessions(context, server)
-    open_in_lab(page, server, path)
+    open_in_lab(page, server, path, app)
     page.wait_for_function("() => (" + STATIC_STATE + ")().shown === 1", timeout=TIMEOUT_MS, polling=250)
     state = page.evaluate(STATIC_STATE)
     assert not state["errors"], state
@@ -363,9 +363,10 @@ def reopen_and_check_the_copy(page: Any, server: Any, context: Any, path: str, s
     assert differ < 0.002, f"the reopened copy's figure differs from the live one in {differ:.1%} of its pixels"
 
 
-def test_changes_made_after_a_reload_reach_the_saved_copy(page, lab_server, lab_context):
-    path = write_notebook(lab_server, "changed_after_reload.ipynb")
-    open_in_lab(page, lab_server, path)
+@pytest.mark.parametrize("app", ["lab", "notebook7"])
+def test_changes_made_after_a_reload_reach_the_saved_copy(page, lab_server, lab_context, app):
+    path = write_notebook(lab_server, f"changed_after_reload_{app}.ipynb")
+    open_in_lab(page, lab_server, path, app)
     run_all(page)
     save_notebook(page)
     page.reload(wait_until="domcontentloaded")  # JupyterLab forgets the copy's display id
@@ -375,8 +376,12 @@ def test_changes_made_after_a_reload_reach_the_saved_copy(page, lab_server, lab_
     save_notebook(page)
     assert_saved_copy_is_the_kernels(page, lab_server.root / path, [shown["title"], "dog", NEW_TEXT])
     live_png = page.locator(LIVE_ATTENTION_SVG).first.screenshot()
-    reopen_and_check_the_copy(page, lab_server, lab_context, path, shown, live_png, "changed_after_reload")
-    assert not page.errors, page.errors
+    reopen_and_check_the_copy(page, lab_server, lab_context, path, shown, live_png, f"changed_after_reload_{app}",
+                              app)
+    # Notebook 7 (7.6) itself throws while loading a settings schema in these pages ("reading 'schema'" in
+    # notebook_core's load); no other page error is allowed.
+    errors = [error for error in page.errors if not (app == "notebook7" and "reading 'schema'" in error)]
+    assert not errors, errors
 
 
 def test_changes_made_in_a_second_tab_reach_the_copy_saved_from_the_first(page, lab_server, lab_context):
