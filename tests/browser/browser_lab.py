@@ -448,3 +448,32 @@ def saved_static_copies(notebook: Path) -> list[str]:
     node = nbformat.read(notebook, as_version=4)
     return [output["data"]["text/html"] for cell in node.cells if cell.cell_type == "code"
             for output in cell.get("outputs", []) if "data-bvl-static=" in output.get("data", {}).get("text/html", "")]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A notebook of the tests' own, opened and run as a person would.
+OPEN_TIMEOUT_MS = 120_000
+
+
+def write_notebook(server: LabServer, name: str, cells: list[str]) -> str:
+    """A notebook of code cells in the server's notebooks/ folder; its path as Lab names it."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, server.root / "notebooks" / name)
+    return f"notebooks/{name}"
+
+
+def open_notebook(page: Any, server: LabServer, path: str, app: str = "lab", timeout_ms: int = OPEN_TIMEOUT_MS) -> None:
+    """Open the notebook in JupyterLab (a fresh workspace) or in Notebook 7 and wait for an idle kernel."""
+    where = f"lab/tree/{path}?reset&" if app == "lab" else f"notebooks/{path}?"
+    page.goto(f"{server.url}/{where}token={server.token}", wait_until="domcontentloaded")
+    page.wait_for_function(KERNEL_READY, arg=path, timeout=timeout_ms, polling=250)
+
+
+def run_all(page: Any, timeout_ms: int = OPEN_TIMEOUT_MS) -> None:
+    """Run every cell and wait until each shows its count; fails on the first error output."""
+    page.evaluate(RUN_ALL)
+    state = page.wait_for_function(RUN_STATE, timeout=timeout_ms, polling=500).json_value()
+    assert state == "done", "a cell failed"

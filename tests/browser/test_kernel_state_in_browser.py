@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import nbformat
 import pytest
 from browser_lab import (
     KERNEL_NOTICE,
-    KERNEL_READY,
-    RUN_ALL,
-    RUN_STATE,
     SCREENSHOTS,
-    delete_sessions,
     live_heatmap_shows,
+    open_notebook,
+    run_all,
+    write_notebook,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
@@ -35,35 +33,12 @@ TOOLTIP = """() => {
 }"""
 
 
-@pytest.fixture
-def page(lab_context, lab_server):
-    delete_sessions(lab_context, lab_server)
-    page = lab_context.new_page()
-    page.set_default_timeout(30_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(f"{error} {error.stack or ''}"[:600]))
-    page.errors = errors
-    yield page
-    page.close()
-    delete_sessions(lab_context, lab_server)
-
-
 def run_workbench(page: Any, server: Any, name: str) -> str:
     """Write a notebook with one workbench, open it in JupyterLab and run it; its path on the server."""
-    path = f"notebooks/{name}"
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(notebook, server.root / path)
-    page.goto(f"{server.url}/lab/tree/{path}?reset&token={server.token}", wait_until="domcontentloaded")
-    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+    path = write_notebook(server, name, CELLS)
+    open_notebook(page, server, path)
     run_all(page)
     return path
-
-
-def run_all(page: Any) -> None:
-    page.evaluate(RUN_ALL)
-    state = page.wait_for_function(RUN_STATE, timeout=TIMEOUT_MS, polling=500).json_value()
-    assert state == "done", "a cell failed"
 
 
 def hover_a_cell(page: Any) -> dict:

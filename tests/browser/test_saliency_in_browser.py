@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 from browser_lab import (
     CONTENT_BOX,
@@ -24,12 +23,12 @@ from browser_lab import (
     KERNEL_READY,
     README_IMAGES_ENV,
     REPO,
-    RUN_ALL,
-    RUN_STATE,
     SCREENSHOTS,
     allowed_url,
-    delete_sessions,
+    open_notebook,
+    run_all,
     strip_ansi,
+    write_notebook,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
@@ -82,37 +81,6 @@ STATIC_COPY_SAYS = """(text) => [...document.querySelectorAll('[data-bvl-static]
 DARK = """() => document.body.dataset.jpThemeLight === 'false'"""
 
 
-def write_notebook(server: Any, name: str) -> str:
-    path = server.root / "notebooks" / name
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(notebook, path)
-    return f"notebooks/{name}"
-
-
-@pytest.fixture
-def page(lab_context, lab_server):
-    delete_sessions(lab_context, lab_server)
-    page = lab_context.new_page()
-    page.set_default_timeout(30_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(f"{error} {error.stack or ''}"[:600]))
-    page.on("console", lambda message: errors.append(f"console.error: {message.text}"[:600])
-            if message.type == "error" else None)
-    page.errors = errors
-    yield page
-    page.close()
-    delete_sessions(lab_context, lab_server)
-
-
-def open_and_run(page: Any, server: Any, path: str) -> None:
-    page.goto(f"{server.url}/lab/tree/{path}?reset&token={server.token}", wait_until="domcontentloaded")
-    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
-    page.evaluate(RUN_ALL)
-    state = page.wait_for_function(RUN_STATE, timeout=TIMEOUT_MS, polling=500).json_value()
-    assert state == "done", "a cell failed"
-
-
 def printed_scores(page: Any) -> dict:
     text = page.locator(".jp-OutputArea-output").filter(has_text="SCORES=").first.inner_text()
     return json.loads(text.split("SCORES=", 1)[1].strip())
@@ -130,8 +98,11 @@ def wait_drawn(view: Any, condition: str = "true", timeout_s: float = 60) -> dic
 
 def test_the_saliency_view_renders_and_exports(page, lab_server, lab_context):
     first_request = len(lab_context.requested)
-    path = write_notebook(lab_server, "saliency_view.ipynb")
-    open_and_run(page, lab_server, path)
+    page.on("console", lambda message: page.errors.append(f"console.error: {message.text}"[:600])
+            if message.type == "error" else None)
+    path = write_notebook(lab_server, "saliency_view.ipynb", CELLS)
+    open_notebook(page, lab_server, path)
+    run_all(page)
     shown = page.evaluate(DOM_ERRORS)
     assert not shown, "\n".join(strip_ansi(s) for s in shown)
     output = page.locator(".jp-OutputArea-output").filter(has=page.locator(FIGURE)).first

@@ -16,22 +16,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 from browser_lab import (
     KERNEL_READY,
     MODEL_STATIC_COPIES,
-    RUN_ALL,
-    RUN_STATE,
     SCREENSHOTS,
     LabServer,
     allowed_url,
     delete_sessions,
     kernel_prints,
     live_heatmap_shows,
+    open_notebook,
     recording_context,
+    run_all,
     save_notebook,
     saved_static_copies,
+    write_notebook,
 )
 
 from bertviz_lab.widgets.notebook_html import notebook_to_html
@@ -80,27 +80,6 @@ STATIC_STATE = """() => {
                           chips: d.querySelectorAll('.bvl-chip').length,
                           text: d.textContent.replace(/\\s+/g, ' ').slice(0, 300)})))};
 }"""
-
-
-def write_notebook(server: Any, name: str) -> str:
-    path = server.root / "notebooks" / name
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(notebook, path)
-    return f"notebooks/{name}"
-
-
-def open_in_lab(page: Any, server: Any, path: str, app: str = "lab") -> None:
-    """Open the notebook in JupyterLab or in Notebook 7 and wait for an idle kernel."""
-    where = f"lab/tree/{path}?reset&" if app == "lab" else f"notebooks/{path}?"
-    page.goto(f"{server.url}/{where}token={server.token}", wait_until="domcontentloaded")
-    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
-
-
-def run_all(page: Any) -> None:
-    page.evaluate(RUN_ALL)
-    state = page.wait_for_function(RUN_STATE, timeout=TIMEOUT_MS, polling=500).json_value()
-    assert state == "done", "a cell failed"
 
 
 def workbench(page: Any) -> Any:
@@ -159,22 +138,9 @@ def lab_context(chromium, lab_server):
         yield context
 
 
-@pytest.fixture
-def page(lab_context, lab_server):
-    delete_sessions(lab_context, lab_server)
-    page = lab_context.new_page()
-    page.set_default_timeout(30_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(f"{error} {error.stack or ''}"[:600]))
-    page.errors = errors
-    yield page
-    page.close()
-    delete_sessions(lab_context, lab_server)
-
-
 def test_figures_survive_a_reload_and_a_second_tab(page, lab_server, lab_context):
-    path = write_notebook(lab_server, "survive_reload.ipynb")
-    open_in_lab(page, lab_server, path)
+    path = write_notebook(lab_server, "survive_reload.ipynb", CELLS)
+    open_notebook(page, lab_server, path)
     run_all(page)
     before = drawn_per_tab(page)
     assert_heatmap_drawn(before["Attention"])
@@ -187,7 +153,7 @@ def test_figures_survive_a_reload_and_a_second_tab(page, lab_server, lab_context
     assert after_reload == before
     second = lab_context.new_page()
     try:
-        open_in_lab(second, lab_server, path)
+        open_notebook(second, lab_server, path)
         assert drawn_per_tab(second) == before
         assert second.evaluate(STATIC_STATE)["shown"] == 0  # live views hide their static copies
     finally:
@@ -197,14 +163,14 @@ def test_figures_survive_a_reload_and_a_second_tab(page, lab_server, lab_context
 
 @pytest.mark.parametrize("app", ["lab", "notebook7"])
 def test_a_saved_notebook_reopened_without_its_kernel_shows_every_tab(page, lab_server, lab_context, app):
-    path = write_notebook(lab_server, f"reopened_{app}.ipynb")
-    open_in_lab(page, lab_server, path, app)
+    path = write_notebook(lab_server, f"reopened_{app}.ipynb", CELLS)
+    open_notebook(page, lab_server, path, app)
     run_all(page)
     assert page.evaluate(STATIC_STATE)["shown"] == 0
     page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_timeout(1500)
     delete_sessions(lab_context, lab_server)  # the kernel is gone: no widget model survives
-    open_in_lab(page, lab_server, path, app)  # a fresh kernel that knows none of the saved widgets
+    open_notebook(page, lab_server, path, app)  # a fresh kernel that knows none of the saved widgets
     page.wait_for_timeout(3000)
     state = page.evaluate(STATIC_STATE)
     assert state["shown"] == 1 and not state["errors"], state
@@ -241,10 +207,10 @@ def nbconvert(notebook: Path, execute: bool) -> Path:
                          ids=["saved", "executed", "offline-page-saved", "offline-page-executed"])
 def test_nbconvert_html_shows_every_figure_offline(page, lab_server, lab_context, execute, tool):
     name = f"converted_{'executed' if execute else 'saved'}_{tool.split()[-1]}"
-    path = write_notebook(lab_server, f"{name}.ipynb")
+    path = write_notebook(lab_server, f"{name}.ipynb", CELLS)
     notebook = lab_server.root / path
     if not execute:  # a notebook saved by JupyterLab after a run
-        open_in_lab(page, lab_server, path)
+        open_notebook(page, lab_server, path)
         run_all(page)
         page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
         page.wait_for_timeout(1500)
@@ -266,8 +232,8 @@ def test_nbconvert_html_shows_every_figure_offline(page, lab_server, lab_context
 
 
 def test_notebook_7_renders_the_workbench(page, lab_server):
-    path = write_notebook(lab_server, "notebook7.ipynb")
-    open_in_lab(page, lab_server, path, "notebook7")
+    path = write_notebook(lab_server, "notebook7.ipynb", CELLS)
+    open_notebook(page, lab_server, path, "notebook7")
     run_all(page)
     drawn = drawn_per_tab(page)
     assert_heatmap_drawn(drawn["Attention"])
@@ -275,8 +241,8 @@ def test_notebook_7_renders_the_workbench(page, lab_server):
 
 
 def test_the_export_button_writes_a_file(page, lab_server):
-    path = write_notebook(lab_server, "export.ipynb")
-    open_in_lab(page, lab_server, path)
+    path = write_notebook(lab_server, "export.ipynb", CELLS)
+    open_notebook(page, lab_server, path)
     run_all(page)
     figures = lab_server.root / "notebooks" / "bertviz_figures"
     before = set(figures.glob("*")) if figures.exists() else set()
@@ -347,7 +313,7 @@ def reopen_and_check_the_copy(page: Any, server: Any, context: Any, path: str, s
     static copy on screen is the last state the live view showed: its title, its text, the same picture."""
     page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
     delete_sessions(context, server)
-    open_in_lab(page, server, path, app)
+    open_notebook(page, server, path, app)
     page.wait_for_function("() => (" + STATIC_STATE + ")().shown === 1", timeout=TIMEOUT_MS, polling=250)
     state = page.evaluate(STATIC_STATE)
     assert not state["errors"], state
@@ -365,8 +331,8 @@ def reopen_and_check_the_copy(page: Any, server: Any, context: Any, path: str, s
 
 @pytest.mark.parametrize("app", ["lab", "notebook7"])
 def test_changes_made_after_a_reload_reach_the_saved_copy(page, lab_server, lab_context, app):
-    path = write_notebook(lab_server, f"changed_after_reload_{app}.ipynb")
-    open_in_lab(page, lab_server, path, app)
+    path = write_notebook(lab_server, f"changed_after_reload_{app}.ipynb", CELLS)
+    open_notebook(page, lab_server, path, app)
     run_all(page)
     save_notebook(page)
     page.reload(wait_until="domcontentloaded")  # JupyterLab forgets the copy's display id
@@ -385,13 +351,13 @@ def test_changes_made_after_a_reload_reach_the_saved_copy(page, lab_server, lab_
 
 
 def test_changes_made_in_a_second_tab_reach_the_copy_saved_from_the_first(page, lab_server, lab_context):
-    path = write_notebook(lab_server, "changed_in_second_tab.ipynb")
-    open_in_lab(page, lab_server, path)
+    path = write_notebook(lab_server, "changed_in_second_tab.ipynb", CELLS)
+    open_notebook(page, lab_server, path)
     run_all(page)
     save_notebook(page)  # the second tab opens what the file holds
     second = lab_context.new_page()
     try:
-        open_in_lab(second, lab_server, path)
+        open_notebook(second, lab_server, path)
         shown = change_text_layer_and_head(second, NEW_TEXT, layer=4, head=7)
     finally:
         second.close()

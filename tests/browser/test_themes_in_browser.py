@@ -12,9 +12,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-from browser_lab import KERNEL_READY, README_IMAGES_ENV, REPO, RUN_ALL, RUN_STATE, SCREENSHOTS
+from browser_lab import (
+    README_IMAGES_ENV,
+    REPO,
+    SCREENSHOTS,
+    open_notebook,
+    run_all,
+    write_notebook,
+)
+
+from bertviz_lab.widgets.figures.contrast import contrast_ratio
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
 
@@ -81,18 +89,9 @@ def parse_color(value: str) -> tuple[float, float, float, float]:
     return numbers[0], numbers[1], numbers[2], numbers[3] if len(numbers) > 3 else 1.0
 
 
-def luminance(rgb: tuple[float, float, float]) -> float:
-    """WCAG relative luminance of an sRGB colour."""
-    def channel(c: float) -> float:
-        c /= 255
-        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
-    r, g, b = (channel(c) for c in rgb)
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
-
-
 def contrast(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
-    high, low = sorted((luminance(a), luminance(b)), reverse=True)
-    return (high + 0.05) / (low + 0.05)
+    """WCAG ratio of two measured colours (figures.contrast takes #rrggbb)."""
+    return contrast_ratio(*("#%02x%02x%02x" % tuple(round(c) for c in color) for color in (a, b)))
 
 
 def test_contrast_formula():
@@ -108,8 +107,8 @@ def background_of(image: Any, box: list[float]) -> tuple[int, int, int]:
     return Counter(crop.getdata()).most_common(1)[0][0][:3]
 
 
-def low_contrast(page: Any) -> tuple[list[dict], int, bytes]:
-    """Texts below MIN_CONTRAST in the viewport as it is now, how many were measured, and the screenshot."""
+def low_contrast(page: Any) -> tuple[list[dict], int]:
+    """Texts below MIN_CONTRAST in the viewport as it is now, and how many were measured."""
     from PIL import Image
 
     shot = page.screenshot()
@@ -127,14 +126,7 @@ def low_contrast(page: Any) -> tuple[list[dict], int, bytes]:
         measured += 1
         if ratio < MIN_CONTRAST:
             failures.append({**item, "ground": ground, "ratio": round(ratio, 2)})
-    return failures, measured, shot
-
-
-def write_notebook(server: Any, name: str) -> str:
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(notebook, server.root / "notebooks" / name)
-    return f"notebooks/{name}"
+    return failures, measured
 
 
 def set_theme(page: Any, theme: str) -> None:
@@ -148,36 +140,32 @@ def set_theme(page: Any, theme: str) -> None:
 def test_every_text_reads_in_the_theme(theme, lab_server, lab_context):
     page = lab_context.new_page()
     try:
-        path = write_notebook(lab_server, f"themes_{theme}.ipynb")
-        page.goto(f"{lab_server.url}/lab/tree/{path}?reset&token={lab_server.token}", wait_until="domcontentloaded")
-        page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+        path = write_notebook(lab_server, f"themes_{theme}.ipynb", CELLS)
+        open_notebook(page, lab_server, path)
         set_theme(page, theme)
-        page.evaluate(RUN_ALL)
-        state = page.wait_for_function(RUN_STATE, timeout=TIMEOUT_MS, polling=500).json_value()
-        assert state == "done", "a cell failed"
+        run_all(page, TIMEOUT_MS)
         # every panel drawn: each live view says what it drew in data-title once its figure is on screen
         page.wait_for_function("() => document.querySelectorAll('.jp-OutputArea-output svg.bvl-fig').length >= 8",
                                timeout=TIMEOUT_MS, polling=500)
         outputs = page.locator(".jp-OutputArea-output:visible")
-        failures, measured, pictures = [], 0, []
+        failures, measured = [], 0
         for index in range(outputs.count()):
             output = outputs.nth(index)
             output.scroll_into_view_if_needed()
-            found, count, shot = low_contrast(page)
+            found, count = low_contrast(page)
             failures += found
             measured += count
-            pictures.append(shot)
         SCREENSHOTS.mkdir(exist_ok=True)
         picture = SCREENSHOTS / f"theme-{theme}.png"
         page.locator(".jp-OutputArea-output:has(.widget-tab)").first.screenshot(path=str(picture))
-        folder = os.environ.get(README_IMAGES_ENV)
+        unique = {(f["text"], f["color"], f["ground"]): f for f in failures}
+        assert measured > 100, f"only {measured} texts measured: the views did not draw"
+        assert not unique, f"{len(unique)} texts below {MIN_CONTRAST}:1 in {theme}: {list(unique.values())[:15]}"
+        folder = os.environ.get(README_IMAGES_ENV)  # the README's picture, only from a run that passed
         if folder:
             destination = Path(folder) if Path(folder).is_absolute() else REPO / folder
             destination.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(picture, destination / picture.name)
-        unique = {(f["text"], f["color"], f["ground"]): f for f in failures}
-        assert measured > 100, f"only {measured} texts measured: the views did not draw"
-        assert not unique, f"{len(unique)} texts below {MIN_CONTRAST}:1 in {theme}: {list(unique.values())[:15]}"
     finally:
         if not page.is_closed():
             set_theme(page, "light")  # the theme is a user setting of the shared server: leave it as found

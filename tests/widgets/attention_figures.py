@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 import zlib
 
 import numpy as np
+from heatmap_drawing import png_chunks
 
 from bertviz_lab.widgets.figures.contrast import contrast_ratio, ink_class
 
@@ -21,15 +22,7 @@ def classes(node: ET.Element) -> list[str]:
 
 def png_codes(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     """The (height, width) palette indices and the (n, 3) palette of an 8-bit palette PNG with unfiltered rows."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    chunks: dict[bytes, bytes] = {}
-    at = 8
-    while at < len(data):
-        length, kind = struct.unpack(">I4s", data[at: at + 8])
-        body = data[at + 8: at + 8 + length]
-        assert zlib.crc32(kind + body) == struct.unpack(">I", data[at + 8 + length: at + 12 + length])[0]
-        chunks[kind] = chunks.get(kind, b"") + body
-        at += 12 + length
+    chunks = png_chunks(data)
     width, height, depth, colour_type = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
     assert (depth, colour_type) == (8, 3)
     rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(height, width + 1)

@@ -525,7 +525,7 @@ def test_512_tokens_stay_compact(long_panel):
     panel.view.value = "head view"
     head_view_bytes = state_bytes(panel.head_view)
     k = panel.head_view.k
-    assert k == 8 and panel.head_view.heads == [0] and len(head_lines(panel.head_view.svg)) == T * k
+    assert k == 8 and panel.head_view.heads == [panel.head.value] and len(head_lines(panel.head_view.svg)) == T * k
     assert head_view_bytes <= T * k * 90 + 2 * T * 100 + 8192
     with sent_messages(panel.head_view) as sizes:
         panel.head_view.heads = [0, 1]  # a chip clicked on: a drawing of two heads' lines

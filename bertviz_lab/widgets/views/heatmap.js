@@ -67,9 +67,10 @@ function render({ model, el }) {
   // Shows the tooltip and the highlight of one cell.
   function read(cell) {
     if (!current || !cell) { forget(); return; }
-    const { area, values, mark } = current;
+    const { area, mark } = current;
     const { row, col } = cell;
-    const weight = values[row * area.cols + col];
+    current.values = current.values || float16s(current.raw); // decoded on the first read, not on every redraw
+    const weight = current.values[row * area.cols + col];
     chosen = cell;
     tip.textContent = tipText(current.rowTokens[row], current.rowPositions[row], current.colTokens[col],
       current.colPositions[col], weight);
@@ -92,11 +93,12 @@ function render({ model, el }) {
     const svg = showFigure(holder, model.get("svg"));
     const node = svg && svg.querySelector(".bvl-cells");
     const rowTokens = model.get("row_tokens"), colTokens = model.get("col_tokens");
-    const values = float16s(model.get("values"));
+    const raw = model.get("values");
     current = null;
     if (node) {
       const area = cellArea(node.dataset);
-      if (area.rows === rowTokens.length && area.cols === colTokens.length && values.length === area.rows * area.cols) {
+      const count = raw ? raw.byteLength / 2 : 0; // float16: two bytes a weight
+      if (area.rows === rowTokens.length && area.cols === colTokens.length && count === area.rows * area.cols) {
         const mark = svgEl(svg, "g", { class: "bvl-heatmap-mark", visibility: "hidden" });
         svgEl(mark, "rect", { class: "bvl-heatmap-mark-halo", width: area.cell, height: area.cell });
         svgEl(mark, "rect", { class: "bvl-heatmap-mark-line", width: area.cell, height: area.cell });
@@ -105,7 +107,7 @@ function render({ model, el }) {
         node.setAttribute("aria-label", "attention weights: arrow keys read one cell after another");
         node.addEventListener("keydown", onKey);
         node.addEventListener("blur", forget);
-        current = { svg, area, values, mark, rowTokens, colTokens, width: Number(svg.getAttribute("width")),
+        current = { svg, area, raw, values: null, mark, rowTokens, colTokens, width: Number(svg.getAttribute("width")),
           rowPositions: model.get("row_positions"), colPositions: model.get("col_positions") };
       }
     }

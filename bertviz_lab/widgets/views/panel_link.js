@@ -150,7 +150,12 @@ function watchKernel(model, el) {
   };
 }
 
-// Once per widget model and front end, whether or not a view is on screen: keep this page's notebook model in step.
+// How long the notebook model waits after the copy's last change before it takes it: writing the copy re-renders
+// its (hidden) output, which must not compete with the figure being drawn. A save takes the copy at once.
+export const QUIET_MS = 1000;
+
+// Once per widget model and front end, whether or not a view is on screen: keep this page's notebook model in step,
+// a moment after the figure settles and always at the start of a save.
 function initialize({ model }) {
   const write = () => {
     try {
@@ -159,11 +164,26 @@ function initialize({ model }) {
       console.debug("bertviz_lab: the static copy was not written into the notebook", error);
     }
   };
+  let timer = 0;
+  const later = () => {
+    clearTimeout(timer);
+    timer = setTimeout(write, QUIET_MS);
+  };
+  const onSave = (_, state) => {
+    if (state !== "started") return;
+    clearTimeout(timer);
+    write();
+  };
   write();
   const context = model.widget_manager && model.widget_manager.context;
   if (context && context.ready && typeof context.ready.then === "function") context.ready.then(write, () => {});
-  model.on("change:html", write);
-  return () => model.off("change:html", write);
+  const stopSaving = connect(context && context.saveState, onSave);
+  model.on("change:html", later);
+  return () => {
+    clearTimeout(timer);
+    stopSaving();
+    model.off("change:html", later);
+  };
 }
 
 function render({ model, el }) {
