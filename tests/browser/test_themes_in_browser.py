@@ -30,7 +30,8 @@ TIMEOUT_MS = 180_000
 MIN_CONTRAST = 4.5
 TEXT = "The cat sat on the mat because it was warm."
 CELLS = [
-    "from bertviz_lab.widgets import AttentionPanel, DevicePicker, LossCurves, MaskingPreview, Workbench\n"
+    "from bertviz_lab.widgets import (AttentionPanel, ArchitecturePanel, DevicePicker, LossCurves, MaskingPreview,\n"
+    "                                 Workbench)\n"
     "from bertviz_lab.widgets.panels.models import default_model_and_tokenizer\n"
     f"model, tokenizer = default_model_and_tokenizer()\ntext = {TEXT!r}\n"
     "Workbench(model, tokenizer, text)",
@@ -44,6 +45,7 @@ CELLS = [
     "            'eval_nsp_accuracy': min(0.8, step / 60) if step % 10 == 0 else None, 'lr': 1e-4})\n"
     "curves.flush()\ncurves",
     "DevicePicker(model)",
+    "ArchitecturePanel(model)",
 ]
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 
@@ -56,6 +58,18 @@ TEXTS = """() => {
     const style = getComputedStyle(el);
     if (style.visibility !== 'visible' || Number(style.opacity) === 0) return false;
     for (let e = el; e; e = e.parentElement) if (getComputedStyle(e).display === 'none') return false;
+    return true;
+  };
+  // only what the notebook's scroller shows: texts under Lab's tool and status bars are not seen as they are
+  const scroller = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');
+  const port = scroller ? scroller.getBoundingClientRect() : {top: 0, left: 0, bottom: innerHeight, right: innerWidth};
+  const inside = (box, frame) => box.top >= frame.top - 0.5 && box.bottom <= frame.bottom + 0.5 &&
+    box.left >= frame.left - 0.5 && box.right <= frame.right + 0.5;
+  // a text scrolled out of a box that clips (a zoomed diagram, a scroll area) is not seen either
+  const shownBy = (el, box) => {
+    for (let e = el.parentElement; e && e !== document.body; e = e.parentElement) {
+      if (getComputedStyle(e).overflow !== 'visible' && !inside(box, e.getBoundingClientRect())) return false;
+    }
     return true;
   };
   for (const output of document.querySelectorAll('.jp-OutputArea-output')) {
@@ -71,9 +85,12 @@ TEXTS = """() => {
       range.selectNodeContents(el.tagName.toLowerCase() === 'text' ? el : node);
       const box = range.getBoundingClientRect();
       if (box.width < 2 || box.height < 4) continue;
+      if (!inside(box, port) || !shownBy(el, box)) continue;
       const style = getComputedStyle(el);
       const svg = el instanceof SVGElement;
-      found.push({text: text.slice(0, 60), color: svg ? style.fill : style.color,
+      const owner = el.closest('[class*="bvl-"]');
+      found.push({text: text.slice(0, 60), where: owner ? owner.getAttribute('class') : el.tagName,
+                  color: svg ? style.fill : style.color,
                   opacity: svg ? Number(style.fillOpacity) : 1,
                   box: [box.left, box.top, box.width, box.height]});
     }
@@ -145,7 +162,7 @@ def test_every_text_reads_in_the_theme(theme, lab_server, lab_context):
         set_theme(page, theme)
         run_all(page, TIMEOUT_MS)
         # every panel drawn: each live view says what it drew in data-title once its figure is on screen
-        page.wait_for_function("() => document.querySelectorAll('.jp-OutputArea-output svg.bvl-fig').length >= 8",
+        page.wait_for_function("() => document.querySelectorAll('.jp-OutputArea-output svg.bvl-fig').length >= 9",
                                timeout=TIMEOUT_MS, polling=500)
         outputs = page.locator(".jp-OutputArea-output:visible")
         failures, measured = [], 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anywidget
 import traitlets
 
-from bertviz_lab.widgets.views.front_end import css, esm
+from bertviz_lab.widgets.views.front_end import all_css, esm
 
 
 class PanelLink(anywidget.AnyWidget):
@@ -18,6 +18,6 @@ class PanelLink(anywidget.AnyWidget):
     """
 
     _esm = esm("panel_link.js")
-    _css = css("panel_link")
+    _css = all_css()  # every view's stylesheet, so the panels' own HTML (chips, tables, tabs) is styled in the page too
     static_id = traitlets.Unicode("").tag(sync=True)
     html = traitlets.Unicode("").tag(sync=True)  # the static copy's text/html, as StaticCopy.bundle() holds it
