@@ -28,6 +28,7 @@ PICTURES = {  # file -> what it shows (and which notebook makes it)
                        "(tests/browser/test_inside_attention_in_browser.py)",
     "head_ablation.png": "the model view with two heads switched off: change, badges, predictions "
                          "(tests/browser/test_inside_attention_in_browser.py)",
+    "head_view.png": "the head view: one head's chips and lines (tests/browser/test_inside_attention_in_browser.py)",
     "theme-light.png": "the workbench in JupyterLab Light (tests/browser/test_themes_in_browser.py)",
     "theme-dark.png": "the workbench in JupyterLab Dark (tests/browser/test_themes_in_browser.py)",
 }

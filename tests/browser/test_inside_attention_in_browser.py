@@ -3,8 +3,8 @@ bars; also in the dark theme), hover and the keyboard read its rows, a query tok
 the neuron view on it, a key clicked (or chosen with the keyboard) there becomes the query, and
 heads clicked off in the model view run the text again and show what changed (thumbnails, badges, predictions), with
 reset and shift-click. JupyterLab in headless Chromium, offline, on a notebook the test writes next to the others.
-Screenshots go to screenshots/; with BERTVIZ_LAB_SCREENSHOTS=docs/images the README's neuron_view.png and
-head_ablation.png are written there too (tools/screenshots.py)."""
+Screenshots go to screenshots/; with BERTVIZ_LAB_SCREENSHOTS=docs/images the README's neuron_view.png,
+head_view.png and head_ablation.png are written there too (tools/screenshots.py)."""
 
 from __future__ import annotations
 
