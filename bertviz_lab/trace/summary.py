@@ -83,20 +83,12 @@ class Summary:
         """The table as rows that fold: each module with submodules is a <details> (works without scripts), open
         down to `open_depth`; the model and its top-level modules show, the rest one click away."""
         esc = html.escape
-        widths = (24, 17, 15, 12, 6)  # em: module (with its indent), class, output shape, parameters, trainable
 
         def cells(values: tuple[str, ...], depth: int, bold: bool = False) -> str:
-            out = []
-            for i, (value, width) in enumerate(zip(values, widths)):
-                style = f"display:inline-block;box-sizing:border-box;width:{width}em;padding:1px 6px;vertical-align:top"
-                if i == 0:
-                    style += f";padding-left:{0.4 + depth}em;overflow:hidden;text-overflow:ellipsis"
-                if i == 3:
-                    style += ";text-align:right"
-                if bold:
-                    style += ";font-weight:bold"
-                out.append(f'<span style="{style}">{esc(value)}</span>')
-            return "".join(out)
+            weight = " bvl-pb" if bold else ""
+            first = f'<span class="bvl-pc bvl-pc0{weight}" style="padding-left:{0.4 + depth}em">{esc(values[0])}</span>'
+            return first + "".join(f'<span class="bvl-pc bvl-pc{i}{weight}">{esc(value)}</span>'
+                                   for i, value in enumerate(values[1:], start=1))
 
         def block(start: int, end: int) -> list[str]:
             """Rows start..end-1 (siblings and their descendants, in call order) as HTML."""
@@ -110,10 +102,9 @@ class Summary:
                 if j > i + 1:
                     opened = ' open=""' if row.depth < open_depth else ""
                     out.append(f'<details class="bvl-param-group" data-depth="{row.depth}"{opened}>'
-                               f'<summary class="bvl-param-row" style="cursor:pointer;white-space:nowrap">{line}'
-                               f"</summary>{''.join(block(i + 1, j))}</details>")
+                               f'<summary class="bvl-param-row">{line}</summary>{"".join(block(i + 1, j))}</details>')
                 else:
-                    out.append(f'<div class="bvl-param-row" style="white-space:nowrap;padding-left:1.1em">{line}</div>')
+                    out.append(f'<div class="bvl-param-row">{line}</div>')
                 i = j
             return out
 
@@ -123,17 +114,30 @@ class Summary:
             while j < len(self.rows) and self.rows[j].depth > row.depth:
                 j += 1
             module, *rest = row.cells()
-            roots.append(f'<div class="bvl-param-row bvl-param-root" style="white-space:nowrap;padding-left:1.1em">'
-                         f"{cells((module.strip(), *rest), row.depth, bold=True)}</div>")
+            roots.append(f'<div class="bvl-param-row bvl-param-root">{cells((module.strip(), *rest), row.depth, True)}'
+                         "</div>")
             roots.extend(block(i + 1, j))
             i = j
-        head = (f'<div class="bvl-param-head" style="white-space:nowrap;padding-left:1.1em;border-bottom:1px solid '
-                f'#ccc">{cells(HEADERS, 0, bold=True)}</div>')
+        head = f'<div class="bvl-param-head">{cells(HEADERS, 0, bold=True)}</div>'
         foot = "<br/>".join(esc(t) for t in self._totals())
-        return (f'<div class="bvl-param-table" style="font-size:13px;overflow-x:auto">'
-                f'<div style="font-weight:bold;margin:2px 0">{esc(self.model_class)}</div>{head}{"".join(roots)}'
-                f'<div class="bvl-param-totals" style="border-top:1px solid #ccc;margin-top:2px;padding:2px 6px">'
-                f"{foot}</div></div>")
+        return (f'<div class="bvl-param-table"><style>{PARAM_TABLE_STYLE}</style>'
+                f'<div class="bvl-param-title">{esc(self.model_class)}</div>{head}{"".join(roots)}'
+                f'<div class="bvl-param-totals">{foot}</div></div>')
+
+
+# The table's look, once per table instead of on every cell: it travels with the HTML wherever that is shown.
+PARAM_TABLE_STYLE = (
+    ".bvl-param-table{font-size:13px;overflow-x:auto}"
+    ".bvl-param-title{font-weight:bold;margin:2px 0}"
+    ".bvl-param-row,.bvl-param-head{white-space:nowrap}"
+    "div.bvl-param-row,.bvl-param-head{padding-left:1.1em}"
+    "summary.bvl-param-row{cursor:pointer}"
+    ".bvl-param-head{border-bottom:1px solid var(--jp-border-color2,#ccc)}"
+    ".bvl-param-totals{border-top:1px solid var(--jp-border-color2,#ccc);margin-top:2px;padding:2px 6px}"
+    ".bvl-pc{display:inline-block;box-sizing:border-box;padding:1px 6px;vertical-align:top}"
+    ".bvl-pc0{width:24em;overflow:hidden;text-overflow:ellipsis}.bvl-pc1{width:17em}.bvl-pc2{width:15em}"
+    ".bvl-pc3{width:12em;text-align:right}.bvl-pc4{width:6em}.bvl-pb{font-weight:bold}"
+)
 
 
 def _trainable(call: "Call") -> str:

@@ -2,7 +2,7 @@
 // panel can reach its kernel. The models here have the shape JupyterLab's have (cells and outputs as lists).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { kernelProblem, staticId, writeStaticCopy } from "../../bertviz_lab/widgets/views/panel_link.js";
+import { copyMessage, kernelProblem, staticId, writeStaticCopy } from "../../bertviz_lab/widgets/views/panel_link.js";
 
 const ID = "0b8f6c1e-2d3a-4e5f-8a9b-0c1d2e3f4a5b";
 
@@ -73,4 +73,12 @@ test("a panel reaches its kernel while the session has the kernel it was drawn w
   assert.equal(kernelProblem(session({ ...alive, id: "k2" }), "k1", false), "none");
   assert.equal(kernelProblem(session(alive), "k1", true), "restarted");
   assert.equal(kernelProblem(null, "", false), "");  // a front end without a session: nothing is claimed
+});
+
+test("only a message of type html with a string carries a copy", () => {
+  assert.equal(copyMessage({ type: "html", html: "<div>x</div>" }), "<div>x</div>");
+  assert.equal(copyMessage({ type: "html", html: "" }), "");
+  assert.equal(copyMessage({ type: "html?" }), null);
+  assert.equal(copyMessage({ type: "html", html: 3 }), null);
+  assert.equal(copyMessage(null), null);
 });

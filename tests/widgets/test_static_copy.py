@@ -197,3 +197,22 @@ def test_close_releases_the_link_and_cancels_a_pending_update(displayed, monkeyp
     time.sleep(0.4)
     assert len(handle.sent) == 2 and "<p class='count'>1</p>" in link.html  # nothing went out after close
     assert panel.comm is None
+
+
+def test_the_copy_travels_in_messages_not_in_the_widget_state(displayed, monkeypatch):
+    """A notebook that stores its widgets' state (nbconvert --execute) must not hold every figure twice: the link's
+    state is its id alone; the HTML goes to the front ends in a message on every change and to one that asks."""
+    panel = Counter()
+    panel._ipython_display_()
+    link = link_of(panel)
+    sent: list[dict] = []
+    monkeypatch.setattr(link, "send", lambda content, buffers=None: sent.append(content))
+    assert set(link.get_state()) & {"html"} == set() and link.static_id == panel.static_copy.id
+    panel.bump()
+    assert sent == [{"type": "html", "html": link.html}] and "<p class='count'>1</p>" in link.html
+    link._answer(None, {"type": "html?"}, [])  # a reloaded page attaches and asks
+    link._answer(None, {"type": "something else"}, [])
+    link._answer(None, "html?", [])
+    assert sent[1:] == [{"type": "html", "html": link.html}]
+    link.html = link.html  # the same copy again: nothing to send
+    assert len(sent) == 2

@@ -27,7 +27,9 @@ BAR_W, BAR_MIN_H = 14, 160
 
 
 def png(codes: np.ndarray, palette: np.ndarray) -> bytes:
-    """A palette PNG (colour type 3) with one pixel per code: zlib-compressed rows, no imaging library needed."""
+    """A palette PNG (colour type 3) with one pixel per code: zlib-compressed rows, no imaging library needed.
+
+    zlib's fastest level: a 512 x 512 map in 6 ms instead of 14 ms, for 3% more bytes (it is drawn on every change)."""
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     height, width = codes.shape
 
@@ -37,7 +39,7 @@ def png(codes: np.ndarray, palette: np.ndarray) -> bytes:
     rows = np.concatenate([np.zeros((height, 1), np.uint8), codes], axis=1)  # filter byte 0 before each row
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 3, 0, 0, 0))
             + chunk(b"PLTE", np.ascontiguousarray(palette, dtype=np.uint8).tobytes())
-            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)) + chunk(b"IEND", b""))
+            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + chunk(b"IEND", b""))
 
 
 def _label(text: str, token: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anywidget
 import traitlets
 
-from bertviz_lab.widgets.views.front_end import all_css, esm
+from bertviz_lab.widgets.views.front_end import css, esm
 
 KEYS = ("train_mlm_loss", "eval_mlm_loss", "train_nsp_loss", "eval_nsp_loss", "eval_mlm_accuracy", "eval_nsp_accuracy",
         "lr")
@@ -16,7 +16,7 @@ class CurvesView(anywidget.AnyWidget):
     values there from the synced series, so it needs no kernel."""
 
     _esm = esm("loss_curves.js")
-    _css = all_css()  # the panels' ipywidgets HTML is styled by these classes too: the sheet must be in the page
+    _css = css("loss_curves")
     svg = traitlets.Unicode("").tag(sync=True)
     names = traitlets.Dict().tag(sync=True)  # legend name by series key, for the hover box
     # one trait per series, pack(x, y): a redraw sends only the series that grew

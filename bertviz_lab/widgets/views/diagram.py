@@ -5,7 +5,7 @@ from __future__ import annotations
 import anywidget
 import traitlets
 
-from bertviz_lab.widgets.views.front_end import all_css, esm
+from bertviz_lab.widgets.views.front_end import css, esm
 
 GRAPHVIZ_FONT = 14  # points in Graphviz's SVG units; the view scales them to 12–16 px on screen
 
@@ -15,7 +15,7 @@ class DiagramView(anywidget.AnyWidget):
     between min and max px, with zoom buttons, ctrl+wheel zoom and drag-to-pan."""
 
     _esm = esm("architecture.js")
-    _css = all_css()  # the panels' ipywidgets HTML is styled by these classes too: the sheet must be in the page
+    _css = css("architecture")
     svg = traitlets.Unicode("").tag(sync=True)
     zoom = traitlets.Float(1.0).tag(sync=True)  # times the fitted size
     font_size = traitlets.Float(GRAPHVIZ_FONT).tag(sync=True)  # the diagram's text size in SVG units

@@ -38,11 +38,14 @@ class HeatmapView(anywidget.AnyWidget):
                              f"{len(col_tokens)} key tokens")
         drawing = heatmap_svg(matrix, row_tokens, col_tokens, row_positions, col_positions, title, note, mode,
                               ignore_rows, ignore_cols)
+        labels = {"row_tokens": list(row_tokens), "col_tokens": list(col_tokens),
+                  "row_positions": [int(p) for p in row_positions], "col_positions": [int(p) for p in col_positions]}
         with self.hold_sync():
             self.svg = drawing
             self.values = np.ascontiguousarray(matrix, dtype=VALUES_DTYPE).tobytes()
-            self.row_tokens, self.col_tokens = list(row_tokens), list(col_tokens)
-            self.row_positions, self.col_positions = [int(p) for p in row_positions], [int(p) for p in col_positions]
+            for name, value in labels.items():  # the same tokens at another layer: not validated and sent again
+                if value != getattr(self, name):
+                    setattr(self, name, value)
             self.title = title
 
     def weights(self) -> np.ndarray:

@@ -4,7 +4,7 @@
 //   notebook shows one figure: the static copy where no kernel or widget state is there to draw the live one.
 // - In every front end attached (the first page, a reloaded one, a second tab, Notebook 7) it writes the copy's
 //   current HTML into that front end's notebook model, so a save there stores the figure on screen: the kernel's
-//   display-id updates reach only the page that ran the cell.
+//   display-id updates reach only the page that ran the cell. The HTML arrives in messages (copyMessage).
 // - While the panel has no kernel to talk to, it says so in one line at the top of the panel and disables the
 //   controls that need one (those inside a `data-bvl-local` element work without a kernel and stay enabled).
 // Where a front end lacks what this needs (no notebook model, no session), that part does nothing and never throws.
@@ -154,12 +154,20 @@ function watchKernel(model, el) {
 // its (hidden) output, which must not compete with the figure being drawn. A save takes the copy at once.
 export const QUIET_MS = 1000;
 
+// The copy's HTML comes as a message, never as synced state: a notebook that stores its widgets' state (nbconvert
+// --execute) would hold every figure twice. A front end asks for it when it attaches; the kernel sends it to every
+// front end when the figure changes.
+export function copyMessage(message) {
+  return message && message.type === "html" && typeof message.html === "string" ? message.html : null;
+}
+
 // Once per widget model and front end, whether or not a view is on screen: keep this page's notebook model in step,
 // a moment after the figure settles and always at the start of a save.
 function initialize({ model }) {
+  let html = "";
   const write = () => {
     try {
-      writeStaticCopy(notebookCells(model.widget_manager), staticId(model.get("static_id")), model.get("html"));
+      writeStaticCopy(notebookCells(model.widget_manager), staticId(model.get("static_id")), html);
     } catch (error) {  // a front end whose notebook model differs: the display-id updates are all there is
       console.debug("bertviz_lab: the static copy was not written into the notebook", error);
     }
@@ -174,15 +182,20 @@ function initialize({ model }) {
     clearTimeout(timer);
     write();
   };
-  write();
+  const onMessage = (message) => {
+    const received = copyMessage(message);
+    if (received === null || received === html) return;
+    html = received;
+    later();
+  };
   const context = model.widget_manager && model.widget_manager.context;
-  if (context && context.ready && typeof context.ready.then === "function") context.ready.then(write, () => {});
   const stopSaving = connect(context && context.saveState, onSave);
-  model.on("change:html", later);
+  model.on("msg:custom", onMessage);
+  model.send({ type: "html?" });
   return () => {
     clearTimeout(timer);
     stopSaving();
-    model.off("change:html", later);
+    model.off("msg:custom", onMessage);
   };
 }
 

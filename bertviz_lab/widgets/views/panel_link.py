@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anywidget
 import traitlets
 
@@ -20,4 +22,25 @@ class PanelLink(anywidget.AnyWidget):
     _esm = esm("panel_link.js")
     _css = all_css()  # every view's stylesheet, so the panels' own HTML (chips, tables, tabs) is styled in the page too
     static_id = traitlets.Unicode("").tag(sync=True)
-    html = traitlets.Unicode("").tag(sync=True)  # the static copy's text/html, as StaticCopy.bundle() holds it
+
+    def __init__(self, html: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._html = html
+        self.on_msg(self._answer)
+
+    @property
+    def html(self) -> str:
+        """The static copy's text/html as StaticCopy.bundle() holds it: sent to the front ends in a message, not
+        kept in the synced state, so a notebook that stores widget state does not hold every figure twice."""
+        return self._html
+
+    @html.setter
+    def html(self, value: str) -> None:
+        if value != self._html:
+            self._html = value
+            self.send({"type": "html", "html": value})
+
+    def _answer(self, _: Any, content: Any, buffers: list) -> None:
+        """A front end that attaches (a reload, a second tab) asks for the copy it should keep."""
+        if isinstance(content, dict) and content.get("type") == "html?":
+            self.send({"type": "html", "html": self._html})

@@ -78,28 +78,3 @@ export function weightText(value) {
   if (!Number.isFinite(value)) return String(value);
   return Math.abs(value) >= 1e-3 ? value.toFixed(4) : value.toExponential(2);
 }
-
-// A vertical colour bar in `parent`: palette codes 0..topCode stacked bottom to top in 128 bands (as the exported
-// SVG draws it), ticks [position 0..1, label] on its right, and its title turned along it.
-export function verticalColorbar(parent, x, y, w, h, palette, topCode, ticks, title, fontSize) {
-  const bar = svgEl(parent, "g", { class: "bvl-colorbar" });
-  const bands = 128;
-  for (let band = 0; band < bands; band++) {
-    const code = Math.round((band * topCode) / (bands - 1));
-    const y0 = y + h * (1 - (band + 1) / bands), y1 = y + h * (1 - band / bands);
-    svgEl(bar, "rect", { x, y: y0, width: w, height: y1 - y0 + 0.3, "shape-rendering": "crispEdges",
-      fill: `rgb(${palette[3 * code]},${palette[3 * code + 1]},${palette[3 * code + 2]})` });
-  }
-  svgEl(bar, "rect", { x, y, width: w, height: h, class: "bvl-rule", "stroke-width": 0.5 });
-  let widest = 1;
-  for (const [position, label] of ticks) {
-    const ty = y + h * (1 - position);
-    svgEl(bar, "line", { x1: x + w, y1: ty, x2: x + w + 4, y2: ty, class: "bvl-rule" });
-    svgEl(bar, "text", { class: "bvl-colorbar-tick bvl-mono", x: x + w + 6, y: ty + 4, "font-size": fontSize }, label);
-    widest = Math.max(widest, label.length);
-  }
-  const cx = x + w + 6 + Math.ceil(widest * 6.7) + 6 + 12, cy = y + h / 2;
-  svgEl(bar, "text", { class: "bvl-colorbar-title", transform: `translate(${cx},${cy}) rotate(90)`,
-    "text-anchor": "middle", "font-size": 12 }, title);
-  return bar;
-}
