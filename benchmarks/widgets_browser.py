@@ -4,11 +4,11 @@ weighs. JupyterLab and Debian's Chromium (headless), offline, on this machine.
     python benchmarks/widgets_browser.py
 
 - repaint: the attention heatmap of MiniLM at 128 and 512 tokens; from choosing another layer in the page to the
-  frame showing its new drawing (median of 7); goal at 512 tokens: 0.3 s.
+  frame showing its new drawing (median of 7); goal at 512 tokens: 0.1 s.
 - `%bert_inspect`: in a warm kernel (after `%load_ext bertviz_lab` finished its warm-up), from running the cell to
-  the heatmap drawn; goal 0.5 s.
+  the heatmap drawn; goal 0.3 s.
 - size: `00_workbench.ipynb` executed by `jupyter nbconvert --execute` (which stores every widget's state);
-  goal 2 MB.
+  goal 1 MB.
 """
 
 from __future__ import annotations

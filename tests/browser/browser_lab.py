@@ -303,11 +303,13 @@ CANVAS_INK = """(root) => {
   return {canvases: canvases.length, drawn: drawn};
 }"""
 
-MASK_CHIPS = """(rgb) => {
+MASK_CHIPS = """() => {
   const chips = [...document.querySelectorAll(
-    '.jp-OutputArea-output .jupyter-widgets .bvl-masking .bvl-chip')];  // the live widget, not a static fallback
-  const coloured = chips.filter((c) => getComputedStyle(c).backgroundColor === rgb);
-  return {chips: chips.length, mask: coloured.length, maskTokens: coloured.filter((c) => c.title).length};
+    '.jp-OutputArea-output .jupyter-widgets .bvl-figure-view svg.bvl-masking g.bvl-chip')];  // live, not a copy
+  const masked = chips.filter((c) => c.classList.contains('bvl-mask'));
+  const fill = (c) => { const r = c.querySelector('rect'); return r ? getComputedStyle(r).fill : ''; };
+  return {chips: chips.length, mask: masked.length, fills: [...new Set(masked.map(fill))],
+          maskTokens: masked.filter((c) => (c.querySelector('title') || {}).textContent).length};
 }"""
 
 # Lab shows an SVG output and a mermaid diagram as <img src="data:image/svg+xml,...">: loaded? what is in it?

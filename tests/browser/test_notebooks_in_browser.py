@@ -267,8 +267,8 @@ def check_attention(run: Run) -> None:
 def check_masking(run: Run) -> None:
     with run.step("masking preview: [MASK] colour on masked tokens"):
         chips = wait_for(run, "the masking preview shows no [MASK]-coloured token",
-                         lambda: (c := run.page.evaluate(MASK_CHIPS, MASK_RGB))["maskTokens"] > 0 and c)
-        assert chips["chips"] > chips["mask"] > 0, chips
+                         lambda: (c := run.page.evaluate(MASK_CHIPS))["maskTokens"] > 0 and c)
+        assert chips["chips"] > chips["mask"] > 0 and chips["fills"] == [MASK_RGB], chips
 
 
 @check("04_")

@@ -69,12 +69,12 @@ def test_counts_and_plan_match_the_masking_functions(tokenizer, seed, p, mask, r
     fates = Counter(preview._fate(i)[0] for i in range(counts["tokens"]))
     assert (fates["mask"], fates["random"], fates["kept"], fates["special"]) == (
         counts["mask"], counts["random"], counts["kept"], 3)
-    html = preview.view.value
-    assert html == preview.static_html()
+    html = preview.view.svg  # the live view shows the figure: the same document as the static copy and the export
+    assert html == preview.to_svg() and html in preview.static_copy.html()
     assert (f"{counts['selected']} of {counts['eligible']} eligible tokens selected: {counts['mask']} → [MASK], "
             f"{counts['random']} → random, {counts['kept']} kept") in html
     assert html.count('class="bvl-chip bvl-mask"') == counts["mask"] + 1  # + the legend's swatch
-    assert "style=" not in html  # colours come from views/panels.css's classes, which follow the theme
+    assert "style=" not in html  # colours come from the stylesheets' classes, which follow the theme
 
 
 def test_random_replacements_show_both_tokens(tokenizer):
@@ -82,7 +82,7 @@ def test_random_replacements_show_both_tokens(tokenizer):
     original = tokenizer.convert_ids_to_tokens(preview.inputs["input_ids"][0].tolist())
     replaced = tokenizer.convert_ids_to_tokens(preview.masked_ids[0].tolist())
     position = int(preview.plan.to_random[0].nonzero()[0])
-    assert f"{original[position]} → {replaced[position]}" in preview.view.value
+    assert f"{original[position]} → {replaced[position]}" in preview.view.svg
     assert all(i not in tokenizer.all_special_ids for i in preview.plan.random_ids[preview.plan.to_random].tolist())
 
 
@@ -138,7 +138,7 @@ def test_top5_predictions_are_the_models_softmax_on_the_masked_ids(request, toke
         probs, ids = torch.softmax(logits[0, position].float(), dim=-1).topk(5)
         assert [token for token, _ in top] == tokenizer.convert_ids_to_tokens(ids.tolist())
         assert [p for _, p in top] == pytest.approx(probs.tolist(), abs=1e-6)
-    html = preview.view.value
+    html = preview.view.svg
     assert "top-5 predictions" in html
     first_position, first_top = preview.predictions[0]
     assert f"{first_top[0][0]} {format_probability(first_top[0][1])}" in html
@@ -147,10 +147,10 @@ def test_top5_predictions_are_the_models_softmax_on_the_masked_ids(request, toke
 def test_no_predictions_without_an_mlm_head(tokenizer, backbone):
     preview = MaskingPreview(tokenizer, TEXT, model=backbone, mlm_probability=0.5)
     assert preview.counts["selected"] > 0 and preview.predictions == []
-    assert "top-5 predictions" not in preview.view.value
-    assert "No predictions: BERT has no masked-LM head" in preview.view.value  # says why, not just nothing
+    assert "top-5 predictions" not in preview.view.svg
+    assert "No predictions: BERT has no masked-LM head" in preview.view.svg  # says why, not just nothing
     without_model = MaskingPreview(tokenizer, TEXT)
-    assert without_model.predictions == [] and "predictions" not in without_model.view.value
+    assert without_model.predictions == [] and "predictions" not in without_model.view.svg
     # a causal LM's head scores the next token, not the masked one: no "MLM" predictions either
     torch.manual_seed(0)
     causal = BERTForCausalLM(tiny_config(tokenizer.vocab_size, is_decoder=True))
@@ -182,7 +182,7 @@ def test_a_long_text_is_cut_to_the_models_positions_with_a_notice(tokenizer, pre
     truncation = preview.truncation
     assert (truncation.kept, truncation.total, truncation.kept_a, truncation.total_a) == (limit, 302, limit - 2, 300)
     assert truncation.notice == f"kept {limit} of 302 tokens (the model reads at most {limit})"
-    assert "bvl-truncation-notice" in preview.view.value and truncation.notice in preview.view.value
+    assert "bvl-truncation-notice" in preview.view.svg and truncation.notice in preview.view.svg
     assert preview.predictions  # the cut text runs through the model
     # a pair: the longer sentence is cut first, as Hugging Face's longest_first
     pair = MaskingPreview(tokenizer, long_text(200), model=pretraining_model, text_b=long_text(40))
@@ -195,7 +195,7 @@ def test_a_long_text_is_cut_to_the_models_positions_with_a_notice(tokenizer, pre
     # a text that fits: no notice
     short = MaskingPreview(tokenizer, TEXT, model=pretraining_model)
     assert not short.truncation.cut and short.truncation.notice == ""
-    assert "bvl-truncation-notice" not in short.view.value
+    assert "bvl-truncation-notice" not in short.view.svg
 
 
 def test_encode_text_still_unpacks_and_without_a_model_uses_the_tokenizers_limit(tokenizer, backbone):
@@ -222,7 +222,7 @@ def tiny_trainer_for(tokenizer, steps: int = 4) -> Trainer:
 
 def test_without_an_mlm_head_it_offers_the_training_tabs_model(tokenizer, backbone, xss_tokenizer):
     preview = MaskingPreview(tokenizer, TEXT, model=backbone, text_b=TEXT_B, mlm_probability=0.5)
-    assert preview.predictions == [] and "No predictions: BERT has no masked-LM head" in preview.view.value
+    assert preview.predictions == [] and "No predictions: BERT has no masked-LM head" in preview.view.svg
     assert preview.offer.layout.display == "none"  # nothing to offer until a source is wired
     trainer = tiny_trainer_for(xss_tokenizer)
     asked = []
@@ -235,17 +235,17 @@ def test_without_an_mlm_head_it_offers_the_training_tabs_model(tokenizer, backbo
     assert preview.tokenizer is xss_tokenizer and preview.model is not trainer.model  # a copy: training undisturbed
     assert isinstance(preview.model, BERTForPreTraining) and not preview.model.training
     assert preview.predictions and preview.next_sentence is not None
-    shown = unescape(preview.view.value)
+    shown = unescape(preview.view.svg)
     assert "top-5 predictions" in shown and "Training tab's model (step 0 of 4)" in shown
     assert "No predictions" not in shown
-    assert_safe_html(preview.view.value)
+    assert_safe_html(preview.view.svg)
     before = [p for _, top in preview.predictions for _, p in top]
     trainer.fit()  # the preview refreshes between steps (at most every 2 s) and when the run ends
-    assert trainer.step == 4 and "Training tab's model (step 4 of 4)" in unescape(preview.view.value)
+    assert trainer.step == 4 and "Training tab's model (step 4 of 4)" in unescape(preview.view.svg)
     for name, value in trainer.model.state_dict().items():
         assert torch.equal(preview.model.state_dict()[name], value), name
     assert [p for _, top in preview.predictions for _, p in top] != before
-    assert_safe_html(preview.view.value)
+    assert_safe_html(preview.view.svg)
     # a bad source says why in the offer row
     other = MaskingPreview(tokenizer, TEXT, model=backbone)
     other.offer_model_from(lambda: (_ for _ in ()).throw(ValueError("training.steps must be positive")))
@@ -259,12 +259,12 @@ def test_next_sentence_probability_for_a_pair_with_an_nsp_head(tokenizer, pretra
     with torch.inference_mode():
         expected = torch.softmax(pretraining_model(**inputs)[1][0], dim=-1)[0].item()
     assert preview.next_sentence == pytest.approx(expected, abs=1e-6)
-    assert f"P(B follows A) = {format_probability(expected)}" in preview.view.value
+    assert f"P(B follows A) = {format_probability(expected)}" in preview.view.svg
     assert MaskingPreview(tokenizer, TEXT, model=pretraining_model).next_sentence is None  # no pair
     torch.manual_seed(0)
     nsp = BERTForNextSentencePrediction(tiny_config(tokenizer.vocab_size)).eval()
     only_nsp = MaskingPreview(tokenizer, TEXT, model=nsp, text_b=TEXT_B)
-    assert only_nsp.predictions == [] and 0 < only_nsp.next_sentence < 1 and "P(B follows A)" in only_nsp.view.value
+    assert only_nsp.predictions == [] and 0 < only_nsp.next_sentence < 1 and "P(B follows A)" in only_nsp.view.svg
     assert MaskingPreview(tokenizer, TEXT, model=BERT(tiny_config(tokenizer.vocab_size)),
                           text_b=TEXT_B).next_sentence is None
 

@@ -389,15 +389,15 @@ class AttentionPanel(Panel):
     def to_svg(self) -> str:
         """The view on screen as a standalone SVG document."""
         if self.view.value == "saliency" and self.saliency is None:
-            return ('<svg xmlns="http://www.w3.org/2000/svg" class="bvl-saliency" width="640" height="40">'
-                    f'<text x="8" y="24" font-family="sans-serif">{escape(SALIENCY_NEEDS)}</text></svg>')
+            return ('<svg xmlns="http://www.w3.org/2000/svg" class="bvl-fig bvl-saliency" width="640" height="40">'
+                    f'<rect class="bvl-ground" width="100%" height="100%"/><text x="8" y="24">{escape(SALIENCY_NEEDS)}'
+                    "</text></svg>")
         return self.on_screen.to_svg()
 
     def _show_saliency(self) -> None:
         """Make the saliency panel on first use, and hand it the panel's text when that changed since."""
         if self.model is None or self.tokenizer is None or self.text is None:
-            self.saliency_note.value = (f"<span class='bvl-saliency-note' style='color:#555'>{escape(SALIENCY_NEEDS)}"
-                                        "</span>")
+            self.saliency_note.value = f"<span class='bvl-saliency-note bvl-muted'>{escape(SALIENCY_NEEDS)}</span>"
             return
         if self.saliency is None:
             self.saliency = SaliencyPanel(self.model, self.tokenizer, self.text, self.text_b)

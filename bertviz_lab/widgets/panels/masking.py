@@ -13,12 +13,12 @@ import torch
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text
 from bertviz_lab.model.pretraining import MaskingPlan, apply_masking, sample_masking
 from bertviz_lab.trace.targets import predicts_masked_tokens, predicts_next_sentence, split_heads
-from bertviz_lab.widgets.figures.masking import FATES, Chip, MaskingState, masking_figure
-from bertviz_lab.widgets.figures.text import escape
+from bertviz_lab.widgets.figures.masking import Chip, MaskingState, masking_figure
 from bertviz_lab.widgets.panels.export_bar import ExportBar
-from bertviz_lab.widgets.panels.panel import Panel, chip, error_html, legend, notice_html, table
+from bertviz_lab.widgets.panels.panel import Panel, error_html
 from bertviz_lab.widgets.panels.running import evaluating
 from bertviz_lab.widgets.panels.text_run import TextRun
+from bertviz_lab.widgets.views.figure_view import FigureView
 
 LABELLED = {"description_width": "initial"}
 
@@ -78,7 +78,7 @@ class MaskingPreview(Panel):
                                     layout=widgets.Layout(width="120px"))
         self.resample = widgets.Button(description="resample", icon="refresh", layout=widgets.Layout(width="auto"))
         self.export = ExportBar(self, "masking")
-        self.view = widgets.HTML()
+        self.view = FigureView()
         self.offer_message = widgets.HTML()
         self.take_button = widgets.Button(description="use the model from the Training tab", icon="exchange",
                                           button_style="info", layout=widgets.Layout(width="auto"))
@@ -208,7 +208,7 @@ class MaskingPreview(Panel):
                 random_replace_prob=min(self.random_share.value, 1.0 - self.mask_share.value), seed=self.seed.value)
             self.masked_ids, self.labels = apply_masking(ids, self.plan, self.tokenizer.mask_token_id)
             self.predictions = self._predict()
-            self.view.value = self.static_html()
+            self.view.svg = self.to_svg()
         self.figure_changed()
 
     @property
@@ -313,22 +313,7 @@ class MaskingPreview(Panel):
                             notice=self.truncation.notice if self.truncation.cut else "", nsp=self.nsp_line(),
                             note=self.model_note(), headers=self.headers(), rows=self.prediction_rows())
 
-    def static_html(self) -> str:
-        """Legend, token chips (label: the original token), counts, NSP and the top-k predictions, escaped; styled
-        by views/panels.css's classes."""
-        cells = "".join(f"<span class='bvl-token-cell'>{chip(c.text, c.fate, c.tooltip)}"
-                        f"<span class='bvl-chip-label'>{escape(c.label) or '&nbsp;'}</span></span>"
-                        for c in self._cells())
-        parts = [notice_html(self.truncation), legend([(name, fate) for name, fate in FATES]),
-                 f"<div class='bvl-tokens'>{cells}</div>", f"<div class='bvl-summary'>{escape(self.summary())}</div>"]
-        if self.nsp_line():
-            parts.append(f"<div class='bvl-nsp'>{escape(self.nsp_line())}</div>")
-        if self.model_note():
-            parts.append(f"<div class='bvl-model-note'>{escape(self.model_note())}</div>")
-        if self.predictions:
-            parts.append(table(self.headers(), self.prediction_rows(), "bvl-predictions bvl-mono-cells"))
-        return "<div class='bvl-masking'>" + "".join(parts) + "</div>"
-
-    def to_svg(self, width: int = 900) -> str:
-        """The preview as a standalone SVG: title, legend, coloured token chips with labels, counts, predictions."""
-        return masking_figure(self.state(), width)
+    def to_svg(self) -> str:
+        """The preview on screen (the live view shows this drawing): title, legend, coloured token chips with their
+        labels and tooltips, counts, NSP and the top-k predictions."""
+        return masking_figure(self.state())
