@@ -4,12 +4,14 @@ read by hover; after a restart, running the cell again gives a panel that works.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from browser_lab import (
     KERNEL_NOTICE,
     SCREENSHOTS,
+    kernel_prints,
     live_heatmap_shows,
     open_notebook,
     run_all,
@@ -29,7 +31,8 @@ TOOLTIP = """() => {
     .find((v) => v.offsetParent !== null);
   const tip = view && view.querySelector('.bvl-tooltip');
   if (!tip || getComputedStyle(tip).display === 'none' || !tip.textContent) return false;
-  return {text: tip.textContent, weight: view.dataset.weight || '', row: view.dataset.cellRow || ''};
+  return {text: tip.textContent, weight: view.dataset.weight || '', row: view.dataset.cellRow || '',
+          col: view.dataset.cellCol || ''};
 }"""
 
 
@@ -55,6 +58,8 @@ def test_a_panel_without_its_kernel_says_so_disables_its_controls_and_still_read
     shown = live_heatmap_shows(page, "layer 1 · head 2 ·")
     before = page.evaluate(KERNEL_NOTICE)
     assert before["notices"] == [] and not before["gone"] and before["controls"] > 5, before
+    traced = json.loads(kernel_prints(page, "import json; print(json.dumps(bench.attention.trace.attentions[1][0, 2]"
+                                            ".tolist()))"))  # what the kernel recorded, read while it still runs
     page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
     page.wait_for_function(NOTICE_SHOWN, arg="The kernel is not running", timeout=TIMEOUT_MS, polling=250)
     state = page.evaluate(KERNEL_NOTICE)
@@ -64,6 +69,7 @@ def test_a_panel_without_its_kernel_says_so_disables_its_controls_and_still_read
     assert live_heatmap_shows(page, shown["title"]) == shown  # the figure stays as it was
     tip = hover_a_cell(page)
     assert "weight" in tip["text"] and tip["weight"], tip
+    assert abs(float(tip["weight"]) - traced[int(tip["row"])][int(tip["col"])]) <= 1e-3, tip  # exact, no kernel
     SCREENSHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "kernel_shut_down.png"), full_page=True)
     assert not page.errors, page.errors
