@@ -3,7 +3,8 @@ view, each with its own toolbar, and the text's token saliency (an embedded Sali
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import ipywidgets as widgets
 import numpy as np
@@ -194,8 +195,7 @@ class AttentionPanel(Panel):
         self._plain_output = None
         self._model_view_key = None
         query = self._query_after(query, tokens)
-        self._suspended = True
-        try:
+        with self._quietly():
             self.layer.options = list(range(num_layers))
             self.head.options = list(range(num_heads))
             self.layer.value, self.head.value = layer, head
@@ -210,8 +210,6 @@ class AttentionPanel(Panel):
                 self.direction.value = "all"
             if not same_heads:
                 self.model_view.ablated = []  # another model: its heads are not these
-        finally:
-            self._suspended = False
         self.ablation_bar.recompute()  # heads switched off stay off for the new input; it redraws
 
     def _query_after(self, query: int | None, tokens: list[str]) -> int:
@@ -283,16 +281,10 @@ class AttentionPanel(Panel):
         if self._marking_selection:  # redraw() marking the shown head, not a click
             return
         layer, head = change["new"]
-        self._suspended = True
-        try:
+        with self._quietly():
             self.layer.value, self.head.value, self.aggregation.value = layer, head, "head"
             self.head_view.heads = [head]
-        finally:
-            self._suspended = False
-        if self.view.value == "heatmap":
-            self.redraw()
-        else:
-            self.view.value = "heatmap"  # triggers the redraw
+        self._switch_to("heatmap")
 
     def _open_neuron_view(self, query_index: int, head: int) -> None:
         """A query token (or a line) clicked in the head view: the neuron view of that query, at this layer, in that
@@ -302,16 +294,26 @@ class AttentionPanel(Panel):
             return
         if head < 0:
             head = min(self.head_view.heads) if self.head_view.heads else self.head.value
-        self._suspended = True
-        try:
+        with self._quietly():
             self.head.value = head
             self.query.value = int(queries[query_index])
+        self._switch_to("neuron view")
+
+    @contextlib.contextmanager
+    def _quietly(self) -> Iterator[None]:
+        """Set several controls at once: no redraw until the block ends."""
+        self._suspended = True
+        try:
+            yield
         finally:
             self._suspended = False
-        if self.view.value == "neuron view":
+
+    def _switch_to(self, view: str) -> None:
+        """Show `view`, drawn anew (choosing it in the view control redraws; it may be on screen already)."""
+        if self.view.value == view:
             self.redraw()
         else:
-            self.view.value = "neuron view"  # triggers the redraw
+            self.view.value = view
 
     def _query_clicked(self, position: int) -> None:
         """A key's token clicked in the neuron view becomes the query."""
@@ -351,16 +353,12 @@ class AttentionPanel(Panel):
         self.message.value = ""
         if self.direction.value != "all" and not self.info.has_pair:
             self.message.value = "A→B and B→A need a sentence pair; showing all tokens."
-            self._suspended = True
-            self.direction.value = "all"
-            self._suspended = False
-        self._suspended = True
-        try:  # the head view's checkbox and the [CLS]/[SEP] choice say the same
+            with self._quietly():
+                self.direction.value = "all"
+        with self._quietly():  # the head view's checkbox and the [CLS]/[SEP] choice say the same
             self.hide_special.value = self.special.value == "hide"
             if self.special.value != "hide":
                 self._shown_special = self.special.value
-        finally:
-            self._suspended = False
         view = self.view.value
         if view == "heatmap":
             self._draw_heatmap()
