@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from typing import Sequence
 
 import numpy as np
 
+from bertviz_lab.widgets.figures.export import svg_size
 from bertviz_lab.widgets.figures.text import escape, text_width
 
 MARKERS = ("", "circle", "square", "triangle")
@@ -66,10 +66,12 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [round(first + i * step, 12) for i in range(int((high - first) / step + 1e-9) + 1)]
 
 
-def svg_open(width: float, height: float, name: str, font_size: int = 11) -> str:
-    """The root of a figure (`bvl-fig bvl-<name>`, sized in pixels) and its themed ground."""
+def svg_open(width: float, height: float, name: str, font_size: int | None = 11) -> str:
+    """The root of a figure (`bvl-fig bvl-<name>`, sized in pixels) and its themed ground; font_size None leaves
+    the text size to each text."""
+    size = f' font-size="{font_size}"' if font_size is not None else ""
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-fig bvl-{name}" width="{width:g}" '
-            f'height="{height:g}" viewBox="0 0 {width:g} {height:g}" font-size="{font_size}">'
+            f'height="{height:g}" viewBox="0 0 {width:g} {height:g}"{size}>'
             '<rect class="bvl-ground" width="100%" height="100%"/>')
 
 
@@ -186,12 +188,11 @@ def line_chart(series: dict[str, Line | tuple], title: str = "", width: int = 36
     return "".join(parts)
 
 
-_ROOT_SIZE = re.compile(r'<svg\b[^>]*?\bwidth="([\d.]+)"[^>]*?\bheight="([\d.]+)"', re.S)
 
 
 def chart_grid(charts: Sequence[str], columns: int = 2, title: str = "", subtitle: str = "", gap: int = 8) -> str:
     """Several standalone SVG charts side by side in one SVG document (nested <svg> elements), under a title."""
-    sizes = [tuple(float(v) for v in _ROOT_SIZE.search(chart).groups()) for chart in charts]
+    sizes = [svg_size(chart) for chart in charts]
     cell_w = max((w for w, _ in sizes), default=0)
     cell_h = max((h for _, h in sizes), default=0)
     top = (22 if title else 0) + (18 if subtitle else 0) + (6 if title or subtitle else 0)

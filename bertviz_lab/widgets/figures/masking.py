@@ -11,6 +11,7 @@ import dataclasses
 import math
 from typing import Sequence
 
+from bertviz_lab.widgets.figures.charts import svg_open
 from bertviz_lab.widgets.figures.contrast import ink_class, ink_on
 from bertviz_lab.widgets.figures.palette import COLORS
 from bertviz_lab.widgets.figures.text import escape, text_width
@@ -130,6 +131,4 @@ def masking_figure(state: MaskingState, width: int = 900) -> str:
     if state.rows:
         layout.table(state.headers, state.rows)
     width, height = math.ceil(max(layout.width, layout.right + 8)), math.ceil(layout.y + 12)
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-fig bvl-masking" width="{width:g}" '
-            f'height="{height:g}" viewBox="0 0 {width:g} {height:g}" font-size="12">'
-            '<rect class="bvl-ground" width="100%" height="100%"/>' + "".join(layout.parts) + "</svg>")
+    return svg_open(width, height, "masking", 12) + "".join(layout.parts) + "</svg>"

@@ -19,6 +19,8 @@ from IPython.display import display
 
 from bertviz_lab.trace.diagram import to_graphviz, to_mermaid
 from bertviz_lab.trace.hooks import Trace, trace
+from bertviz_lab.widgets.figures.charts import svg_open
+from bertviz_lab.widgets.figures.export import svg_size
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.panel import Panel, error_html
@@ -161,13 +163,11 @@ class ArchitecturePanel(Panel):
         """Graphviz's diagram under a title, as a standalone SVG; FileNotFoundError names Graphviz when `dot` is
         missing (the mermaid source is in static_html() then)."""
         diagram = self.graphviz_svg()
-        size = re.search(r'<svg\b[^>]*?\bwidth="([\d.]+)"[^>]*?\bheight="([\d.]+)"', diagram, re.S)
-        width, height = max(float(size.group(1)), 400), float(size.group(2)) + 34
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" class="bvl-fig bvl-architecture" width="{width:.0f}" '
-                f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}">'
-                '<rect class="bvl-ground" width="100%" height="100%"/>'
-                f'<text class="bvl-title" x="8" y="20" font-size="15" font-weight="bold">{escape(self.title())}</text>'
-                + diagram.replace("<svg ", '<svg x="0" y="34" ', 1) + "</svg>")
+        width, height = svg_size(diagram)
+        width, height = round(max(width, 400)), round(height + 34)
+        title = f'<text class="bvl-title" x="8" y="20" font-size="15" font-weight="bold">{escape(self.title())}</text>'
+        return svg_open(width, height, "architecture", font_size=None) + title + diagram.replace(
+            "<svg ", '<svg x="0" y="34" ', 1) + "</svg>"
 
     def static_html(self) -> str:
         """The Graphviz drawing (or, without `dot`, the mermaid source) and the folding parameter table."""

@@ -81,9 +81,7 @@ class StaticCopy:
     def close(self) -> None:
         """Stop updating: cancel a pending update, close the link and let go of the outputs and listeners."""
         with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._cancel_timer()
         link, self.link = self.link, None
         if link is not None:
             link.close()
@@ -107,11 +105,15 @@ class StaticCopy:
     def flush(self) -> None:
         """Send the current copy to every front end and output that shows it, now."""
         with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._cancel_timer()
             self._sent_at = time.monotonic()
         self._send()
+
+    def _cancel_timer(self) -> None:
+        """Forget the pending update (the caller holds the lock)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _send(self) -> None:
         bundle = self.bundle()
