@@ -1,4 +1,4 @@
-import { showFigure, svgEl, tooltip, typed, redrawScheduler } from "./shared.js";
+import { showFigure, stepIndex, svgEl, tooltip, typed, redrawScheduler } from "./shared.js";
 
 // The neuron view: shows the kernel's drawing (figures/neuron.py, the same SVG the static copy and exports hold) and
 // adds what needs no kernel: hover over a vector cell or a key row shows the exact numbers from the float32 buffers
@@ -32,14 +32,10 @@ export function rowAt(x, y, rows) {
   return x >= rows.x && x < rows.right && row >= 0 && row < rows.rows ? row : -1;
 }
 
-// The row a key moves to from `current` among `count` rows, or null for a key that does not move.
+// The row a key moves to from `current` among `count` rows (the page keys step ten), or null for a key that does not
+// move.
 export function nextRow(current, key, count) {
-  if (!count) return null;
-  const step = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1, PageDown: 10, PageUp: -10 }[key];
-  if (step !== undefined) return Math.max(0, Math.min(count - 1, current + step));
-  if (key === "Home") return 0;
-  if (key === "End") return count - 1;
-  return null;
+  return stepIndex(current, key, count, 10);
 }
 
 // The hover text of a key row: which key, its score and its softmax weight.

@@ -1,4 +1,4 @@
-import { showFigure, tooltip, typed, redrawScheduler } from "./shared.js";
+import { showFigure, stepIndex, tooltip, typed, redrawScheduler } from "./shared.js";
 
 // The saliency view: shows the kernel's drawing (figures/saliency.py, the same SVG the static copy and exports hold)
 // and adds what needs no kernel: hover over a token box, or focus on it, shows the whole token, its position and its
@@ -33,12 +33,7 @@ export function tokenTip(position, token, score) {
 
 // The token a key moves the focus to from `current` among `count`, or null for a key that does not move it.
 export function nextToken(current, key, count) {
-  if (!count) return null;
-  const step = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 }[key];
-  if (step !== undefined) return Math.max(0, Math.min(count - 1, current + step));
-  if (key === "Home") return 0;
-  if (key === "End") return count - 1;
-  return null;
+  return stepIndex(current, key, count);
 }
 
 function render({ model, el }) {

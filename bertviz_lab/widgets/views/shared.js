@@ -78,3 +78,16 @@ export function weightText(value) {
   if (!Number.isFinite(value)) return String(value);
   return Math.abs(value) >= 1e-3 ? value.toFixed(4) : value.toExponential(2);
 }
+
+// The index a key moves to from `current` among `count` items in a row or column: the arrows step one, Home and End
+// go to the ends, PageUp and PageDown step `page` where it is given; null for a key that does not move.
+export function stepIndex(current, key, count, page = 0) {
+  if (!count) return null;
+  const steps = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 };
+  if (page) Object.assign(steps, { PageDown: page, PageUp: -page });
+  const step = steps[key];
+  if (step !== undefined) return Math.max(0, Math.min(count - 1, current + step));
+  if (key === "Home") return 0;
+  if (key === "End") return count - 1;
+  return null;
+}
