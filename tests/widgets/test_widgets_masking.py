@@ -20,7 +20,7 @@ from bertviz_lab.widgets.figures.contrast import INKS, contrast_ratio, ink_on
 from bertviz_lab.widgets.figures.masking import FATES, OUTLINES, Chip, MaskingState, masking_figure
 from bertviz_lab.widgets.figures.palette import COLORS, HEAD_COLORS
 from bertviz_lab.widgets.panels.masking import format_probability
-from bertviz_lab.widgets.views.front_end import FOLDER, all_css
+from bertviz_lab.widgets.views.front_end import FOLDER, all_css, chip_css
 
 TEXT = ("The quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat near the old "
         "window and the birds sing in the garden outside")
@@ -332,9 +332,10 @@ def test_the_figure_is_themed_and_its_chips_read_on_their_fill_and_without_colou
 def test_chip_classes_in_the_stylesheet_carry_the_palette_and_its_ink():
     css = (FOLDER / "panels.css").read_text()
     assert ".bvl-chip.bvl-mask {" in all_css() and ".bvl-kernel-notice" in all_css()  # every copy and panel has it
+    assert chip_css() in all_css()  # the chips' fills, made from the palette
     kinds = {fate: COLORS[fate] for _, fate in FATES} | {f"tag-{i}": color for i, color in enumerate(HEAD_COLORS)}
     for kind, color in kinds.items():
-        rule = css.split(f".bvl-chip.bvl-{kind} {{", 1)[1].split("}", 1)[0]
+        rule = chip_css().split(f".bvl-chip.bvl-{kind} {{", 1)[1].split("}", 1)[0]
         assert f"background: {color};" in rule and f"color: {ink_on(color)};" in rule, kind
         assert contrast_ratio(ink_on(color), color) >= 4.5
     for fate in OUTLINES:

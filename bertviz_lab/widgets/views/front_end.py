@@ -12,6 +12,9 @@ import functools
 import re
 from pathlib import Path
 
+from bertviz_lab.widgets.figures.masking import FATES
+from bertviz_lab.widgets.figures.palette import COLORS, HEAD_COLORS, ink_on
+
 FOLDER = Path(__file__).parent
 _SHARED_IMPORT = re.compile(r'^import\s*\{([^}]*)\}\s*from\s*"\./shared\.js";\s*$', re.M)
 _DECLARATION = re.compile(r"^export (?:function|const) (\w+)", re.M)
@@ -70,9 +73,18 @@ def css(name: str) -> str:
     return _without_comments(path.read_text(encoding="utf-8")) if path.exists() else ""
 
 
+def chip_css() -> str:
+    """The chips' fills in the panels' HTML (masking fates, tags bvl-tag-0...), each with the ink that reads on it:
+    made from the palette, so the HTML chips and the figures' chips cannot drift apart."""
+    kinds = {fate: COLORS[fate] for _, fate in FATES} | {f"tag-{i}": color for i, color in enumerate(HEAD_COLORS)}
+    return "\n".join(f".bvl-chip.bvl-{kind} {{ background: {color}; color: {ink_on(color)}; }}"
+                     for kind, color in kinds.items())
+
+
 @functools.cache
 def all_css() -> str:
-    """figure.css and every view's stylesheet: what a static copy and an export embed (they may hold several views'
-    figures), and what every live panel's link puts in the page once, for its views and its own HTML."""
+    """figure.css, every view's stylesheet and the chips' colours: what a static copy and an export embed (they may
+    hold several views' figures), and what every live panel's link puts in the page once, for its views and its own
+    HTML."""
     names = sorted(path.stem for path in FOLDER.glob("*.css") if path.stem != "figure")
-    return "\n".join(css(name) for name in ["figure", *names])
+    return "\n".join([*(css(name) for name in ["figure", *names]), chip_css()])
