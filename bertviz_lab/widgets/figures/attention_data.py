@@ -107,8 +107,7 @@ class HeatmapCodes:
     """A matrix as 8-bit colour codes (the heatmap's cell colours) plus the weight each code stands for.
 
     linear: weight = code × scale.  row: weight = code × row_scales[row].  log: weight = floor × (top / floor) **
-    (code / 254).  Cells above the colour range (clipped [CLS]/[SEP]) carry code 255 and their exact value in
-    overflow_values, at flat (row-major) positions overflow_index.
+    (code / 254).  Cells above the colour range (clipped [CLS]/[SEP]) carry code 255, the top colour.
     """
 
     codes: np.ndarray  # uint8 (R, C)
@@ -116,8 +115,6 @@ class HeatmapCodes:
     scale: float  # linear: weight of one code step
     row_scales: np.ndarray  # float32 (R,): per-row weight of one code step ("row"), else empty
     log_range: tuple[float, float]  # (floor, top): the weights of codes 0 and 254 ("log"), else (0, 0)
-    overflow_index: np.ndarray  # uint32 (K,)
-    overflow_values: np.ndarray  # float32 (K,)
 
 
 def _running_codes(levels: np.ndarray) -> np.ndarray:
@@ -167,23 +164,7 @@ def encode_heatmap(matrix: np.ndarray, mode: str = "linear", ignore_rows: np.nda
             codes = np.rint(position * TOP_CODE).astype(np.uint8)
             scale, row_scales, log_range = 0.0, empty, (floor, top)
     codes[over] = OVER_CODE
-    index = np.flatnonzero(over).astype(np.uint32)
-    return HeatmapCodes(codes, mode, float(scale), row_scales, (float(log_range[0]), float(log_range[1])), index,
-                        values.reshape(-1)[index].astype(np.float32))
-
-
-def decode_heatmap(encoded: HeatmapCodes) -> np.ndarray:
-    """The weight each cell's colour stands for on the colour bar, as float64 (clipped cells: their own)."""
-    codes = encoded.codes.astype(np.float64)
-    if encoded.mode == "linear":
-        weights = codes * encoded.scale
-    elif encoded.mode == "row":
-        weights = codes * encoded.row_scales.astype(np.float64)[:, None]
-    else:
-        floor, top = encoded.log_range
-        weights = floor * (top / floor) ** (np.minimum(codes, TOP_CODE) / TOP_CODE)
-    weights.reshape(-1)[encoded.overflow_index] = encoded.overflow_values
-    return weights
+    return HeatmapCodes(codes, mode, float(scale), row_scales, (float(log_range[0]), float(log_range[1])))
 
 
 def _nice_step(span: float, count: int = 4) -> float:
@@ -207,13 +188,6 @@ def colorbar_ticks(encoded: HeatmapCodes) -> tuple[list[tuple[float, str]], str]
     step = _nice_step(top)
     values = np.arange(0.0, top * (1 + 1e-9), step)
     return [(float(v / top), f"{round(float(v), 12):g}") for v in values], "attention weight"
-
-
-def weight_text(value: float) -> str:
-    """A weight as people read it: 0.0123, 0.5, 3.1e-05."""
-    if value == 0:
-        return "0"
-    return f"{value:.4f}" if abs(value) >= 1e-3 else f"{value:.2e}"
 
 
 def pooled_thumbnails(attentions: Sequence[torch.Tensor], row: int, size: int = 24, keep: np.ndarray | None = None,

@@ -508,8 +508,7 @@ class AttentionPanel(Panel):
             else:
                 attentions = ablation.after.attentions if ablation is not None else self.attentions
                 codes, size, scale = D.pooled_thumbnails(attentions, self.row, keep=positions, ignore=ignore)
-                encoded = D.HeatmapCodes(codes, "linear", scale, np.zeros(0, np.float32), (0.0, 0.0),
-                                         np.zeros(0, np.uint32), np.zeros(0, np.float32))
+                encoded = D.HeatmapCodes(codes, "linear", scale, np.zeros(0, np.float32), (0.0, 0.0))
                 ticks, bar_title = D.colorbar_ticks(encoded)
                 palette, zero_code = D.PALETTE, 0
                 if ablation is not None:
