@@ -266,6 +266,9 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
                                lambda: (d := view.evaluate(MODEL_VIEW_DRAWN))["ablated"] == "0:3,2:1" and d["lines"]
                                and d)
             assert active(second, "model view") and shifted["offMarks"] == 2, shifted
+            focused = view.evaluate("() => { const t = document.activeElement.closest('g.bvl-thumb');"
+                                    " return t && t.dataset.layer + ':' + t.dataset.head; }")
+            assert focused == "2:1", focused  # the redraws kept the keyboard on the thumbnail it switched off
             picture(run, second, "head_ablation", pictures)
             view.locator("svg g.bvl-thumb[data-layer='4'][data-head='0']").click()  # a plain click opens the head
             wait_for(run, "a plain click did not open the heatmap", lambda: active(second, "heatmap"))

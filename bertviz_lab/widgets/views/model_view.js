@@ -43,7 +43,6 @@ function render({ model, el }) {
   root.append(holder, tip);
   el.appendChild(root);
   let figure = null;
-  let refocus = null; // after a redraw, the thumbnail the keyboard was on gets the focus back
 
   function thumbOf(node) {
     return node && node.closest ? node.closest("g.bvl-thumb") : null;
@@ -77,7 +76,13 @@ function render({ model, el }) {
     root.classList.toggle("bvl-ablate-mode", model.get("click_mode") === "ablate");
   }
 
+  function focusedThumb() {
+    const thumb = thumbOf(holder.contains(document.activeElement) ? document.activeElement : null);
+    return thumb && `g.bvl-thumb[data-layer="${thumb.dataset.layer}"][data-head="${thumb.dataset.head}"]`;
+  }
+
   function draw() {
+    const refocus = focusedThumb(); // a redraw (a click's answer from the kernel) keeps the keyboard's place
     figure = showFigure(holder, model.get("svg"));
     tip.style.display = "none";
     if (!figure) return;
@@ -87,11 +92,8 @@ function render({ model, el }) {
       thumb.setAttribute("aria-label", `layer ${thumb.dataset.layer}, head ${thumb.dataset.head}` +
         (thumb.dataset.off === "true" ? " (switched off)" : ""));
     }
-    if (refocus) {
-      const again = figure.querySelector(refocus);
-      if (again) again.focus();
-      refocus = null;
-    }
+    const again = refocus && figure.querySelector(refocus);
+    if (again) again.focus();
   }
 
   holder.addEventListener("click", (event) => {
@@ -102,7 +104,6 @@ function render({ model, el }) {
     const thumb = thumbOf(event.target);
     if (!thumb || (event.key !== "Enter" && event.key !== " ")) return;
     event.preventDefault();
-    refocus = `g.bvl-thumb[data-layer="${thumb.dataset.layer}"][data-head="${thumb.dataset.head}"]`;
     activate(thumb, event.shiftKey);
   });
   holder.addEventListener("mouseover", (event) => showTip(thumbOf(event.target)));
