@@ -8,9 +8,11 @@ A checkpoint is a folder `step-00000123/` holding
   manifest.json                    the size and sha256 of each file above, written last
 The folder is filled under a temporary name and renamed into place, then the `latest` file is replaced
 (temporary file + os.replace): a crash leaves the previous checkpoint and pointer untouched, never a half-written
-folder under a final name. A resume first checks every file against the manifest, so a damaged or changed file
-stops it with a CheckpointError naming that file; a checkpoint without a manifest (written by an older version)
-loads with a warning, and whatever cannot be read in it is still a one-line CheckpointError naming the file.
+folder under a final name. A write that fails (a full disk) removes the temporary folder and raises a
+CheckpointWriteError, one line naming the folder and why ("no space left on device"). A resume first checks every
+file against the manifest, so a damaged or changed file stops it with a CheckpointError naming that file; a
+checkpoint without a manifest (written by an older version) loads with a warning, and whatever cannot be read in it
+is still a one-line CheckpointError naming the file.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 import torch
 
 from bertviz_lab.model.weights import SAFETENSORS_NAME, from_hf_state_dict, load_into, read_state_dict, save_pretrained
+from bertviz_lab.train.paths import TEMP_PREFIX, WriteError, fsync_path, write_failure, write_text_atomically
 from bertviz_lab.train.run_config import clip
 
 logger = logging.getLogger("bertviz_lab.train")
@@ -39,7 +42,6 @@ MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = 1
 LATEST_FILE = "latest"
 CHECKPOINT_PREFIX = "step-"
-TEMP_PREFIX = ".tmp-"
 FORMAT_VERSION = 1
 _STEP_DIR = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")
 _MESSAGE_LIMIT = 400  # characters of a library's error quoted in a CheckpointError
@@ -59,60 +61,53 @@ def checkpoint_name(step: int) -> str:
     return f"{CHECKPOINT_PREFIX}{step:08d}"
 
 
-def _fsync(path: Path) -> None:
-    """Flush a file or folder entry to disk (folders: where the OS allows it)."""
-    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if path.is_dir() else 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+class CheckpointWriteError(WriteError):
+    """A checkpoint could not be written (e.g. the disk is full); nothing was saved for its step."""
 
 
-def write_text_atomically(path: Path, text: str) -> None:
-    """Replace a small text file in one step (temporary file in the same folder + os.replace)."""
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name, dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _write_failed(error: BaseException, root: Path, step: int, previous: Path | None) -> CheckpointWriteError:
+    code, why = write_failure(error, root)
+    kept = (f"the last checkpoint {previous} is intact" if previous is not None
+            else "there is no earlier checkpoint in it")
+    return CheckpointWriteError(code, f"the checkpoint of step {step} could not be written in {clip(str(root))} "
+                                      f"({why}); nothing was saved for step {step}, and {kept}.")
 
 
 def save_checkpoint(root: str | os.PathLike, step: int, model: torch.nn.Module, state: dict[str, Any],
                     keep: int | None = None, tokenizer: Any = None) -> Path:
     """Write model (+ tokenizer) and trainer state for `step` atomically, point `latest` at it, prune to `keep`."""
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_name(step)
     if (final / STATE_FILE).is_file():
         return final  # this step is already saved (e.g. a periodic save right before stop())
-    for stale in root.glob(f"{TEMP_PREFIX}{CHECKPOINT_PREFIX}*"):
-        shutil.rmtree(stale, ignore_errors=True)  # left by a run that died while saving
-    tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{final.name}-", dir=root))
+    previous = latest_checkpoint(root)
+    tmp = None
     try:
+        root.mkdir(parents=True, exist_ok=True)
+        for stale in root.glob(f"{TEMP_PREFIX}{CHECKPOINT_PREFIX}*"):
+            shutil.rmtree(stale, ignore_errors=True)  # left by a run that died while saving
+        tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{final.name}-", dir=root))
         save_pretrained(model, tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         torch.save({**state, "format": FORMAT_VERSION, "step": step}, tmp / STATE_FILE)
         write_manifest(tmp)
         for file in tmp.iterdir():
-            _fsync(file)
+            fsync_path(file)
         os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as error:  # a second Ctrl-C too: nothing half-written stays behind
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(error, Exception):
+            raise _write_failed(error, root, step, previous) from error
         raise
-    _fsync(root)
-    write_text_atomically(root / LATEST_FILE, final.name + "\n")
+    fsync_path(root)
+    try:
+        write_text_atomically(root / LATEST_FILE, final.name + "\n")
+    except OSError as error:
+        code, why = write_failure(error, root)
+        raise CheckpointWriteError(code, f"the checkpoint {final} was written, but {root / LATEST_FILE} could not be "
+                                         f"updated to name it ({why}); it still names the one before.") from error
     if keep is not None:
         for old in list_checkpoints(root)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)

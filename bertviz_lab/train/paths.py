@@ -1,4 +1,5 @@
-"""Early checks of the places a run will write, so a bad path stops it before the first step instead of after the last.
+"""The places a run writes: early checks, so a bad path stops it before the first step instead of after the last, and
+one-line errors when a write fails later (a full disk).
 
 `folder_problem(path)` and `file_problem(path)` say why a folder (checkpoint_dir, tokenizer_dir) or a file
 (metrics_file, the log file, --output) could not be written, or return None. They leave nothing behind:
@@ -9,21 +10,101 @@
   - an existing device, pipe or socket (`/dev/full`, `/dev/stdout`): opened without blocking, then written with zero
     bytes. Linux hands a zero-length write to the device, so /dev/full answers ENOSPC, while a terminal or a pipe
     receives nothing (a probe byte would end up in their output).
+
+`WriteError` is an OSError whose message names the file or folder and says why in words ("no space left on device"),
+also when the failing library raised something else (torch.save raises RuntimeError on a full disk).
+`write_text_atomically` replaces a small file in one step.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
+import shutil
 import stat
 import tempfile
 from pathlib import Path
 
 from bertviz_lab.train.run_config import clip
 
+TEMP_PREFIX = ".tmp-"
+_OS_ERROR_CODE = re.compile(r"os error (\d+)|\[Errno (\d+)\]")  # how Rust and Python libraries quote errno
+_NEARLY_FULL = 1 << 20  # bytes: less free space than this after a failed write reads as a full disk
+
 
 def _reason(error: OSError) -> str:
     return error.strerror or type(error).__name__
+
+
+class WriteError(OSError):
+    """A file or folder of the run could not be written; the message names it and says why, on one line."""
+
+    def __init__(self, code: int | None, message: str) -> None:
+        super().__init__(code, message)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        return shutil.disk_usage(_nearest_existing(folder)).free
+    except OSError:
+        return None
+
+
+def write_failure(error: BaseException, folder: str | os.PathLike) -> tuple[int | None, str]:
+    """(errno or None, why in words) for a failed write into `folder`, whatever type the writing library raised.
+
+    OSError: its errno. torch.save and safetensors raise RuntimeError / SafetensorError with the OS error inside the
+    text ("os error 28") or with none at all ("unexpected pos"); then a folder with (almost) no free space left means
+    the disk is full."""
+    code = error.errno if isinstance(error, OSError) else None
+    if code is None:
+        match = _OS_ERROR_CODE.search(str(error))
+        code = int(match.group(1) or match.group(2)) if match else None
+    if code is None:
+        free = _free_bytes(Path(folder))
+        if free is not None and free < _NEARLY_FULL:
+            code = errno.ENOSPC
+    if code == errno.ENOSPC:
+        return code, "no space left on device"
+    if code is not None:
+        return code, os.strerror(code)
+    return None, clip(" ".join(str(error).split()) or type(error).__name__)
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file to disk, raising its OSError (the data may not be there); a folder entry where the OS allows it."""
+    folder = path.is_dir()
+    try:
+        fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0))
+    except OSError:
+        if folder:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not folder:
+            raise
+    finally:
+        os.close(fd)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Replace a small text file in one step (temporary file in the same folder + os.replace)."""
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _nearest_existing(path: Path) -> Path:
