@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from bertviz_lab import kernels
+from bertviz_lab.model import footprint
 from bertviz_lab.model.cache import Cache, DynamicCache, EncoderDecoderCache, StaticCache
 from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.layers import BERTEmbeddings, BERTEncoder, BERTPooler
@@ -96,6 +97,7 @@ class BERTPreTrainedModel(nn.Module):
         super().__init__()
         if not isinstance(config, BERTConfig):
             raise TypeError(f"config must be a BERTConfig, got {type(config).__name__}.")
+        footprint.check_model(config, type(self), torch.get_default_dtype())  # before any parameter is made
         self.config = config
 
     def _init_weights(self, module: nn.Module) -> None:
