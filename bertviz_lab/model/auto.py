@@ -6,7 +6,6 @@ config.json only settles what the weights cannot tell apart (a classifier per te
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Iterable
@@ -15,6 +14,7 @@ import torch
 
 from bertviz_lab.model.bert import BERT, BERTPreTrainedModel
 from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.files import read_json_object
 from bertviz_lab.model.heads import (
     BERTForCausalLM,
     BERTForMaskedLM,
@@ -71,6 +71,9 @@ def load(name_or_path: str | os.PathLike | WeightsEntry, *, revision: str | None
          cache_dir: str | os.PathLike | None = None, local_files_only: bool = False, token: str | bool | None = None,
          device: str | torch.device | None = None) -> tuple[BERTPreTrainedModel, BERTTokenizerFast]:
     """(model, tokenizer) of any BERT checkpoint, with every head it has ("bert-base-uncased" -> BERTForPreTraining)."""
+    if name_or_path is None:
+        raise TypeError("load needs a checkpoint folder, a Hub repo id or a BERT_Weights entry, got None; "
+                        "load_default() opens the default pretrained model.")
     hub = HubOptions(revision=revision, cache_dir=cache_dir, local_files_only=local_files_only, token=token)
     folder = checkpoint_folder(name_or_path, hub)
     config = BERTConfig.from_pretrained(folder)
@@ -89,9 +92,8 @@ def load(name_or_path: str | os.PathLike | WeightsEntry, *, revision: str | None
 
 
 def _architectures(config_file: Path) -> list[str]:
-    """config.json's `architectures` (transformers class names), or [] where it has none."""
-    names = json.loads(config_file.read_text()).get("architectures") or []
-    return [name for name in names if isinstance(name, str)]
+    """config.json's `architectures` (transformers class names; BERTConfig.from_pretrained checked them), or []."""
+    return list(read_json_object(config_file).get("architectures") or [])
 
 
 def load_default(device: torch.device | str | None = None) -> tuple[BERT, BERTTokenizerFast]:

@@ -12,6 +12,8 @@ from typing import Any, Callable
 
 import torch
 
+from bertviz_lab.model.files import as_path, json_kind, named, present, read_json, shown
+
 TANH_GELU_NAMES = ("gelu_new", "gelu_pytorch_tanh")  # Hugging Face's names for GELU's tanh approximation
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "gelu": torch.nn.functional.gelu,
@@ -38,8 +40,7 @@ _PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 _POSITIVE_FLOATS = ("initializer_range", "layer_norm_eps")
 _FLAGS = ("tie_word_embedding", "use_cache", "is_decoder", "add_cross_attention", "add_pooling_layer")
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id")
-_JSON_KINDS = {dict: "object", list: "list", str: "string", int: "number", float: "number", bool: "boolean",
-               type(None): "null"}
+_MAX_INT = 2**63 - 1  # the largest size or id a tensor can hold (int64)
 
 
 def _read_id2label(value: Any) -> Any:
@@ -49,13 +50,13 @@ def _read_id2label(value: Any) -> Any:
     try:
         labels = {int(i): name for i, name in value.items()}
     except (TypeError, ValueError):
-        raise ValueError(f"config.json id2label must map label ids to names, got keys {list(value)}.") from None
+        raise ValueError(f"config.json id2label must map label ids to names, got keys {shown(list(value))}.") from None
     return None if labels == {i: f"LABEL_{i}" for i in range(len(labels))} else labels
 
 
 def _described(value: Any) -> str:
     """A value with its type, for errors about a wrong type ("str '0.1'")."""
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {shown(value)}"
 
 
 @dataclass
@@ -135,7 +136,7 @@ class BERTConfig:
             raise TypeError(f"BERTConfig.id2label must be None or a dict of int -> str, got {_described(labels)}.")
         if sorted(labels) != list(range(self.num_labels)):
             raise ValueError(f"BERTConfig.id2label must name the labels 0..{self.num_labels - 1} "
-                             f"(num_labels={self.num_labels}), got ids {sorted(labels, key=str)}.")
+                             f"(num_labels={self.num_labels}), got ids {shown(sorted(labels, key=str))}.")
 
     def label_names(self) -> list[str]:
         """The name of each classifier output, from id2label (Hugging Face's LABEL_i where none is given)."""
@@ -149,21 +150,24 @@ class BERTConfig:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"BERTConfig.{name} must be {expected}, got {_described(value)}.")
         if value < minimum:
-            raise ValueError(f"BERTConfig.{name} must be {expected}, got {value!r}.")
+            raise ValueError(f"BERTConfig.{name} must be {expected}, got {shown(value)}.")
+        if value > _MAX_INT:
+            raise ValueError(f"BERTConfig.{name} must be {expected} of at most 2**63 - 1 (what a tensor can hold), "
+                             f"got {shown(value)}.")
 
     def _check_float(self, name: str, expected: str, in_range: Callable[[float], bool]) -> None:
         value = getattr(self, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"BERTConfig.{name} must be {expected}, got {_described(value)}.")
         if not in_range(value):
-            raise ValueError(f"BERTConfig.{name} must be {expected}, got {value!r}.")
+            raise ValueError(f"BERTConfig.{name} must be {expected}, got {shown(value)}.")
 
     def _check_choice(self, name: str, choices: tuple[str, ...], expected: str = "one of") -> None:
         value = getattr(self, name)
         if not isinstance(value, str):
             raise TypeError(f"BERTConfig.{name} must be {expected} {choices}, got {_described(value)}.")
         if value not in choices:
-            raise ValueError(f"BERTConfig.{name} must be {expected} {choices}, got {value!r}.")
+            raise ValueError(f"BERTConfig.{name} must be {expected} {choices}, got {shown(value)}.")
 
     @property
     def head_size(self) -> int:
@@ -214,7 +218,12 @@ class BERTConfig:
             raise TypeError(f"BERTConfig.from_dict needs a dict (a config.json object), got {type(data).__name__}.")
         inverse = {v: k for k, v in _HF_RENAMES.items()}
         if data.get("model_type", "bert") != "bert":
-            raise ValueError(f"config model_type is {data['model_type']!r}, expected 'bert'.")
+            raise ValueError(f"config model_type is {shown(data['model_type'])}, expected 'bert'.")
+        architectures = data.get("architectures")
+        if architectures is not None and (not isinstance(architectures, list)
+                                          or not all(isinstance(name, str) for name in architectures)):
+            raise ValueError(f"config architectures must be a list of transformers class names such as "
+                             f"[\"BertForMaskedLM\"], got {_described(architectures)}.")
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         known, extra = {}, {}
         for key, value in data.items():
@@ -242,16 +251,19 @@ class BERTConfig:
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike) -> "BERTConfig":
-        """Read config.json from a file or a checkpoint folder."""
-        path = Path(path)
-        file = path / "config.json" if path.is_dir() else path
-        if not file.is_file():
-            raise FileNotFoundError(f"No config.json at {file}: expected a BERT checkpoint folder with a config.json.")
-        try:
-            data = json.loads(file.read_text())
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{file} is not valid JSON: {error}") from error
+        """Read config.json from a file or a checkpoint folder; errors name the file (only a regular file of bounded
+        size is read: see files.py)."""
+        path = as_path(path, "a config.json file or a checkpoint folder holding one")
+        file = path / "config.json" if present(path) and path.is_dir() else path
+        if not present(file):
+            raise FileNotFoundError(f"No config.json at {named(file)}: expected a BERT checkpoint folder with a "
+                                    f"config.json.")
+        data = read_json(file)
         if not isinstance(data, dict):
-            kind = _JSON_KINDS.get(type(data), type(data).__name__)
-            raise ValueError(f"config.json in {file.parent} holds a {kind}, expected a JSON object.")
-        return cls.from_dict(data)
+            raise ValueError(f"config.json in {named(file.parent)} holds a {json_kind(data)}, expected a JSON object.")
+        try:
+            return cls.from_dict(data)
+        except TypeError as error:
+            raise TypeError(f"{named(file)}: {error}") from None
+        except ValueError as error:
+            raise ValueError(f"{named(file)}: {error}") from None

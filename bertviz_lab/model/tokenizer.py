@@ -9,6 +9,7 @@ Batches go through the Rust `encode_batch`, and tensors are built with one `torc
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 from pathlib import Path
@@ -21,6 +22,16 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 
 from bertviz_lab.device import select_device
+from bertviz_lab.model.files import (
+    as_path,
+    first_line,
+    named,
+    present,
+    read_json_object,
+    read_lines,
+    read_text,
+    shown,
+)
 from bertviz_lab.model.weights import HubOptions, hub_files, is_hub_name
 
 __all__ = ["BERTTokenizerFast", "BatchEncoding", "load_vocab"]
@@ -71,9 +82,9 @@ _NORMALIZER_DEFAULTS: dict[str, Any] = {"do_lower_case": True, "strip_accents": 
 
 
 def load_vocab(vocab_file: PathLike) -> dict[str, int]:
-    """Read a BERT vocab.txt (one token per line, id = line number), as transformers does."""
-    with open(vocab_file, encoding="utf-8") as f:
-        return {line.rstrip("\n"): i for i, line in enumerate(f)}
+    """Read a BERT vocab.txt (one token per line, id = line number), as transformers does; only a regular UTF-8
+    file of bounded size is read."""
+    return {token: i for i, token in enumerate(read_lines(Path(vocab_file)))}
 
 
 def clean_up_tokenization(text: str) -> str:
@@ -106,10 +117,20 @@ class BatchEncoding(dict):
 
 def _existing_file(path: PathLike, what: str) -> Path:
     """Fail early with the path in the message instead of a Rust error deep in `tokenizers`."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{what} not found: {str(p)!r} does not exist or is not a file")
+    p = as_path(path, f"a path to the {what}")
+    if not present(p):
+        raise FileNotFoundError(f"{what} not found: {named(p)} does not exist")
     return p
+
+
+def _read_backend(path: Path) -> Tokenizer:
+    """A tokenizer.json through `tokenizers`, whose bare Exception (naming no file) becomes a ValueError naming it."""
+    text = read_text(path)
+    try:
+        return Tokenizer.from_str(text)
+    except Exception as error:  # the Rust library raises a bare Exception for every broken file
+        raise ValueError(f"{named(path)} is not a tokenizer.json the tokenizers library can read: "
+                         f"{first_line(error)}") from None
 
 
 def _check_choice(value: Any, table: dict[Any, str | None], name: str) -> str | None:
@@ -152,10 +173,10 @@ def _tokenizer_source(path: PathLike, hub: HubOptions) -> Path:
     if is_hub_name(path):
         return hub_files(str(path), (TOKENIZER_FILE, VOCAB_FILE), hub, optional=(CONFIG_FILE, SPECIAL_TOKENS_FILE),
                          what="the tokenizer")
-    p = Path(path)
-    if not p.exists():
+    p = as_path(path, f"a tokenizer folder, a {TOKENIZER_FILE} or {VOCAB_FILE}, or a Hub repo id")
+    if not present(p) or not p.exists():
         raise FileNotFoundError(
-            f"no tokenizer at {str(p)!r}: expected a local folder with {TOKENIZER_FILE} or {VOCAB_FILE}, "
+            f"no tokenizer at {named(p)}: expected a local folder with {TOKENIZER_FILE} or {VOCAB_FILE}, "
             "or a Hugging Face Hub repo id such as 'bert-base-uncased'"
         )
     hub.refuse_revision(p)
@@ -163,37 +184,44 @@ def _tokenizer_source(path: PathLike, hub: HubOptions) -> Path:
 
 
 def _read_settings(folder: Path) -> dict[str, Any] | None:
-    """Constructor arguments from tokenizer_config.json (specials also from special_tokens_map.json); None without."""
+    """Constructor arguments from tokenizer_config.json (specials also from special_tokens_map.json); None without.
+
+    Every value is checked here, so a bad one is an error naming the file and the key."""
     config_path = folder / CONFIG_FILE
-    if not config_path.is_file():
+    if not present(config_path):
         return None
-    config = _read_json_object(config_path)
+    config = read_json_object(config_path)
     specials_path = folder / SPECIAL_TOKENS_FILE
-    specials = _read_json_object(specials_path) if specials_path.is_file() else {}
+    specials = read_json_object(specials_path) if present(specials_path) else {}
     settings: dict[str, Any] = {}
     for key in _CONFIG_KEYS:
+        source = config_path if key in config or key not in specials else specials_path
         value = config.get(key, specials.get(key) if key in _SPECIAL_ATTRS else None)
         if isinstance(value, dict) and "content" in value:  # a serialized AddedToken
             value = value["content"]
-        if value is not None or key in config:
-            settings[key] = value
+        if value is not None or (key == "strip_accents" and key in config):  # null elsewhere: the default
+            settings[key] = _checked_setting(source, key, value)
     limit = settings.pop("model_max_length", None)
-    if limit is not None and int(limit) < _UNSET_MAX_LENGTH:
-        settings["model_max_length"] = int(limit)
+    if limit is not None and limit < _UNSET_MAX_LENGTH:
+        settings["model_max_length"] = limit
     return settings
 
 
-def _read_json_object(path: Path) -> dict[str, Any]:
-    """A JSON file that must hold an object; a clear error naming the file otherwise."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} holds a {type(data).__name__}, expected a JSON object")
-    return data
-
-
+def _checked_setting(file: Path, key: str, value: Any) -> Any:
+    """A tokenizer_config.json value as the constructor takes it, or a ValueError naming the file, key and value."""
+    if key == "model_max_length":
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)  # 1e30 written as a float: the same "no limit" as int(1e30)
+        ok, expected = _is_positive_int(value), "a positive integer"
+    elif key in _SPECIAL_ATTRS:
+        ok, expected = isinstance(value, str) and bool(value), "a token (a non-empty string)"
+    elif key == "strip_accents":
+        ok, expected = value is None or isinstance(value, bool), "true, false or null"
+    else:
+        ok, expected = isinstance(value, bool), "true or false"
+    if not ok:
+        raise ValueError(f"{named(file)}: {key} must be {expected}, got {type(value).__name__} {shown(value)}")
+    return value
 class BERTTokenizerFast:
     """Fast BERT WordPiece tokenizer with a Hugging Face-like API, built on the `tokenizers` library."""
 
@@ -215,14 +243,14 @@ class BERTTokenizerFast:
                         mask_token=mask_token)
         if tokenizer_file is not None:
             path = _existing_file(tokenizer_file, "tokenizer file")
-            backend = Tokenizer.from_file(str(path))
-            source = str(path)
+            backend = _read_backend(path)
+            source = named(path)
         elif vocab_file is not None:
             path = _existing_file(vocab_file, "vocab file")
             vocab = load_vocab(path)
             backend = self._build_backend(vocab, do_lower_case, strip_accents, tokenize_chinese_chars, specials,
-                                          str(path))
-            source = str(path)
+                                          named(path))
+            source = named(path)
         else:
             raise ValueError(
                 "BERTTokenizerFast needs vocab_file= (a vocab.txt) or tokenizer_file= (a tokenizer.json), got neither; "
@@ -344,20 +372,20 @@ class BERTTokenizerFast:
     ) -> "BERTTokenizerFast":
         """Load a folder (save_pretrained's, a Hugging Face BERT's) or a Hub repo id, set up by its tokenizer_config."""
         p = _tokenizer_source(path, HubOptions(revision, cache_dir, local_files_only, token))
-        if p.is_file():  # a tokenizer.json or vocab.txt given directly
+        if not p.is_dir():  # a tokenizer.json or vocab.txt given directly
             key = "tokenizer_file" if p.suffix == ".json" else "vocab_file"
             return cls(**{key: p}, **overrides)
         settings = _read_settings(p)
         kwargs = {**(settings or {}), **overrides}
-        if (p / TOKENIZER_FILE).is_file():
+        if present(p / TOKENIZER_FILE):
             tokenizer = cls(tokenizer_file=p / TOKENIZER_FILE, **kwargs)
             if settings is not None or any(key in overrides for key in _NORMALIZER_DEFAULTS):
                 # transformers builds the normalizer from the config (and BertTokenizer's defaults), not the file
                 tokenizer._normalize_as(**{key: kwargs.get(key, value) for key, value in _NORMALIZER_DEFAULTS.items()})
             return tokenizer
-        if (p / VOCAB_FILE).is_file():
+        if present(p / VOCAB_FILE):
             return cls(vocab_file=p / VOCAB_FILE, **kwargs)
-        raise FileNotFoundError(f"no {TOKENIZER_FILE} or {VOCAB_FILE} in {str(p)!r}")
+        raise FileNotFoundError(f"no {TOKENIZER_FILE} or {VOCAB_FILE} in {named(p)}")
 
     def _normalize_as(self, do_lower_case: bool, strip_accents: bool | None, tokenize_chinese_chars: bool) -> None:
         """Replace the backend's normalizer by BERT's with these settings (a cased model stays cased)."""

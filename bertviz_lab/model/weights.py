@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import os
 import re
 import warnings
@@ -29,9 +28,22 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.files import (
+    as_path,
+    clip,
+    first_line,
+    kind,
+    named,
+    present,
+    read_json_object,
+    regular_file,
+    shown,
+)
 
 SAFETENSORS_NAME, PYTORCH_NAME, CONFIG_NAME = "model.safetensors", "pytorch_model.bin", "config.json"
-WEIGHT_NAMES = (SAFETENSORS_NAME, PYTORCH_NAME)  # the first a repo has is the one fetched
+# A sharded checkpoint (transformers' save_pretrained(max_shard_size=...)): this index maps each tensor to its shard.
+SAFETENSORS_INDEX_NAME, PYTORCH_INDEX_NAME = "model.safetensors.index.json", "pytorch_model.bin.index.json"
+WEIGHT_NAMES = (SAFETENSORS_NAME, SAFETENSORS_INDEX_NAME, PYTORCH_NAME)  # the first a repo has is the one fetched
 
 # Our fused projections and the Hugging Face tensors they hold, in order (split along dim 0).
 FUSED = {
@@ -139,30 +151,78 @@ def _align_prefix(state: dict[str, torch.Tensor], model: torch.nn.Module) -> dic
 
 # reading and writing ---------------------------------------------------------------------------------
 def read_state_dict(directory: Path) -> dict[str, torch.Tensor]:
-    """Tensors from model.safetensors, or else pytorch_model.bin loaded with weights_only=True."""
-    safetensors_file, pytorch_file = directory / SAFETENSORS_NAME, directory / PYTORCH_NAME
-    if safetensors_file.is_file():
-        try:
-            return load_file(str(safetensors_file))
-        except (SafetensorError, OSError, ValueError) as error:
-            raise ValueError(f"{safetensors_file} is not a readable safetensors file (corrupt or truncated?): "
-                             f"{error}") from error
-    if pytorch_file.is_file():
-        try:
-            state = torch.load(pytorch_file, map_location="cpu", weights_only=True)
-        except Exception as error:  # torch raises several types (over many lines) for broken or unsafe pickles
-            raise ValueError(f"{pytorch_file} could not be loaded safely (weights_only=True): torch refused to "
-                             f"unpickle it ({type(error).__name__}: {_first_line(error)}); use a copy with "
-                             f"{SAFETENSORS_NAME}, or convert it yourself only if you trust its source.") from error
-        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-            raise ValueError(f"{pytorch_file} does not hold a state dict of tensors.")
-        return state
-    raise FileNotFoundError(f"no {SAFETENSORS_NAME} or {PYTORCH_NAME} in {directory}: not a BERT checkpoint folder.")
+    """Tensors from model.safetensors, its shards (model.safetensors.index.json), or else pytorch_model.bin loaded
+    with weights_only=True; each file must be a regular file (a pipe or device is refused, never read)."""
+    if present(directory / SAFETENSORS_NAME):
+        return _read_safetensors(directory / SAFETENSORS_NAME)
+    if present(directory / SAFETENSORS_INDEX_NAME):
+        return _read_shards(directory / SAFETENSORS_INDEX_NAME)
+    if present(directory / PYTORCH_NAME):
+        return _read_pytorch(directory / PYTORCH_NAME)
+    if present(directory / PYTORCH_INDEX_NAME):
+        raise ValueError(f"{named(directory)} holds a sharded {PYTORCH_NAME} ({PYTORCH_INDEX_NAME}); sharded pickle "
+                         f"checkpoints are not supported: save it with safetensors (transformers' save_pretrained "
+                         f"does by default) and load that.")
+    raise FileNotFoundError(f"no {SAFETENSORS_NAME} or {PYTORCH_NAME} in {named(directory)} (nor a sharded "
+                            f"{SAFETENSORS_INDEX_NAME}): not a BERT checkpoint folder.")
 
 
-def _first_line(error: BaseException) -> str:
-    """An error's message cut to its first line, for one-line messages that quote it."""
-    return (str(error).strip().splitlines() or [""])[0]
+def _read_safetensors(file: Path) -> dict[str, torch.Tensor]:
+    """One safetensors file (safetensors maps it; it must be a regular file)."""
+    regular_file(file)
+    try:
+        return load_file(str(file))
+    except (SafetensorError, OSError, ValueError) as error:
+        raise ValueError(f"{named(file)} is not a readable safetensors file (corrupt or truncated?): "
+                         f"{first_line(error)}") from error
+
+
+def shard_map(index_file: Path) -> dict[str, list[str]]:
+    """Shard file -> the tensor names the index's weight_map puts in it; every shard a plain file name beside it."""
+    weight_map = read_json_object(index_file).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ValueError(f"{named(index_file)} has no weight_map (an object of tensor name -> shard file), got "
+                         f"{shown(weight_map)}.")
+    shards: dict[str, list[str]] = {}
+    for tensor, shard in weight_map.items():
+        if not isinstance(shard, str) or Path(shard).name != shard or shard in (".", "..") \
+                or not shard.endswith(".safetensors"):
+            raise ValueError(f"{named(index_file)} maps {shown(tensor)} to {shown(shard)}; expected the name of a "
+                             f".safetensors file in the same folder.")
+        shards.setdefault(shard, []).append(tensor)
+    return shards
+
+
+def _read_shards(index_file: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of a sharded checkpoint, each from the shard its index names (all shards checked first)."""
+    shards = shard_map(index_file)
+    for shard in shards:
+        if not present(index_file.parent / shard):
+            raise FileNotFoundError(f"{named(index_file)} names the shard {shown(shard)}, which is not in "
+                                    f"{named(index_file.parent)}: the checkpoint is incomplete.")
+    state: dict[str, torch.Tensor] = {}
+    for shard, names in shards.items():
+        tensors = _read_safetensors(index_file.parent / shard)
+        absent = [name for name in names if name not in tensors]
+        if absent:
+            raise ValueError(f"{named(index_file)} puts {len(absent)} tensors in {shown(shard)} that it does not "
+                             f"hold (e.g. {shown(absent[0])}): the index and its shards do not match.")
+        state.update((name, tensors[name]) for name in names)
+    return state
+
+
+def _read_pytorch(pytorch_file: Path) -> dict[str, torch.Tensor]:
+    """pytorch_model.bin through torch.load(weights_only=True): tensors only, no code run."""
+    regular_file(pytorch_file)
+    try:
+        state = torch.load(pytorch_file, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises several types (over many lines) for broken or unsafe pickles
+        raise ValueError(f"{named(pytorch_file)} could not be loaded safely (weights_only=True): torch refused to "
+                         f"unpickle it ({type(error).__name__}: {first_line(error)}); use a copy with "
+                         f"{SAFETENSORS_NAME}, or convert it yourself only if you trust its source.") from error
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(f"{named(pytorch_file)} does not hold a state dict of tensors.")
+    return state
 
 
 def load_pretrained(cls: type, source: Any, config: BERTConfig | None = None, device: Any = None,
@@ -200,17 +260,16 @@ def checkpoint_folder(source: Any, hub: HubOptions | None = None) -> Path:
         source.verify()
     elif is_hub_name(source):
         return hub_checkpoint(source, hub)
-    elif isinstance(source, (str, os.PathLike)):
-        directory = Path(source)
-        hub.refuse_revision(directory)
     else:
-        raise TypeError(f"expected a checkpoint folder, a Hub repo id or a BERT_Weights entry, got "
-                        f"{type(source).__name__} {source!r}.")
-    if not directory.exists():
-        raise FileNotFoundError(f"checkpoint folder {directory} does not exist.")
-    if not directory.is_dir():
-        raise ValueError(f"{directory} is a file; pass the checkpoint folder holding config.json and "
+        directory = as_path(source, "a checkpoint folder, a Hub repo id or a BERT_Weights entry")
+        hub.refuse_revision(directory)
+    if not present(directory) or not directory.exists():
+        raise FileNotFoundError(f"checkpoint folder {named(directory)} does not exist.")
+    if directory.is_file():
+        raise ValueError(f"{named(directory)} is a file; pass the checkpoint folder holding config.json and "
                          f"{SAFETENSORS_NAME}.")
+    if not directory.is_dir():
+        raise ValueError(f"{named(directory)} is {kind(directory.stat().st_mode)}, not a checkpoint folder.")
     return directory
 
 
@@ -305,7 +364,7 @@ class WeightsEntry:
         if self.name in _VERIFIED:
             return
         digest = hashlib.sha256()
-        with open(self.path / SAFETENSORS_NAME, "rb") as handle:
+        with open(regular_file(self.path / SAFETENSORS_NAME), "rb") as handle:
             for block in iter(lambda: handle.read(1 << 22), b""):
                 digest.update(block)
         if digest.hexdigest() != self.sha256:
@@ -372,14 +431,19 @@ class HubOptions:
     def refuse_revision(self, where: Any) -> None:
         """revision= picks a Hub snapshot; a local folder or packaged entry has only one."""
         if self.revision is not None:
-            raise ValueError(f"revision={self.revision!r} picks a snapshot of a Hub repo, but {str(where)!r} is "
+            raise ValueError(f"revision={shown(self.revision)} picks a snapshot of a Hub repo, but '{named(where)}' is "
                              f"local; leave revision out.")
 
 
 def is_hub_name(source: Any) -> bool:
     """A str that names no local path and is a valid Hub repo id ("bert-base-uncased", "dslim/bert-base-NER")."""
-    if not isinstance(source, str) or Path(source).expanduser().exists():
+    if not isinstance(source, str):
         return False
+    try:
+        if Path(source).expanduser().exists():
+            return False
+    except (OSError, ValueError, RuntimeError):  # too long, a NUL byte, an unknown ~user: no local path, maybe an id
+        pass
     try:
         validate_repo_id(source)
     except HFValidationError:
@@ -394,7 +458,7 @@ class NotInCacheError(FileNotFoundError):
 def _not_cached(repo_id: str, hub: HubOptions, what: str) -> NotInCacheError:
     """The error for a file neither in the cache nor downloadable: says where we looked and why not further."""
     where = f"{repo_id!r} is not a local folder, and {what} of the Hub repo {repo_id!r} (revision " \
-            f"{hub.revision or 'main'}) is not in the Hugging Face cache {hub.cache}"
+            f"{clip(hub.revision or 'main')}) is not in the Hugging Face cache {named(hub.cache)}"
     elsewhere = "point HF_HUB_CACHE/HF_HOME (or cache_dir=) at a cache that has it"
     if hub.offline:
         switch = "local_files_only=True" if hub.local_files_only else "HF_HUB_OFFLINE=1"
@@ -416,7 +480,7 @@ def _download(repo_id: str, filename: str, hub: HubOptions, revision: str | None
         raise FileNotFoundError(f"{repo_id!r} is not a local folder, and no Hub repo of that name exists (or it is "
                                 f"private: pass token=).") from None
     except RevisionNotFoundError:
-        raise ValueError(f"Hub repo {repo_id!r} has no revision {hub.revision!r} (a branch, tag or commit "
+        raise ValueError(f"Hub repo {repo_id!r} has no revision {shown(hub.revision)} (a branch, tag or commit "
                          f"hash).") from None
     except EntryNotFoundError:
         return None
@@ -436,7 +500,7 @@ def hub_file(repo_id: str, filename: str, hub: HubOptions, revision: str | None 
             raise
         return None
     if path is None and required:
-        raise FileNotFoundError(f"Hub repo {repo_id!r} (revision {hub.revision or 'main'}) has no {filename}.")
+        raise FileNotFoundError(f"Hub repo {repo_id!r} (revision {clip(hub.revision or 'main')}) has no {filename}.")
     return path
 
 
@@ -447,13 +511,10 @@ def _snapshot_revision(path: Path) -> str:
 
 def _check_is_bert(repo_id: str, config_path: Path) -> None:
     """Refuse a repo that is not a BERT before fetching its weights, naming its model_type."""
-    try:
-        model_type = json.loads(config_path.read_text()).get("model_type", "bert")
-    except (ValueError, AttributeError):
-        return  # BERTConfig.from_pretrained names what is wrong with the file
+    model_type = read_json_object(config_path).get("model_type", "bert")
     if model_type != "bert":
-        raise ValueError(f"Hub repo {repo_id!r} is not a BERT: its config.json has model_type {model_type!r}, and "
-                         f"bertviz_lab loads model_type 'bert' only.")
+        raise ValueError(f"Hub repo {repo_id!r} is not a BERT: its config.json has model_type {shown(model_type)}, "
+                         f"and bertviz_lab loads model_type 'bert' only.")
 
 
 def hub_checkpoint(repo_id: str, hub: HubOptions | None = None) -> Path:
@@ -461,12 +522,18 @@ def hub_checkpoint(repo_id: str, hub: HubOptions | None = None) -> Path:
     hub = hub or HubOptions()
     config_path = hub_file(repo_id, CONFIG_NAME, hub)
     _check_is_bert(repo_id, config_path)
-    return hub_files(repo_id, WEIGHT_NAMES, hub, revision=_snapshot_revision(config_path), what="the weights")
+    folder = hub_files(repo_id, WEIGHT_NAMES, hub, revision=_snapshot_revision(config_path), what="the weights",
+                       listed=f"{SAFETENSORS_NAME} nor {PYTORCH_NAME} (nor a sharded {SAFETENSORS_INDEX_NAME})")
+    if not present(folder / SAFETENSORS_NAME) and present(folder / SAFETENSORS_INDEX_NAME):
+        for shard in shard_map(folder / SAFETENSORS_INDEX_NAME):  # each from the snapshot the index came from
+            hub_file(repo_id, shard, hub, revision=folder.name)
+    return folder
 
 
 def hub_files(repo_id: str, one_of: tuple[str, ...], hub: HubOptions | None = None, optional: tuple[str, ...] = (),
-              revision: str | None = None, what: str = "the files") -> Path:
-    """The cached snapshot folder holding the first of `one_of` the repo has, and those of `optional` it has."""
+              revision: str | None = None, what: str = "the files", listed: str | None = None) -> Path:
+    """The cached snapshot folder holding the first of `one_of` the repo has, and those of `optional` it has
+    (`listed`: how an error names the files of `one_of`, "a nor b" by default)."""
     hub = hub or HubOptions()
     found, not_cached = None, False
     for filename in one_of:
@@ -479,8 +546,8 @@ def hub_files(repo_id: str, one_of: tuple[str, ...], hub: HubOptions | None = No
     if found is None and not_cached:
         raise _not_cached(repo_id, hub, f"{what} ({' or '.join(one_of)})")
     if found is None:
-        raise FileNotFoundError(f"Hub repo {repo_id!r} (revision {hub.revision or 'main'}) has neither "
-                                f"{' nor '.join(one_of)}: no {what.removeprefix('the ')} to load.")
+        raise FileNotFoundError(f"Hub repo {repo_id!r} (revision {clip(hub.revision or 'main')}) has neither "
+                                f"{listed or ' nor '.join(one_of)}: no {what.removeprefix('the ')} to load.")
     for filename in optional:
         hub_file(repo_id, filename, hub, _snapshot_revision(found), required=False)
     return found.parent

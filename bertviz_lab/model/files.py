@@ -1,0 +1,229 @@
+"""Reading the files a checkpoint or tokenizer is made of, safely: only regular files (links followed) of bounded size
+are read, so a named pipe cannot hang a load and a link to /dev/zero cannot fill memory; text must be UTF-8 and JSON
+must parse, or one line names the file and what is wrong with it. Paths and values echoed in errors are clipped.
+
+The size limit for text files (config.json, tokenizer.json, vocab.txt, ...) is MAX_TEXT_MB megabytes, or what the
+environment variable BERTVIZ_LAB_MAX_TEXT_FILE_MB says when it is set. Weights (safetensors) are not read here:
+safetensors maps them itself; `regular_file` checks them first.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import reprlib
+import stat
+from pathlib import Path
+from typing import Any
+
+ECHO_LIMIT = 200  # characters of a value or path shown in an error message
+MAX_TEXT_MB = 64  # the largest config or tokenizer file read, in MB (real ones: a few kB to ~20 MB)
+MAX_TEXT_MB_VARIABLE = "BERTVIZ_LAB_MAX_TEXT_FILE_MB"
+MAX_INT_DIGITS = 4300  # Python's own limit on int("..."), refused here with a short message instead of its long one
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_JSON_KINDS = {dict: "object", list: "list", str: "string", int: "number", float: "number", bool: "boolean",
+               type(None): "null"}
+
+
+# echoing values and paths ------------------------------------------------------------------------------------------
+def clip(text: str, limit: int = ECHO_LIMIT) -> str:
+    """`text` cut to `limit` characters ("..." marks the cut), so one huge value cannot flood an error message."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _echo_repr() -> reprlib.Repr:
+    shortened = reprlib.Repr()
+    shortened.maxlevel, shortened.maxstring, shortened.maxother = 3, ECHO_LIMIT, ECHO_LIMIT
+    return shortened
+
+
+_ECHO = _echo_repr()
+
+
+def shown(value: Any) -> str:
+    """repr(value) in at most ECHO_LIMIT characters, without walking all of a huge or deeply nested value."""
+    try:
+        text = _ECHO.repr(value)
+    except ValueError:  # an int too long to print
+        text = f"<{type(value).__name__} too long to show>"
+    return clip(text)
+
+
+def named(path: str | os.PathLike) -> str:
+    """A path for an error message: control characters escaped, and a long one cut in the middle so the file's own
+    name stays readable ("/tmp/abc...xyz/config.json")."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in os.fspath(path))
+    if len(text) <= ECHO_LIMIT:
+        return text
+    head = ECHO_LIMIT // 3
+    return text[:head] + "..." + text[-(ECHO_LIMIT - head - 3):]
+
+
+def first_line(error: BaseException) -> str:
+    """An error's message cut to its first line and clipped, for one-line messages that quote it."""
+    return clip((str(error).strip().splitlines() or [""])[0])
+
+
+def json_kind(value: Any) -> str:
+    """What JSON calls the type of a parsed value ("object", "list", "string", ...)."""
+    return _JSON_KINDS.get(type(value), type(value).__name__)
+
+
+# paths the user gives -------------------------------------------------------------------------------------------
+def as_path(value: Any, expected: str) -> Path:
+    """A path the user gave: a str or os.PathLike that is not empty ("" would silently mean the current folder)."""
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(text, str):
+        raise TypeError(f"expected {expected}, got {type(value).__name__} {shown(value)}.")
+    if not text:
+        raise ValueError(f"expected {expected}, got an empty string (which would mean the current folder).")
+    return Path(text)
+
+
+def present(path: Path) -> bool:
+    """Whether anything (a file, folder, link, pipe) has this name; a path the system cannot look up (too long, a
+    NUL byte, no permission) is a one-line ValueError naming it rather than an OSError echoing it whole."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as error:
+        raise ValueError(f"the path {named(path)} ({len(os.fspath(path))} characters) cannot be looked up: "
+                         f"{error.strerror or type(error).__name__}.") from None
+    except ValueError:  # an embedded NUL byte
+        raise ValueError(f"the path {named(path)} contains a NUL byte, which no file name can hold.") from None
+    return True
+
+
+def kind(mode: int) -> str:
+    """What a stat mode describes, in words ("a named pipe (FIFO)", "a folder", ...)."""
+    return next((word for test, word in _KINDS if test(mode)), "a regular file" if stat.S_ISREG(mode) else
+                "a special file")
+
+
+def _not_regular(path: Path, mode: int) -> ValueError:
+    return ValueError(f"{named(path)} is {kind(mode)}, not a regular file; only regular files (or links to them) "
+                      f"are read.")
+
+
+def _missing(path: Path) -> FileNotFoundError:
+    link = " (a link to a file that does not exist)" if os.path.islink(path) else ""
+    return FileNotFoundError(f"{named(path)} does not exist{link}.")
+
+
+def regular_file(path: Path) -> Path:
+    """`path` when it is (or links to) a regular file; FileNotFoundError or ValueError naming it otherwise."""
+    present(path)  # refuses paths that cannot be looked up, in one line
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise _missing(path) from None
+    except OSError as error:
+        raise ValueError(f"{named(path)} cannot be read: {error.strerror or type(error).__name__}.") from None
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode)
+    return path
+
+
+# reading ------------------------------------------------------------------------------------------------------------
+def text_limit() -> int:
+    """The most bytes a text file may have: BERTVIZ_LAB_MAX_TEXT_FILE_MB (read now) or MAX_TEXT_MB, in MB."""
+    setting = os.environ.get(MAX_TEXT_MB_VARIABLE, "").strip()
+    if not setting:
+        return MAX_TEXT_MB << 20
+    try:
+        megabytes = float(setting)
+    except ValueError:
+        megabytes = -1.0
+    if not 0 < megabytes < 2 ** 40:
+        raise ValueError(f"{MAX_TEXT_MB_VARIABLE}={clip(setting)} is not a size; expected a positive number of MB.")
+    return int(megabytes * (1 << 20))
+
+
+def read_bytes(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (text_limit() by default).
+
+    The file is opened without blocking and checked on the open descriptor, so a pipe or device swapped in after a
+    check is still refused, and at most limit + 1 bytes are ever read (a file that grows while read is refused too).
+    """
+    limit = text_limit() if limit is None else limit
+    present(path)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        raise _missing(path) from None
+    except OSError as error:
+        raise ValueError(f"{named(path)} cannot be read: {error.strerror or type(error).__name__}.") from None
+    with os.fdopen(descriptor, "rb", buffering=0) as handle:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(path, info.st_mode)
+        if info.st_size > limit:
+            raise _too_big(path, info.st_size, limit)
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = handle.read(min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    if total > limit:
+        raise _too_big(path, total, limit)
+    return b"".join(chunks)
+
+
+def _too_big(path: Path, size: int, limit: int) -> ValueError:
+    return ValueError(f"{named(path)} has {size} bytes, more than the {limit / (1 << 20):g} MB a config or tokenizer "
+                      f"file may have; set {MAX_TEXT_MB_VARIABLE} to a larger number of MB to read it anyway.")
+
+
+def read_text(path: Path) -> str:
+    """A regular UTF-8 text file of bounded size, decoded."""
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{named(path)} is not UTF-8 text: byte 0x{data[error.start]:02x} at offset {error.start} "
+                         f"cannot be decoded.") from None
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a text file as open(..., encoding="utf-8") gives them (any newline), without their newline."""
+    return [line.rstrip("\n") for line in io.StringIO(read_text(path), newline=None)]
+
+
+class _LongInteger(ValueError):
+    """An integer literal longer than MAX_INT_DIGITS digits."""
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal.lstrip("-")) > MAX_INT_DIGITS:
+        raise _LongInteger(literal)
+    return int(literal)
+
+
+def read_json(path: Path) -> Any:
+    """A regular UTF-8 JSON file of bounded size, parsed; any problem is a ValueError naming the file."""
+    text = read_text(path)
+    try:
+        return json.loads(text, parse_int=_parse_int)
+    except _LongInteger as error:
+        literal = str(error)
+        raise ValueError(f"{named(path)} holds an integer of {len(literal.lstrip('-'))} digits "
+                         f"({clip(literal, 24)}); no setting takes more than {MAX_INT_DIGITS}.") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{named(path)} is not valid JSON: {first_line(error)}") from None
+    except RecursionError:
+        raise ValueError(f"{named(path)} nests lists or objects too deeply to be read (deeper than Python's "
+                         f"recursion limit); a config or tokenizer file is a few levels deep.") from None
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """read_json() of a file that must hold a JSON object (as config.json and tokenizer files do)."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{named(path)} holds a JSON {json_kind(data)}, expected a JSON object.")
+    return data
