@@ -206,6 +206,14 @@ def latest_checkpoint(root: str | os.PathLike) -> Path | None:
     return checkpoints[-1] if checkpoints else None
 
 
+def holds_no_checkpoint(root: str | os.PathLike) -> bool:
+    """True when `root` is missing, or a folder with no checkpoint, half-written one or `latest` pointer in it."""
+    root = Path(root)
+    if not root.exists():
+        return True
+    return root.is_dir() and not any(_STEP_DIR.match(p.name) or p.name == LATEST_FILE for p in root.iterdir())
+
+
 def _is_checkpoint_folder(path: Path) -> bool:
     """A step-N folder or one with a manifest: a checkpoint itself, not a directory of checkpoints."""
     return path.is_dir() and (_STEP_DIR.match(path.name) is not None or (path / MANIFEST_FILE).is_file())

@@ -67,13 +67,18 @@ def all_reduce_sum(values: torch.Tensor, context: DistributedContext) -> torch.T
     return values
 
 
+def largest(value: int, context: DistributedContext, device: torch.device) -> int:
+    """The largest of the processes' values, on every process (e.g. the signal one of them received)."""
+    if not context.is_distributed:
+        return value
+    box = torch.tensor([float(value)], device=device)
+    dist.all_reduce(box, op=dist.ReduceOp.MAX)
+    return int(box.item())
+
+
 def any_process(flag: bool, context: DistributedContext, device: torch.device) -> bool:
     """True on every process when it is True on any (so all stop at the same step)."""
-    if not context.is_distributed:
-        return flag
-    value = torch.tensor([1.0 if flag else 0.0], device=device)
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return bool(value.item() > 0)
+    return largest(int(flag), context, device) > 0
 
 
 def broadcast_object(value: Any, context: DistributedContext) -> Any:

@@ -1,11 +1,18 @@
-"""The metrics record a Trainer hands to its callbacks after every optimizer step."""
+"""The metrics record a Trainer hands to its callbacks after every optimizer step, and the metrics file (JSON lines,
+one record per step) it writes them to."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import json
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
+
+from bertviz_lab.train.paths import WriteError, write_failure, write_text_atomically
+from bertviz_lab.train.run_config import clip
 
 EVAL_KEYS = ("eval_mlm_loss", "eval_nsp_loss", "eval_mlm_accuracy", "eval_nsp_accuracy")
 
@@ -66,3 +73,38 @@ class MetricsRecord(Mapping):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+def _line(record: MetricsRecord) -> str:
+    return json.dumps(record.to_dict()) + "\n"
+
+
+def _write_failed(error: OSError, path: Path) -> WriteError:
+    code, why = write_failure(error, path.parent)
+    return WriteError(code, f"metrics_file {clip(str(path))} could not be written ({why}).")
+
+
+def append_record(path: str | os.PathLike, record: MetricsRecord) -> None:
+    """Add one step's line to the metrics file; a failed write (a full disk) is a WriteError naming the file."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(_line(record))
+    except OSError as error:
+        raise _write_failed(error, path) from error
+
+
+def rewrite_records(path: str | os.PathLike, records: Iterable[MetricsRecord]) -> None:
+    """Make the metrics file hold exactly `records`, each step once (a resume: the checkpoint's steps; lines written
+    after that checkpoint were lost with the run that wrote them and are computed again).
+
+    The file is replaced in one step. A pipe or device (`/dev/stdout`) cannot be rewritten and is left alone."""
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(path, "".join(_line(record) for record in records))
+    except OSError as error:
+        raise _write_failed(error, path) from error

@@ -94,13 +94,15 @@ def fsync_path(path: Path) -> None:
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Replace a small text file in one step (temporary file in the same folder + os.replace)."""
+    """Replace a small text file in one step (temporary file in the same folder + os.replace; its mode is kept)."""
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name, dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        if path.is_file():
+            shutil.copymode(path, tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -23,7 +24,13 @@ from bertviz_lab.train.distributed import DistributedContext, broadcast_object, 
 from bertviz_lab.train.paths import file_problem, folder_problem
 from bertviz_lab.train.run_config import ConfigError, RunConfig, clip, load_config
 from bertviz_lab.train.synthetic import generate_synthetic_bert_batches, synthetic_to_training_batch
-from bertviz_lab.train.trainer import NonFiniteLossError, TrainConfig, Trainer
+from bertviz_lab.train.trainer import (
+    NonFiniteLossError,
+    TrainConfig,
+    Trainer,
+    TrainingInterrupted,
+    interrupt_handlers,
+)
 
 logger = logging.getLogger("bertviz_lab.train")
 
@@ -31,6 +38,11 @@ SYNTHETIC_CORPUS = "synthetic"
 RESULT_KEYS = ("train_mlm_loss", "train_nsp_loss", "test_mlm_loss", "test_nsp_loss", "test_nsp_accuracy",
                "test_mlm_accuracy")
 PRESETS = {"tiny": BERTConfig.tiny, "base": BERTConfig.base, "large": BERTConfig.large}
+FIELD_KEYS = {  # TrainConfig field -> the run config key it comes from (error messages name the key)
+    "max_steps": "training.steps", "batch_size": "data.batch_size", "mlm_weight": "training.mlm_loss_weight",
+    "nsp_weight": "training.nsp_loss_weight", "mlm_probability": "data.mask_probability",
+    "log_interval": "logging.log_interval", "metrics_file": "logging.metrics_file", "progress": "logging.progress",
+}
 MODEL_KEYS = {"dim_model": "hidden_size", "num_heads": "num_attention_heads", "dim_ff": "intermediate_size",
               "num_layers": "num_hidden_layers", "hidden_dropout_prob": "hidden_dropout_prob",
               "attention_probs_dropout_prob": "attention_probs_dropout_prob"}
@@ -49,13 +61,27 @@ def _count_pairs(data: Any) -> int:
     return sum(b["input_ids"].shape[0] for b in data) if isinstance(data, list) else len(data)
 
 
+def _run_config_names(message: str) -> str:
+    """A TrainConfig error in the run config's words: `TrainConfig.max_steps` -> `training.steps`."""
+    return re.sub(r"TrainConfig\.(\w+)", lambda m: FIELD_KEYS.get(m.group(1), f"training.{m.group(1)}"), message)
+
+
 def check_writable(name: str, path: str | None, *, folder: bool) -> None:
-    """ConfigError `name=path <why>` when the run could not write `path` (a folder or a file); None: nothing to do."""
+    """ConfigError `name=path <why>` when the run could not write `path` (a folder or a file); None: nothing to do.
+
+    An empty path is refused: it would mean the current folder."""
     if path is None:
         return
+    if not path.strip():
+        raise ConfigError(f"{name} is an empty path {path!r}, which would write into the current folder; give a "
+                          f"path, or null.")
     problem = folder_problem(path) if folder else file_problem(path)
     if problem is not None:
         raise ConfigError(f"{name}={clip(str(path))} {problem}")
+
+
+def _same_folder(a: str, b: str) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
 
 
 def final_window(steps: int) -> int:
@@ -106,7 +132,7 @@ class BertRunner:
                 keep_checkpoints=training["keep_checkpoints"], metrics_file=log["metrics_file"],
                 progress=log["progress"])
         except (TypeError, ValueError) as error:
-            raise ConfigError(str(error).replace("TrainConfig.", "training settings: ")) from error
+            raise ConfigError(_run_config_names(str(error))) from error
 
     def model_config(self, vocab_size: int) -> BERTConfig:
         """BERTConfig from model.* (preset, then the keys given), sized for the vocabulary and sequence length."""
@@ -124,8 +150,18 @@ class BertRunner:
             raise ConfigError(f"model section: {error}") from error
 
     def _checkpoint_to_resume(self) -> Path | None:
-        resume = self.config["training"]["resume_from"]
+        """The verified checkpoint to continue from; None to start at step 0, also when resume_from names this run's
+        own checkpoint_dir before it holds a checkpoint (so one command both starts and resumes a run)."""
+        training = self.config["training"]
+        resume = training["resume_from"]
         if resume is None:
+            return None
+        if not resume.strip():
+            raise ConfigError(f"training.resume_from is an empty path {resume!r}; give a checkpoint folder or a "
+                              f"checkpoint_dir, or null.")
+        own = training["checkpoint_dir"]
+        if own is not None and _same_folder(resume, own) and ckpt.holds_no_checkpoint(own):
+            logger.info("training.resume_from: %s holds no checkpoint yet; starting at step 0.", own)
             return None
         try:
             return ckpt.verify_checkpoint(resume)
@@ -357,11 +393,34 @@ def write_results(results: Mapping[str, Any], output: Path) -> int:
     return 0
 
 
+def interrupted_line(error: TrainingInterrupted, training: Mapping[str, Any]) -> str:
+    """What the CLI prints for Ctrl-C or SIGTERM: where the work is kept, and how to go on from it."""
+    if error.checkpoint is None:
+        hint = "; set training.checkpoint_dir to keep checkpoints" if training["checkpoint_dir"] is None else ""
+        return f"bertviz-lab train: {error}{hint}"
+    folder = error.checkpoint.parent
+    target = folder if ckpt.latest_checkpoint(folder) == error.checkpoint else error.checkpoint
+    same = training["resume_from"] is not None and _resumes_from(training["resume_from"], error.checkpoint)
+    how = "the same command" if same else f"the same command and --set training.resume_from={target}"
+    return f"bertviz-lab train: {error}; resume with {how}"
+
+
+def _resumes_from(resume_from: str, checkpoint: Path) -> bool:
+    """True when `resume_from` leads to `checkpoint` (a folder itself, or its checkpoint_dir's latest)."""
+    try:
+        return ckpt.resolve_checkpoint(resume_from).resolve() == checkpoint.resolve()
+    except (OSError, ValueError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`bertviz-lab train --config CFG.yaml --output results.json`; exit 0 ok, 1 training failed, 2 bad usage/config.
+    """`bertviz-lab train --config CFG.yaml --output results.json`; exit 0 ok, 1 training failed, 2 bad usage/config,
+    128 + the signal's number on Ctrl-C (130) or SIGTERM (143).
 
     Every error is one line on stderr: `bertviz-lab train: error: ...` (exit 2: the config, a path it names, the
-    checkpoint to resume; exit 1: a non-finite loss, or an OS error while training, e.g. a full disk)."""
+    checkpoint to resume; exit 1: a non-finite loss, or an OS error while training, e.g. a full disk). Ctrl-C or
+    SIGTERM while training ends after the step in flight with a checkpoint saved (see Trainer.fit); at any other
+    time, or the second time, it stops at once. Either way one line says what was kept."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -371,15 +430,31 @@ def main(argv: list[str] | None = None) -> int:
     stream.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     logger.addHandler(stream)
     runner = None
+
+    def stop_at_once(signal_number: int, frame: Any) -> None:
+        trainer = runner.trainer if runner is not None else None
+        raise TrainingInterrupted(signal_number, trainer.step if trainer else 0,
+                                  trainer.last_checkpoint if trainer else None, at_once=True)
+
     try:
-        runner = BertRunner(args.config, overrides=args.set)
-        check_writable("--output", args.output, folder=False)
-        results = runner.run()
+        with interrupt_handlers(stop_at_once):
+            runner = BertRunner(args.config, overrides=args.set)
+            check_writable("--output", args.output, folder=False)
+            results = runner.run()
         if runner.dist.is_main:
             print(format_results(results))
             if args.output:
                 return write_results(results, Path(args.output))
         return 0
+    except TrainingInterrupted as error:
+        if runner is None:  # while the config was read
+            print(f"bertviz-lab train: {error}", file=sys.stderr)
+        elif runner.dist.is_main:
+            print(interrupted_line(error, runner.config["training"]), file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:  # raised by other code than these handlers
+        print("bertviz-lab train: interrupted; nothing more was saved.", file=sys.stderr)
+        return 130
     except ConfigError as error:
         print(f"bertviz-lab train: error: {_one_line(error)}", file=sys.stderr)
         return 2

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import os
 import random
+import signal
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -38,13 +38,14 @@ from bertviz_lab.train.distributed import (
     close_distributed,
     gather_objects,
     init_distributed,
+    largest,
     launched_by_torchrun,
 )
-from bertviz_lab.train.metrics import MetricsRecord
+from bertviz_lab.train.metrics import MetricsRecord, append_record, rewrite_records
 from bertviz_lab.train.objective import MODEL_INPUTS, PretrainingObjective, prediction_targets
 from bertviz_lab.train.paths import file_problem, folder_problem
 from bertviz_lab.train.progress import log_above
-from bertviz_lab.train.run_config import clip
+from bertviz_lab.train.run_config import clip, shown
 
 logger = logging.getLogger("bertviz_lab.train")
 
@@ -83,6 +84,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
+        for name in ("checkpoint_dir", "metrics_file"):  # plain strings: the checkpoint keeps this config
+            if isinstance(getattr(self, name), os.PathLike):
+                setattr(self, name, os.fspath(getattr(self, name)))
         self.validate()
 
     def validate(self) -> None:
@@ -114,10 +118,86 @@ class TrainConfig:
                              f"gradient_accumulation_steps ({self.gradient_accumulation_steps}).")
         if self.warmup_steps > self.max_steps:
             raise ValueError(f"TrainConfig.warmup_steps ({self.warmup_steps}) exceeds max_steps ({self.max_steps}).")
+        for name, meaning in (("checkpoint_dir", "no checkpoints"), ("metrics_file", "no metrics file")):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"TrainConfig.{name} must be a path (str) or None, got {shown(value)}.")
+            if value is not None and not value.strip():
+                raise ValueError(f"TrainConfig.{name} is an empty path {value!r}, which would write into the current "
+                                 f"folder; give a path, or None for {meaning}.")
+        if self.checkpoint_interval and self.checkpoint_dir is None:
+            raise ValueError(f"TrainConfig.checkpoint_interval={self.checkpoint_interval} needs "
+                             f"TrainConfig.checkpoint_dir (where the checkpoints go); set it, or set "
+                             f"checkpoint_interval to 0.")
 
 
 class NonFiniteLossError(FloatingPointError):
-    """The loss became NaN or infinite; the step was not applied and no checkpoint was written for it."""
+    """The loss, the gradients or the updated parameters became NaN or infinite (or the update overflowed); no
+    checkpoint was written for that step, and the message names the last good one."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """SIGINT (Ctrl-C) or SIGTERM ended fit(): at a step boundary, its checkpoint saved when checkpoint_dir is set,
+    or at once (`at_once`: a second signal; nothing half-written is left, `checkpoint` is the last one saved before).
+
+    `step`: the steps done (the checkpoint's step); `exit_code`: 128 + the signal's number, as a shell reports it."""
+
+    def __init__(self, signal_number: int, step: int, checkpoint: Path | None, at_once: bool = False) -> None:
+        self.signal_number, self.step, self.checkpoint, self.at_once = signal_number, step, checkpoint, at_once
+        name = signal.Signals(signal_number).name
+        if at_once:
+            kept = f"nothing more was saved, the last checkpoint is {checkpoint}" if checkpoint is not None \
+                else "nothing was saved"
+            message = f"stopped at once by {name} with {step} steps done; {kept}"
+        elif checkpoint is not None:
+            message = f"interrupted by {name} at step {step}; checkpoint saved to {checkpoint}"
+        else:
+            message = f"interrupted by {name} at step {step}; nothing was saved (checkpoint_dir is not set)"
+        super().__init__(message)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signal_number
+
+
+INTERRUPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name))
+REPEAT_GRACE_S = 1.0  # a repeat within this time is the same request (torchrun forwards a Ctrl-C its workers got)
+
+
+class StepBoundarySignals:
+    """While installed (main thread only), the first SIGINT/SIGTERM asks the loop to end after the step in flight,
+    and a second one (after REPEAT_GRACE_S) raises TrainingInterrupted(at_once=True) wherever the trainer is."""
+
+    def __init__(self, trainer: "Trainer") -> None:
+        self.trainer = trainer
+        self.received: int | None = None
+        self._first_at = 0.0
+
+    def _handle(self, signal_number: int, frame: Any) -> None:
+        if self.received is None:
+            self.received, self._first_at = signal_number, time.monotonic()
+        elif time.monotonic() - self._first_at >= REPEAT_GRACE_S:
+            raise TrainingInterrupted(signal_number, self.trainer.step, self.trainer.last_checkpoint, at_once=True)
+
+    def installed(self) -> contextlib.AbstractContextManager[None]:
+        """This object's handlers for the block (see interrupt_handlers)."""
+        self.received = None
+        return interrupt_handlers(self._handle)
+
+
+@contextlib.contextmanager
+def interrupt_handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """`handler` for SIGINT and SIGTERM during the block, the previous handlers put back after it. Elsewhere than on
+    the main thread nothing is installed: Python runs signal handlers on the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, handler) for number in INTERRUPT_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, earlier in previous.items():
+            signal.signal(number, earlier)
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
@@ -161,6 +241,17 @@ def check_output_paths(config: TrainConfig) -> None:
 
 def _short(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _non_finite_names(tensors: Iterable[tuple[str, torch.Tensor | None]]) -> list[str]:
+    """The names of the tensors (e.g. parameters or their gradients) that hold a NaN or an infinity."""
+    return [name for name, tensor in tensors if tensor is not None and not bool(torch.isfinite(tensor).all())]
+
+
+def _listed(names: list[str], limit: int = 3) -> str:
+    """`a, b, c and 4 more`: a few names for a one-line message."""
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
 
 
 class Trainer:
@@ -233,6 +324,7 @@ class Trainer:
         self.error: BaseException | None = None
         self._elapsed_before = 0.0
         self._stop = threading.Event()
+        self._signals = StepBoundarySignals(self)
         self._thread: threading.Thread | None = None
         if resume_from is not None:
             self.load_checkpoint(resume_from)
@@ -296,17 +388,19 @@ class Trainer:
         nsp_loss = nsp_sum_total / n_nsp
         if not (math.isfinite(mlm_sum_total) and math.isfinite(nsp_loss)):
             self.optimizer.zero_grad(set_to_none=True)
-            raise NonFiniteLossError(self._non_finite_message(mlm_sum_total / n_mlm, nsp_loss))
+            raise self._non_finite(f"the loss became non-finite (train_mlm_loss={mlm_sum_total / n_mlm}, "
+                                   f"train_nsp_loss={nsp_loss})", applied=False)
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
         max_norm = config.max_grad_norm if config.max_grad_norm is not None else float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
+        if not math.isfinite(grad_norm) and self.scaler is None:  # fp16's scaler skips such a step by itself
+            names = _non_finite_names((name, p.grad) for name, p in self.model.named_parameters())
+            if names:  # (finite gradients whose norm overflows float32 are clipped to 0, not a failure)
+                self.optimizer.zero_grad(set_to_none=True)
+                raise self._non_finite(f"the gradients of {_listed(names)} became NaN/inf", applied=False)
         lr = self.scheduler.get_last_lr()[0]
-        if self.scaler is not None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
+        self._apply_update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
@@ -317,12 +411,37 @@ class Trainer:
             train_nsp_accuracy=nsp_correct_total / n_nsp, lr=lr, grad_norm=grad_norm,
             time=self._elapsed_before + time.perf_counter() - clock_start)
 
-    def _non_finite_message(self, mlm_loss: float, nsp_loss: float) -> str:
-        where = (f"the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint is not None
-                 else "no checkpoint was written before (set TrainConfig.checkpoint_dir to keep one)")
-        return (f"training stopped: the loss became non-finite at step {self.step + 1} (train_mlm_loss={mlm_loss}, "
-                f"train_nsp_loss={nsp_loss}); that step was not applied and nothing was saved for it; {where}. "
-                f"Try a lower learning_rate, a smaller max_grad_norm, or precision='fp32'.")
+    def _apply_update(self) -> None:
+        """The optimizer step; an update that overflows or leaves a parameter NaN/inf is a NonFiniteLossError."""
+        try:
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+        except RuntimeError as error:  # AdamW: "value cannot be converted to type float without overflow"
+            if "overflow" not in str(error):
+                raise
+            raise self._non_finite(f"the optimizer's update overflowed ({clip(str(error), 120)})",
+                                   applied=True) from None
+        parameters = [(name, p.detach()) for name, p in self.model.named_parameters()]
+        if not bool(torch.stack([torch.isfinite(p).all() for _, p in parameters]).all()):
+            raise self._non_finite(f"the update made {_listed(_non_finite_names(parameters))} NaN/inf", applied=True)
+
+    def _non_finite(self, what: str, applied: bool) -> NonFiniteLossError:
+        """The error for a step that went non-finite: what did, what is kept, what to try; it depends on the config."""
+        step = self.step + 1
+        state = ("its update was applied, so the model in memory is no longer usable" if applied
+                 else "that step was not applied")
+        if self.last_checkpoint is not None:
+            where = f"the last good checkpoint is {self.last_checkpoint}"
+        elif self.config.checkpoint_dir is not None:
+            where = f"no checkpoint was written yet in {clip(self.config.checkpoint_dir)}"
+        else:
+            where = "no checkpoint was written (set checkpoint_dir to keep checkpoints)"
+        return NonFiniteLossError(
+            f"training stopped: at step {step} {what}; {state} and nothing was saved for it; {where}. Try a lower "
+            f"learning_rate (now {self.config.learning_rate:g}), a smaller max_grad_norm, or precision='fp32'.")
 
     # evaluation ------------------------------------------------------------------------------------------
     def _evaluation_batches(self) -> list[dict[str, torch.Tensor]]:
@@ -380,11 +499,14 @@ class Trainer:
 
         Ends early, after a whole step, when stop() is called. Saves a checkpoint at the end when checkpoint_dir is
         set. A NaN/inf loss raises NonFiniteLossError and leaves the last good checkpoint as it was.
+        Called on the main thread, SIGINT (Ctrl-C) or SIGTERM also ends it after the step in flight: the checkpoint
+        is saved, then TrainingInterrupted is raised; a second signal raises it at once (see StepBoundarySignals).
         """
         self._check_not_running("fit()")
         target = self._target_step(steps)
         try:
-            return self._fit_until(target)
+            with self._signals.installed():
+                return self._fit_until(target)
         finally:
             self._notify_end()
 
@@ -401,14 +523,20 @@ class Trainer:
             bar.close()
             self._elapsed_before += time.perf_counter() - clock_start
             self._stop.clear()
+        signal_number = largest(self._signals.received or 0, self.dist, self.device)  # one process' signal: all stop
+        if signal_number and self.stop_reason == "stopped":
+            self.stop_reason = "interrupted"
         if self.config.checkpoint_dir is not None:
             self.save_checkpoint()
+        if signal_number:
+            raise TrainingInterrupted(signal_number, self.step,
+                                      self.last_checkpoint if self.config.checkpoint_dir is not None else None)
         return records
 
     def _loop(self, target: int, bar: Any, clock_start: float, records: list[MetricsRecord]) -> None:
         """Steps until `target` or stop(); each record goes to the history, `records`, the bar and the callbacks."""
         while self.step < target:
-            if any_process(self._stop.is_set(), self.dist, self.device):
+            if any_process(self._stop.is_set() or self._signals.received is not None, self.dist, self.device):
                 self.stop_reason = "stopped"
                 break
             try:
@@ -443,10 +571,7 @@ class Trainer:
         if not self.dist.is_main:
             return
         if self.config.metrics_file is not None:
-            path = Path(self.config.metrics_file)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record.to_dict()) + "\n")
+            append_record(self.config.metrics_file, record)
         interval = self.config.log_interval
         if record.evaluated or (interval and record.step % interval == 0):
             logger.info("step %d: %s", record.step, ", ".join(
@@ -552,6 +677,8 @@ class Trainer:
         self.history = [MetricsRecord.from_dict(record) for record in state["history"]]
         self._elapsed_before = float(state.get("elapsed", 0.0))
         self.last_checkpoint = path
+        if self.config.metrics_file is not None and self.dist.is_main:
+            rewrite_records(self.config.metrics_file, self.history)  # steps after the checkpoint: computed again
         return path
 
     def close(self) -> None:
