@@ -205,6 +205,46 @@ def test_only_the_needed_files_are_fetched(hub, monkeypatch, tmp_path):
     assert asked == ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]  # no vocab.txt
 
 
+def sharded_repo(hub, cache: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """org/sharded: the tiny BertForPreTraining saved by transformers in shards of 200 kB, with its tokenizer."""
+    folder = tmp_path / "sharded"
+    reference = transformers.BertForPreTraining.from_pretrained(hub.folders["BertForPreTraining"])
+    reference.save_pretrained(folder, max_shard_size="200KB", safe_serialization=True)
+    shutil.copy(MINILM / "vocab.txt", folder / "vocab.txt")
+    shards = sorted(p.name for p in folder.glob("model-*-of-*.safetensors"))
+    assert len(shards) >= 2 and not (folder / "model.safetensors").exists()
+    return add_folder(cache, "org/sharded", folder, commit(8)), shards
+
+
+def test_a_sharded_checkpoint_loads_from_the_cache_like_the_whole_one(hub, monkeypatch, tmp_path):
+    cache = tmp_path / "hub"
+    _, shards = sharded_repo(hub, cache, tmp_path)
+    offline_cache(monkeypatch, cache)
+    asked: list[str] = []
+    real = weights.hf_hub_download
+    monkeypatch.setattr(weights, "hf_hub_download", lambda repo_id, filename, **kw: asked.append(filename)
+                        or real(repo_id, filename, **kw))
+    model = BERTForPreTraining.from_pretrained("org/sharded", strict=True)
+    assert asked[:3] == ["config.json", "model.safetensors", "model.safetensors.index.json"]  # the first not cached
+    assert sorted(asked[3:]) == shards
+    loaded, tokenizer = bertviz_lab.load("org/sharded")
+    assert type(loaded) is BERTForPreTraining and not loaded.load_report.missing
+    whole = BERTForPreTraining.from_pretrained(hub.folders["BertForPreTraining"])
+    assert_equal_outputs(model, whole, ids(tokenizer))
+    assert_equal_outputs(loaded, whole, ids(tokenizer))
+
+
+def test_a_shard_missing_from_the_cache_is_named(hub, monkeypatch, tmp_path):
+    cache = tmp_path / "hub"
+    snapshot, shards = sharded_repo(hub, cache, tmp_path)
+    (snapshot / shards[-1]).unlink()  # the index and the other shards are cached, this one is not
+    offline_cache(monkeypatch, cache)
+    with pytest.raises(FileNotFoundError) as error:
+        bertviz_lab.load("org/sharded")
+    message = one_line(error)
+    assert shards[-1] in message and "not in the Hugging Face cache" in message and "HF_HUB_OFFLINE=1" in message
+
+
 def test_a_bin_only_checkpoint_loads_with_weights_only(hub, monkeypatch, tmp_path):
     folder = hub.folders["BertForMaskedLM"]
     state = transformers.BertForMaskedLM.from_pretrained(folder).state_dict()

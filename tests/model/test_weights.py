@@ -15,7 +15,8 @@ import transformers
 from safetensors.torch import load_file, save_file
 from tiny_models import tiny_config, tiny_fields
 
-from bertviz_lab.model import BERT, BERTConfig
+import bertviz_lab
+from bertviz_lab.model import BERT, BERTConfig, BERTForPreTraining
 from bertviz_lab.model.weights import (
     BERT_Weights,
     LoadReport,
@@ -214,6 +215,35 @@ def test_legacy_gamma_beta_names(tmp_path):
     write_checkpoint(tmp_path, state, tiny_config())
     model = BERT.from_pretrained(tmp_path, strict=True)
     assert_same_outputs(model, reference)
+
+
+def test_sharded_checkpoint_written_by_transformers_loads_like_the_whole_one(tmp_path):
+    reference = hf_tiny(seed=6, cls=transformers.BertForPreTraining)
+    reference.save_pretrained(tmp_path / "whole")
+    reference.save_pretrained(tmp_path / "sharded", max_shard_size="200KB", safe_serialization=True)
+    shards = sorted(p.name for p in (tmp_path / "sharded").glob("model-*-of-*.safetensors"))
+    index = json.loads((tmp_path / "sharded" / "model.safetensors.index.json").read_text())
+    assert len(shards) >= 2 and sorted(set(index["weight_map"].values())) == shards
+    assert not (tmp_path / "sharded" / "model.safetensors").exists()
+    whole = BERTForPreTraining.from_pretrained(tmp_path / "whole", strict=True)
+    sharded = BERTForPreTraining.from_pretrained(tmp_path / "sharded", strict=True)
+    loaded, _ = load_with_vocab(tmp_path / "sharded")
+    assert type(loaded) is BERTForPreTraining
+    input_ids, mask = batch()
+    with torch.no_grad():
+        want = reference(input_ids, attention_mask=mask)
+        for model in (sharded, loaded):
+            got, expected = model(input_ids, attention_mask=mask), whole(input_ids, attention_mask=mask)
+            assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    assert torch.allclose(got[0], want.prediction_logits, atol=ATOL)
+    assert torch.allclose(got[1], want.seq_relationship_logits, atol=ATOL)
+
+
+def load_with_vocab(folder: Path):
+    """bertviz_lab.load on a folder, after giving it a vocabulary of the tiny size (load brings the tokenizer too)."""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    (folder / "vocab.txt").write_text("\n".join(specials + [f"w{i}" for i in range(95)]) + "\n")
+    return bertviz_lab.load(folder)
 
 
 def test_config_argument_overrides_missing_config_json(tmp_path):
