@@ -46,3 +46,13 @@ def one_thread():
 def tiny_config_factory() -> Callable[..., BERTConfig]:
     """tiny_config(**overrides): the shared tiny BERTConfig, built afresh for each call."""
     return build_tiny_config
+
+
+@pytest.fixture(scope="session")
+def ipython_shell():
+    """The process's IPython shell (IPython's testing shell starts once per process, whichever test asks first)."""
+    from IPython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    start_ipython()
+    return get_ipython()

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
 
 from bertviz_lab.device import available_devices
 from bertviz_lab.magics import wait_for_warm_up
@@ -42,8 +41,8 @@ class Spy:
 
 
 @pytest.fixture(scope="module")
-def shell(tiny_config):
-    ip = start_ipython()
+def shell(tiny_config, ipython_shell):
+    ip = ipython_shell
     result = ip.run_cell("%load_ext bertviz_lab")
     assert result.success, result.error_in_exec
     wait_for_warm_up()

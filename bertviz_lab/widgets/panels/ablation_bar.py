@@ -14,9 +14,8 @@ from bertviz_lab.trace.hooks import Trace
 from bertviz_lab.trace.interventions import ABLATION_MODES
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.ablation import Ablation, Heads, run_ablated, summary_html
+from bertviz_lab.widgets.panels.controls import labelled, lean, look, toggle_buttons, toolbar
 from bertviz_lab.widgets.views.model_view import ModelView
-
-_COMPACT = {"description_width": "initial", "button_width": "auto"}
 
 
 @dataclass(frozen=True)
@@ -31,10 +30,6 @@ class AblationSource:
     row: int = 0
 
 
-def _labelled(text: str, control: widgets.Widget) -> widgets.HBox:
-    return widgets.HBox([widgets.Label(text), control], layout=widgets.Layout(align_items="center", width="auto"))
-
-
 class AblationBar(widgets.VBox):
     """Controls and summary of head ablation; `ablation` holds the current result (None: every head on)."""
 
@@ -44,24 +39,20 @@ class AblationBar(widgets.VBox):
             raise ValueError(f"ablation mode must be one of {ABLATION_MODES}, got {mode!r}.")
         self.view, self._source, self._on_change = view, source, on_change
         self.ablation: Ablation | None = None
-        self.click = widgets.ToggleButtons(
-            options=[("open it", "open"), ("switch it off", "ablate")], value="open", style=_COMPACT,
-            tooltips=["a click opens the head as the heatmap (shift-click switches it off)",
-                      "a click switches the head off, or on again; the text runs again without it"])
-        self.mode = widgets.ToggleButtons(
-            options=ABLATION_MODES, value=mode, style=_COMPACT,
-            tooltips=["the head's output is replaced by zeros",
-                      "the head's output is replaced by its mean over the positions of this input"])
-        self.show = widgets.ToggleButtons(
-            options=[("change", "change"), ("attention after", "after")], value="change", style=_COMPACT,
-            tooltips=["after − before: where each head's attention moved", "each head's attention with the heads off"])
-        self.reset = widgets.Button(description="reset: all heads on", icon="undo", layout=widgets.Layout(width="auto"),
-                                    tooltip="switch every head on again")
-        self.summary = widgets.HTML(summary_html(None, True))
-        controls = widgets.HBox([_labelled("click a head to", self.click), _labelled("switched off =", self.mode),
-                                 _labelled("with heads off, thumbnails show", self.show), self.reset],
-                                layout=widgets.Layout(flex_flow="row wrap", align_items="center", grid_gap="4px 16px"))
-        super().__init__([controls, self.summary])
+        self.click = toggle_buttons([("open it", "open"), ("switch it off", "ablate")], "open", [
+            "a click opens the head as the heatmap (shift-click switches it off)",
+            "a click switches the head off, or on again; the text runs again without it"])
+        self.mode = toggle_buttons(ABLATION_MODES, mode, [
+            "the head's output is replaced by zeros",
+            "the head's output is replaced by its mean over the positions of this input"])
+        self.show = toggle_buttons([("change", "change"), ("attention after", "after")], "change", [
+            "after − before: where each head's attention moved", "each head's attention with the heads off"])
+        self.reset = lean(widgets.Button, description="reset: all heads on", icon="undo", layout={"width": "auto"},
+                          tooltip="switch every head on again")
+        self.summary = lean(widgets.HTML, summary_html(None, True))
+        controls = toolbar(labelled("click a head to", self.click), labelled("switched off =", self.mode),
+                           labelled("with heads off, thumbnails show", self.show), self.reset)
+        super().__init__([controls, self.summary], layout=look())
         self.click.observe(lambda change: setattr(self.view, "click_mode", change["new"]), names="value")
         self.view.observe(lambda _: self.recompute(), names="ablated")
         self.mode.observe(lambda _: self.recompute() if self.view.ablated else None, names="value")

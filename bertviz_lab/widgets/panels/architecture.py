@@ -107,6 +107,10 @@ class ArchitecturePanel(Panel):
         self.inputs = {k: v.to(device) for k, v in self.inputs.items()}
         self.show_trace(trace_shapes(self.model, self.inputs))
 
+    def release(self) -> None:
+        """A closed panel lets go of its trace (a workbench's holds every layer's attention) and drawings."""
+        self.trace, self._svg_cache = None, {}
+
     def show_trace(self, trace: Trace, inputs: dict[str, torch.Tensor] | None = None) -> None:
         """Draw a trace recorded with shapes (by rerun, or a forward shared with other panels) of `inputs`."""
         if not trace.calls:

@@ -15,6 +15,7 @@ from bertviz_lab.trace.hooks import Trace
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.ablation_bar import AblationBar, AblationSource
+from bertviz_lab.widgets.panels.controls import LABEL_STYLE, labelled, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.layer_qk import LayerQK, recorded_inputs
 from bertviz_lab.widgets.panels.panel import Panel, notice_html
@@ -30,8 +31,6 @@ VIEWS = ("heatmap", "head view", "model view", "neuron view", "saliency")
 SCALE_OPTIONS = (("linear", "linear"), ("per row", "row"), ("log", "log"))
 SCALE_TITLES = {"linear": "linear scale", "row": "each row scaled to its max", "log": "log scale"}
 SALIENCY_NEEDS = "the saliency view needs the model and the text: build the panel with model=, tokenizer= and text="
-_LABEL = {"description_width": "initial"}  # a label as wide as its text, beside its control
-_COMPACT = {**_LABEL, "button_width": "auto"}
 
 
 def trace_text(model: torch.nn.Module, tokenizer: Any, text: str,
@@ -59,16 +58,6 @@ class HeadsShown:
     @property
     def options(self) -> tuple[int, ...]:
         return tuple(range(self._view.num_heads))
-
-
-def _labelled(text: str, control: widgets.Widget) -> widgets.HBox:
-    """A label beside its control (a ToggleButtons' own description is drawn above its buttons)."""
-    return widgets.HBox([widgets.Label(text), control], layout=widgets.Layout(align_items="center", width="auto"))
-
-
-def _toolbar(*controls: widgets.Widget) -> widgets.HBox:
-    return widgets.HBox(list(controls), layout=widgets.Layout(flex_flow="row wrap", align_items="center",
-                                                              grid_gap="4px 16px"))
 
 
 class AttentionPanel(Panel):
@@ -103,29 +92,25 @@ class AttentionPanel(Panel):
         self.run = run
         self.truncation = run.truncation if run is not None else None
         self.text, self.text_b = text, text_b
-        self.truncation_notice = widgets.HTML(notice_html(self.truncation))
-        self.view = widgets.ToggleButtons(options=VIEWS, value=view, style=_COMPACT)
-        self.layer = widgets.Dropdown(description="layer", style=_LABEL, layout=widgets.Layout(width="auto"))
-        self.head = widgets.Dropdown(description="head", style=_LABEL, layout=widgets.Layout(width="auto"))
-        self.query = widgets.Dropdown(description="query token", style=_LABEL, layout=widgets.Layout(width="auto"))
-        self.aggregation = widgets.ToggleButtons(options=D.AGGREGATIONS, value=aggregation, style=_COMPACT)
-        self.direction = widgets.ToggleButtons(options=D.DIRECTIONS, value="all", style=_COMPACT)
-        self.scale = widgets.ToggleButtons(
-            options=SCALE_OPTIONS, value=scale, style=_COMPACT,
-            tooltips=["one scale for the whole matrix", "each query row scaled to its own max",
-                      "log10, four decades below the max"])
-        self.special = widgets.ToggleButtons(
-            options=D.SPECIAL_MODES, value=special, style=_COMPACT,
-            tooltips=["in the colour scale", "left out of the colour scale (shown saturated)", "not shown"])
+        self.truncation_notice = lean(widgets.HTML, notice_html(self.truncation))
+        self.view = toggle_buttons(VIEWS, view)
+        self.layer, self.head, self.query = (
+            lean(widgets.Dropdown, description=name, style=LABEL_STYLE, layout={"width": "auto"})
+            for name in ("layer", "head", "query token"))
+        self.aggregation = toggle_buttons(D.AGGREGATIONS, aggregation)
+        self.direction = toggle_buttons(D.DIRECTIONS, "all")
+        self.scale = toggle_buttons(SCALE_OPTIONS, scale, ["one scale for the whole matrix",
+                                                           "each query row scaled to its own max",
+                                                           "log10, four decades below the max"])
+        self.special = toggle_buttons(D.SPECIAL_MODES, special, [
+            "in the colour scale", "left out of the colour scale (shown saturated)", "not shown"])
         # the head view has no colour scale: its one [CLS]/[SEP] choice is to hide them (kept in step with `special`)
-        self.hide_special = widgets.Checkbox(value=special == "hide", description="hide [CLS]/[SEP]", indent=False,
-                                             layout=widgets.Layout(width="auto"))
+        self.hide_special = lean(widgets.Checkbox, value=special == "hide", description="hide [CLS]/[SEP]",
+                                 indent=False, layout={"width": "auto"})
         self._shown_special = special if special != "hide" else "clip"
-        self.message = widgets.HTML()
-        self.heatmap = HeatmapView()
-        self.head_view = HeadView()
-        self.model_view = ModelView()
-        self.neuron_view = NeuronView()
+        self.message = lean(widgets.HTML)
+        self.heatmap, self.head_view, self.model_view, self.neuron_view = (
+            lean(kind) for kind in (HeatmapView, HeadView, ModelView, NeuronView))
         self.heads_shown = HeadsShown(self.head_view)
         self._model_view_key: tuple | None = None
         self._plain_output: Any = None
@@ -136,29 +121,28 @@ class AttentionPanel(Panel):
         self.ablation_bar = AblationBar(self.model_view, self._ablation_source, self._ablation_changed,
                                         mode=ablation_mode)
         self.export_bar = ExportBar(self, "attention")
-        self.labelled = {control: _labelled(text, control) for control, text in (
+        self.labelled = {control: labelled(text, control) for control, text in (
             (self.view, "view"), (self.aggregation, "show"), (self.direction, "pair"), (self.scale, "colour scale"),
             (self.special, "[CLS]/[SEP]"))}
         aggregation_, direction_, scale_, special_ = (self.labelled[c] for c in (self.aggregation, self.direction,
                                                                                   self.scale, self.special))
         self.toolbars = {
-            "heatmap": _toolbar(self.layer, self.head, aggregation_, direction_, scale_, special_),
-            "head view": _toolbar(self.layer, direction_, self.hide_special),
-            "model view": _toolbar(special_),
-            "neuron view": _toolbar(self.layer, self.head, self.query, self.hide_special),
+            "heatmap": toolbar(self.layer, self.head, aggregation_, direction_, scale_, special_),
+            "head view": toolbar(self.layer, direction_, self.hide_special),
+            "model view": toolbar(special_),
+            "neuron view": toolbar(self.layer, self.head, self.query, self.hide_special),
         }
-        self.toolbar = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap", align_items="center",
-                                                          grid_gap="4px 24px"))
+        self.toolbar = toolbar(gap="4px 24px")
         # Every view stays mounted and is shown or hidden, so switching back draws nothing anew.
         self.view_widgets = dict(zip(VIEWS, (self.heatmap, self.head_view, self.model_view, self.neuron_view)))
-        self.slots = {name: widgets.Box([view_widget]) for name, view_widget in self.view_widgets.items()}
-        self.slots["model view"] = widgets.VBox([self.ablation_bar, self.model_view])
+        self.slots = {name: widgets.VBox([self.ablation_bar, view_widget] if name == "model view" else [view_widget])
+                      for name, view_widget in self.view_widgets.items()}
         self.saliency: SaliencyPanel | None = None  # made when the saliency view is first shown
         self._saliency_stale = False
-        self.saliency_note = widgets.HTML()
+        self.saliency_note = lean(widgets.HTML)
         self.slots["saliency"] = widgets.VBox([self.saliency_note])
-        self.toolbars["saliency"] = _toolbar()  # the saliency panel brings its own toolbar and export button
-        self.stage = widgets.VBox(list(self.slots.values()))
+        self.toolbars["saliency"] = toolbar()  # the saliency panel brings its own toolbar and export button
+        self.stage = lean(widgets.VBox, list(self.slots.values()))
         super().__init__([self.labelled[self.view], self.toolbar, self.truncation_notice, self.message, self.stage])
         self._suspended = False
         self.set_trace(trace, layer=layer, head=head, query=query)
@@ -166,6 +150,12 @@ class AttentionPanel(Panel):
             control.observe(lambda _: self.redraw(), names="value")
         self.head.observe(self._head_chosen, names="value")
         self.hide_special.observe(self._hide_special_toggled, names="value")
+
+    def release(self) -> None:
+        """A closed panel lets go of its trace (77 MB at 512 tokens for MiniLM), run and ablation."""
+        self.trace = self.attentions = self.run = self.layer_qk = self._plain_output = None
+        if hasattr(self, "ablation_bar"):  # not where __init__ failed before making it
+            self.ablation_bar.ablation = None
 
     # data ------------------------------------------------------------------------------------------------
     def set_trace(self, trace: Trace, layer: int | None = None, head: int | None = None,

@@ -9,6 +9,7 @@ import ipywidgets as widgets
 
 from bertviz_lab.widgets.figures.export import FORMATS
 from bertviz_lab.widgets.figures.text import escape
+from bertviz_lab.widgets.panels.controls import LABEL_STYLE, lean, look
 
 EXPORT_DIR = Path("bertviz_figures")  # where a panel's export button writes, relative to the notebook
 
@@ -18,13 +19,13 @@ class ExportBar(widgets.HBox):
 
     def __init__(self, panel, name: str) -> None:
         self.panel, self.name = panel, name
-        self.format = widgets.Dropdown(options=FORMATS, value="svg", description="export as",
-                                       style={"description_width": "initial"}, layout=widgets.Layout(width="140px"))
-        self.button = widgets.Button(description="export", icon="download", tooltip="save the figure on screen",
-                                     layout=widgets.Layout(width="90px"))
-        self.status = widgets.HTML()
+        self.format = lean(widgets.Dropdown, options=FORMATS, value="svg", description="export as",
+                           style=LABEL_STYLE, layout={"width": "140px"})
+        self.button = lean(widgets.Button, description="export", icon="download", tooltip="save the figure on screen",
+                           layout={"width": "90px"})
+        self.status = lean(widgets.HTML)
         self.button.on_click(lambda _: self.export())
-        super().__init__([self.format, self.button, self.status], layout=widgets.Layout(align_items="center"))
+        super().__init__([self.format, self.button, self.status], layout=look(align_items="center"))
 
     def export(self) -> Path | None:
         """Save the figure on screen; the status line names the file, or says why it could not be saved."""

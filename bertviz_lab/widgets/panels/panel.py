@@ -10,6 +10,8 @@ import ipywidgets as widgets
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text, max_positions  # noqa: F401 (re-exported)
 from bertviz_lab.widgets.figures.export import save_figure
 from bertviz_lab.widgets.figures.text import escape
+from bertviz_lab.widgets.panels import shown_panels
+from bertviz_lab.widgets.panels.controls import close_tree
 from bertviz_lab.widgets.views.front_end import all_css
 
 
@@ -78,13 +80,20 @@ class Panel(widgets.VBox):
 
     def _ipython_display_(self) -> None:
         self.static_copy.show()
+        shown_panels.shown(self)  # running the cell again closes this panel
 
     def close(self) -> None:
-        """Close the live view and its static copy's link, so no pending update keeps the panel alive."""
+        """Give the panel's memory back: close its static copy's link and every widget it made (so ipywidgets holds
+        none of them), then let go of its data (`release`)."""
         copy = self.__dict__.pop("_static_copy", None)
         if copy is not None:
             copy.close()
+        close_tree(self)
+        self.release()
         super().close()
+
+    def release(self) -> None:
+        """Drop what the panel holds to draw (a trace, a run); called once it is closed."""
 
     def save(self, path: str | Path, scale: float = 1, theme: str = "light") -> Path:
         """Write the figure on screen to `path`: SVG or PNG by its suffix, `scale` times the size on screen, in the

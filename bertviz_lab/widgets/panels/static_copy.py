@@ -20,6 +20,7 @@ import uuid
 from typing import Any, Callable
 
 from bertviz_lab.widgets.figures.text import escape
+from bertviz_lab.widgets.panels.controls import lean
 from bertviz_lab.widgets.views.front_end import all_css
 from bertviz_lab.widgets.views.panel_link import PanelLink
 
@@ -65,7 +66,7 @@ class StaticCopy:
 
         bundle = self.bundle()
         if self.link is None:
-            self.link = PanelLink(static_id=self.id, html=bundle["text/html"])
+            self.link = lean(PanelLink, static_id=self.id, html=bundle["text/html"])
             self.panel.children = (*self.panel.children, self.link)
         self.handles.append(display(bundle, raw=True, display_id=True))
         display(self.panel.widget_bundle(), raw=True)
