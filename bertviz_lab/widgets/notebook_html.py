@@ -1,53 +1,328 @@
-"""A notebook as one HTML page that asks nothing of the network: nbconvert's lab page without its CDN scripts.
+"""A notebook as one offline HTML page that runs nothing and fetches nothing, so it is safe to open and to pass on.
 
-`jupyter nbconvert --to html` pages load require.js and MathJax from public CDNs (and the widget renderer when the
-notebook holds widget state). The panels' static copies need none of it, so offline the figures show either way; this
-page simply makes no such request (markdown maths then shows as TeX source).
+The page is nbconvert's lab page without the scripts it would fetch from public CDNs (require.js, MathJax, mermaid, the
+widget renderer); the panels' static copies are plain HTML and SVG and show without them (markdown maths shows as TeX
+source). A notebook received from someone else may carry active content, so by default the page is sanitised: scripts,
+application/javascript outputs, on* event handlers, javascript:/vbscript:/data:text/html links, iframes, objects,
+embeds, meta refresh, forms' actions and SVG foreignObject are removed; images, style sheets and CSS url()/@import that
+would load from the network are dropped (an image or frame leaves a note such as "remote image removed: host"); only
+inline data: images and files in the page's own folder load, and a Content-Security-Policy in the page blocks the rest.
+--trust keeps every output as it is (its scripts run when the page is opened): only for notebooks you trust.
 
-    bertviz-lab html NOTEBOOK.ipynb [--execute] [--output PAGE.html]
+The page is never written over the notebook itself, nor over an existing file that is not an earlier page of this
+command, unless --force (a page carries <meta name="generator" content="bertviz-lab html">). --execute runs the
+notebook's code on this machine first.
+
+    bertviz-lab html NOTEBOOK.ipynb [--execute] [--output PAGE.html] [--trust] [--force]
 """
 
 from __future__ import annotations
 
 import argparse
+import html
+import json
+import os
+import re
+import stat
+import subprocess
 import sys
+import tempfile
+import warnings
 from pathlib import Path
+from typing import Any
+
+import nbformat
+from jinja2 import pass_context
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+from nbconvert import HTMLExporter
+from nbconvert.preprocessors import ExecutePreprocessor
+from nbformat.validator import get_validator
+
+from bertviz_lab.train.run_config import clip, shown
+from bertviz_lab.widgets.page_sanitizer import sanitize_html, sanitize_svg
 
 TEMPLATES = Path(__file__).with_name("templates")
 TEMPLATE = "bertviz_offline"
+GENERATOR_META = '<meta name="generator" content="bertviz-lab html">'
+# What the sanitised page may load at all, should anything have slipped through: inline images and fonts, files
+# beside the page, inline styles; no script, frame, form target or base URL.
+PAGE_POLICY = ("default-src 'none'; img-src 'self' data:; media-src 'self' data:; style-src 'unsafe-inline'; "
+               "font-src data:; form-action 'none'; base-uri 'none'")
+POLICY_META = f'<meta http-equiv="Content-Security-Policy" content="{PAGE_POLICY}">'
+SCRIPT_MIME = re.compile(r"(?:application|text)/(?:x-)?(?:java|ecma)script", re.I)
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+CELL_TYPES = ("code", "markdown", "raw")
+OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
+MARK_BYTES = 4096  # an earlier page names its generator in this many first bytes
 
 
 def notebook_to_html(notebook: str | Path, output: str | Path | None = None, execute: bool = False,
-                     timeout: int = 600) -> Path:
-    """Write `notebook` as an offline HTML page (beside it, same name, unless `output`); `execute` runs it first."""
-    import nbformat
-    from nbconvert import HTMLExporter
-    from nbconvert.preprocessors import ExecutePreprocessor
-
+                     timeout: int = 600, trust: bool = False, force: bool = False) -> Path:
+    """Write `notebook` as an offline page (beside it, same name, unless `output`) and return its path; `execute`
+    runs it first, `trust` keeps its outputs unsanitised, `force` may replace a file that is not an earlier page."""
     notebook = Path(notebook)
-    if not notebook.is_file():
-        raise FileNotFoundError(f"no notebook at {notebook}")
-    node = nbformat.read(notebook, as_version=4)
+    node = read_notebook(notebook)
+    target = page_path(notebook, output, force)
     if execute:
-        ExecutePreprocessor(timeout=timeout).preprocess(node, {"metadata": {"path": str(notebook.parent)}})
-    exporter = HTMLExporter(template_name=TEMPLATE, extra_template_basedirs=[str(TEMPLATES)])
-    page, _ = exporter.from_notebook_node(node, resources={"metadata": {"name": notebook.stem}})
-    output = Path(output) if output is not None else notebook.with_suffix(".html")
-    output.write_text(page, encoding="utf-8")
-    return output
+        run_notebook(node, notebook, timeout)
+    clean_outputs(node, trust)
+    try:
+        page = export_page(node, notebook.stem, trust)
+    except RecursionError:
+        raise ValueError(f"{clip(str(notebook))} nests its content too deeply to convert") from None
+    write_page(target.resolve(), page)
+    return target
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Reading
+
+
+def read_notebook(path: Path) -> Any:
+    """The notebook at `path` as an nbformat v4 node; ValueError/FileNotFoundError naming the file and the problem."""
+    name = clip(str(path))
+    if not path.exists():
+        raise FileNotFoundError(f"no notebook at {name}")
+    if path.is_dir():
+        raise ValueError(f"{name} is a folder, not a notebook file")
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise ValueError(f"{name} is not a regular file; give the path of a .ipynb file")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{name} is not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start}); "
+                         f"a notebook is JSON in UTF-8") from None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{name} nests its JSON too deeply to read") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{name} is not JSON: {error.msg} at line {error.lineno}, column {error.colno}") from None
+    except ValueError as error:  # e.g. an integer too long to convert
+        raise ValueError(f"{name} is not JSON that can be read: {clip(str(error))}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{name} holds a JSON {type(data).__name__}, not a notebook (a JSON object with cells)")
+    version = data.get("nbformat")
+    if version == 3:
+        try:
+            data = json.loads(nbformat.writes(nbformat.convert(nbformat.v3.to_notebook_json(data), 4)))
+        except (KeyError, TypeError, AttributeError, ValueError) as error:
+            raise ValueError(f"{name} is not a valid nbformat 3 notebook ({clip(str(error))})") from None
+    elif version is None:
+        raise ValueError(f"{name} has no nbformat version, so it is not a notebook (nbformat 4 expected)")
+    elif version != 4:
+        raise ValueError(f"{name} has nbformat {shown(version)}; this reads nbformat 4 (and 3)")
+    problem = notebook_problem(data)
+    if problem:
+        raise ValueError(f"{name} is not a valid notebook: {clip(problem)}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nbformat.v4.to_notebook_json(data)
+
+
+def notebook_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with an nbformat 4 notebook, in one phrase (the parts the page reads first), or None."""
+    minor = data.get("nbformat_minor")
+    if not isinstance(minor, int) or isinstance(minor, bool) or minor < 0:
+        return f"nbformat_minor is {shown(minor)}; expected a whole number"
+    cells = data.get("cells")
+    if not isinstance(cells, list):
+        return f"cells is {shown(cells)}; expected a list of cells"
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            return f"cells[{index}] is {shown(cell)}; expected a JSON object"
+        if cell.get("cell_type") not in CELL_TYPES:
+            return f"cells[{index}].cell_type is {shown(cell.get('cell_type'))}; expected 'code', 'markdown' or 'raw'"
+        outputs = cell.get("outputs", [])
+        if not isinstance(outputs, list):
+            return f"cells[{index}].outputs is {shown(outputs)}; expected a list"
+        for number, out in enumerate(outputs):
+            if not isinstance(out, dict) or out.get("output_type") not in OUTPUT_TYPES:
+                return (f"cells[{index}].outputs[{number}] is not an output (output_type one of "
+                        f"{', '.join(OUTPUT_TYPES)})")
+    validator = get_validator(version=4, version_minor=min(minor, 5))
+    for error in validator.iter_errors(data):  # fastjsonschema calls the notebook "data"
+        message = str(error.message)
+        return message[5:] if message.startswith("data.") else re.sub(r"^data\b", "the notebook", message)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Where the page goes
+
+
+def page_path(notebook: Path, output: str | Path | None, force: bool = False) -> Path:
+    """Where the page goes: `output`, or the notebook's name with .html. Never the notebook itself (also through a
+    link), a folder or a device; an existing file only when it is an earlier page, or with `force`."""
+    name = clip(str(notebook))
+    if output is None:
+        if notebook.suffix.lower() != ".ipynb":
+            raise ValueError(f"{name} is not a .ipynb file, so the page has no default name: give one with --output")
+        output = notebook.with_suffix(".html")
+    target = Path(output)
+    shown_target = clip(str(target))
+    if target.exists() and os.path.samefile(target, notebook):
+        raise ValueError(f"{shown_target} is the notebook itself; name another page with --output "
+                         f"(--force does not change this)")
+    if target.is_dir():
+        raise ValueError(f"{shown_target} is a folder; --output names the page file to write")
+    if not target.resolve().parent.is_dir():
+        raise FileNotFoundError(f"the folder of {shown_target} does not exist")
+    if target.exists():
+        if not stat.S_ISREG(target.stat().st_mode):
+            raise ValueError(f"{shown_target} is not a regular file; --output names the page file to write")
+        if not force and not is_earlier_page(target):
+            raise ValueError(f"{shown_target} exists and is not a page written by bertviz-lab html; pass --force to "
+                             f"replace it, or name another page with --output")
+    return target
+
+
+def is_earlier_page(path: Path) -> bool:
+    """Whether `path` is a page this command wrote (its head names the generator)."""
+    with open(path, "rb") as file:
+        return GENERATOR_META.encode() in file.read(MARK_BYTES)
+
+
+def write_page(path: Path, page: str) -> None:
+    """Write the page whole or not at all: a temporary file beside it, then renamed over it."""
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(page)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Running
+
+
+class CellTracking(ExecutePreprocessor):
+    """nbconvert's executor that remembers which cell it runs, so an error can name it."""
+
+    cell_index = -1
+
+    def preprocess_cell(self, cell, resources, index):
+        self.cell_index = index
+        return super().preprocess_cell(cell, resources, index)
+
+    def setup_kernel(self, **kwargs):
+        """The kernel's own stderr (start-up warnings) stays off the command's one line of error."""
+        return super().setup_kernel(stderr=subprocess.DEVNULL, **kwargs)
+
+
+def run_notebook(node: Any, path: Path, timeout: int) -> None:
+    """Execute the notebook in its folder; a failing cell, a missing kernel or a dead one is a ValueError."""
+    name = clip(str(path))
+    runner = CellTracking(timeout=timeout)
+    try:
+        runner.preprocess(node, {"metadata": {"path": str(path.parent)}})
+    except NoSuchKernel as error:
+        installed = ", ".join(sorted(KernelSpecManager().find_kernel_specs())) or "none"
+        raise ValueError(f"{name} asks for the kernel {shown(error.name)}, which is not installed here "
+                         f"(installed: {clip(installed)})") from None
+    except CellExecutionError as error:
+        raise ValueError(f"{name}: cell {runner.cell_index} failed: {error.ename}: "
+                         f"{clip(' '.join(str(error.evalue).split()))}") from None
+    except CellTimeoutError:
+        raise ValueError(f"{name}: cell {runner.cell_index} ran longer than {timeout} s") from None
+    except DeadKernelError:
+        raise ValueError(f"{name}: the kernel died while running cell {runner.cell_index}") from None
+    except RuntimeError as error:  # the kernel did not start or answer
+        raise ValueError(f"{name}: the kernel failed: {clip(' '.join(str(error).split()))}") from None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The page
+
+
+def clean_outputs(node: Any, trust: bool) -> None:
+    """Outputs as the page shows them: a widget view goes with its text/plain fallback (no widget renders offline;
+    the static copy before it shows the figure); unless `trust`, scripts go and HTML, SVG and raw cells are
+    sanitised."""
+    for cell in node.cells:
+        if cell.cell_type == "raw" and not trust:
+            cell.source = sanitize_html(cell.source)
+        if "outputs" not in cell:
+            continue
+        cell.outputs = [output for output in cell.outputs if not widget_view_only(output)]
+        for output in cell.outputs:
+            data = output.get("data")
+            if not isinstance(data, dict):
+                continue
+            if WIDGET_VIEW in data:
+                del data[WIDGET_VIEW]
+                data.pop("text/plain", None)
+            if trust:
+                continue
+            for mime in [mime for mime in data if SCRIPT_MIME.fullmatch(mime)]:
+                del data[mime]
+            if isinstance(data.get("text/html"), str):
+                data["text/html"] = sanitize_html(data["text/html"])
+            if isinstance(data.get("image/svg+xml"), str):
+                data["image/svg+xml"] = sanitize_svg(data["image/svg+xml"])
+            if isinstance(data.get("text/vnd.mermaid"), str):  # the template writes it unescaped; no mermaid here
+                data["text/vnd.mermaid"] = html.escape(data["text/vnd.mermaid"])
+
+
+class OfflinePageExporter(HTMLExporter):
+    """nbconvert's HTML exporter whose markdown (cells and text/markdown outputs) is sanitised unless `trust`."""
+
+    def __init__(self, trust: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.trust = trust
+
+    @pass_context
+    def markdown2html(self, context, source):
+        markup = super().markdown2html(context, source)
+        return markup if self.trust else sanitize_html(markup)
+
+
+def widget_view_only(output: Any) -> bool:
+    """Whether an output is a widget view with nothing else than its text/plain fallback."""
+    data = output.get("data")
+    return isinstance(data, dict) and WIDGET_VIEW in data and set(data) <= {WIDGET_VIEW, "text/plain"}
+
+
+def export_page(node: Any, title: str, trust: bool) -> str:
+    """The page's HTML: the template, markdown sanitised unless `trust`, then the whole page checked again; marked
+    with the generator (and, sanitised, the content policy) first thing in its head."""
+    exporter = OfflinePageExporter(template_name=TEMPLATE, extra_template_basedirs=[str(TEMPLATES)], trust=trust)
+    with warnings.catch_warnings():  # "mimetype(s) ... not able to be represented": such outputs are left out
+        warnings.simplefilter("ignore", UserWarning)
+        page, _ = exporter.from_notebook_node(node, resources={"metadata": {"name": title}})
+    marks = GENERATOR_META if trust else f"{GENERATOR_META}\n{POLICY_META}"
+    if not trust:
+        page = sanitize_html(page, page=True)
+    marked, found = re.subn(r"<head\b[^>]*>", lambda match: f"{match.group(0)}\n{marks}", page, count=1)
+    if not found:
+        raise ValueError("the page template wrote no <head>")
+    return marked
 
 
 def main(argv: list[str] | None = None) -> int:
     """`bertviz-lab html`: one line naming the page written, or the error (exit 2)."""
-    parser = argparse.ArgumentParser(prog="bertviz-lab html", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="bertviz-lab html", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("notebook", help="the .ipynb file")
-    parser.add_argument("--execute", action="store_true", help="run the notebook first")
+    parser.add_argument("--execute", action="store_true", help="run the notebook first (its code runs here)")
     parser.add_argument("--output", help="the page to write (default: the notebook's name with .html)")
+    parser.add_argument("--trust", action="store_true",
+                        help="keep every output as it is: its scripts run and its remote images load when the page "
+                             "is opened; only for notebooks you trust")
+    parser.add_argument("--force", action="store_true",
+                        help="replace --output even when it is an existing file that is not an earlier page")
     args = parser.parse_args(argv)
     try:
-        page = notebook_to_html(args.notebook, args.output, args.execute)
+        page = notebook_to_html(args.notebook, args.output, args.execute, trust=args.trust, force=args.force)
     except (OSError, ValueError) as error:
-        print(f"bertviz-lab html: error: {error}", file=sys.stderr)
+        print(f"bertviz-lab html: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
     print(page)
     return 0
