@@ -222,6 +222,8 @@ def _checked_setting(file: Path, key: str, value: Any) -> Any:
     if not ok:
         raise ValueError(f"{named(file)}: {key} must be {expected}, got {type(value).__name__} {shown(value)}")
     return value
+
+
 class BERTTokenizerFast:
     """Fast BERT WordPiece tokenizer with a Hugging Face-like API, built on the `tokenizers` library."""
 
