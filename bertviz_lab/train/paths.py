@@ -75,8 +75,12 @@ def write_failure(error: BaseException, folder: str | os.PathLike) -> tuple[int 
     return None, clip(" ".join(str(error).split()) or type(error).__name__)
 
 
+_CANNOT_SYNC = (errno.EINVAL, errno.ENOTSUP, errno.EBADF)  # a file system without fsync, not a failed write
+
+
 def fsync_path(path: Path) -> None:
-    """Flush a file to disk, raising its OSError (the data may not be there); a folder entry where the OS allows it."""
+    """Flush a file to disk, raising its OSError when the data may not be there (a full disk, an I/O error);
+    a folder entry where the OS allows it."""
     folder = path.is_dir()
     try:
         fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0))
@@ -86,8 +90,8 @@ def fsync_path(path: Path) -> None:
         raise
     try:
         os.fsync(fd)
-    except OSError:
-        if not folder:
+    except OSError as error:
+        if not folder and error.errno not in _CANNOT_SYNC:
             raise
     finally:
         os.close(fd)

@@ -5,6 +5,8 @@ normalised by the predictions of the whole global batch, so a run on N processes
 process with the same global batch. AdamW with linear warmup and linear decay, gradient clipping, bf16/fp16
 autocast on CUDA, optional torch.compile, DistributedDataParallel under torchrun (rank 0 writes checkpoints and
 logs), evaluation every `eval_interval` steps, and atomic checkpoints that resume bit-exactly on CPU.
+Ctrl-C or SIGTERM ends a fit() after the step in flight with a checkpoint (a second signal ends it at once); a step
+that goes NaN/inf is a NonFiniteLossError naming the step, what went wrong and the last good checkpoint.
 """
 
 from __future__ import annotations
@@ -146,13 +148,14 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.signal_number, self.step, self.checkpoint, self.at_once = signal_number, step, checkpoint, at_once
         name = signal.Signals(signal_number).name
         if at_once:
-            kept = f"nothing more was saved, the last checkpoint is {checkpoint}" if checkpoint is not None \
-                else "nothing was saved"
+            kept = (f"nothing more was saved, the last checkpoint is {checkpoint}" if checkpoint is not None
+                    else "nothing was saved")
             message = f"stopped at once by {name} with {step} steps done; {kept}"
         elif checkpoint is not None:
             message = f"interrupted by {name} at step {step}; checkpoint saved to {checkpoint}"
         else:
-            message = f"interrupted by {name} at step {step}; nothing was saved (checkpoint_dir is not set)"
+            message = (f"interrupted by {name} at step {step}; nothing was saved (set TrainConfig.checkpoint_dir "
+                       f"to keep checkpoints)")
         super().__init__(message)
 
     @property
@@ -197,7 +200,7 @@ def interrupt_handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
         yield
     finally:
         for number, earlier in previous.items():
-            signal.signal(number, earlier)
+            signal.signal(number, signal.SIG_DFL if earlier is None else earlier)  # None: one installed outside Python
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
@@ -261,7 +264,8 @@ class Trainer:
     ready batch dicts (input_ids, token_type_ids, attention_mask, mlm_labels, nsp_labels; each one micro-batch of
     batch_size / gradient_accumulation_steps rows), e.g. from `synthetic_to_training_batch`.
     Callbacks get a MetricsRecord after every step, on rank 0, in the training thread; a callback with an
-    `on_train_end(trainer)` method is also told when a fit() ends (finished, stopped or failed; see stop_reason).
+    `on_train_end(trainer)` method is also told when a fit() ends (finished, stopped, interrupted or failed; see
+    stop_reason).
     The Trainer seeds torch and `random` with seed + rank (dropout); the model's initial weights are the caller's.
     A step with no masked position in its whole global batch gives train_mlm_loss = train_mlm_accuracy = None and
     train_loss = nsp_weight * train_nsp_loss (see MetricsRecord); a micro-batch without one adds nothing to the MLM sum.
@@ -438,7 +442,7 @@ class Trainer:
         elif self.config.checkpoint_dir is not None:
             where = f"no checkpoint was written yet in {clip(self.config.checkpoint_dir)}"
         else:
-            where = "no checkpoint was written (set checkpoint_dir to keep checkpoints)"
+            where = "no checkpoint was written (set TrainConfig.checkpoint_dir to keep checkpoints)"
         return NonFiniteLossError(
             f"training stopped: at step {step} {what}; {state} and nothing was saved for it; {where}. Try a lower "
             f"learning_rate (now {self.config.learning_rate:g}), a smaller max_grad_norm, or precision='fp32'.")
@@ -507,6 +511,9 @@ class Trainer:
         try:
             with self._signals.installed():
                 return self._fit_until(target)
+        except TrainingInterrupted:
+            self.stop_reason = "interrupted"
+            raise
         finally:
             self._notify_end()
 
