@@ -9,8 +9,6 @@ as saliency runs), or one layer's tensors at a time ("inference"). Training adds
 `check_fits` compares an estimate with the memory this process can still have: MemAvailable (/proc/meminfo, else
 os.sysconf), lowered by a cgroup's memory limit and by RLIMIT_AS. The environment variable BERTVIZ_LAB_MEMORY_LIMIT
 overrides that: a size to assume instead ("64GB", "512MiB", a number of bytes), or "off" to check nothing.
-
-Errors echo user values through `clip`/`shown` (at most ECHO_LIMIT characters), shared with the run configuration.
 """
 
 from __future__ import annotations
@@ -19,13 +17,13 @@ import dataclasses
 import math
 import os
 import re
-import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from bertviz_lab.model.files import clip, shown
+
 MEMORY_LIMIT_VARIABLE = "BERTVIZ_LAB_MEMORY_LIMIT"
 OVERRIDE_HINT = f"set {MEMORY_LIMIT_VARIABLE} to override (a size such as 64GB, or off)"
-ECHO_LIMIT = 200  # characters of a value shown in an error message
 
 # the heads each task model adds, by its Hugging Face class name (ours name it in `hf_architecture`)
 HEADS_BY_ARCHITECTURE = {
@@ -40,30 +38,6 @@ BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, interm
                  num_attention_heads=12, max_position_embeddings=512, type_vocab_size=2, num_labels=2)
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?(?:e\d+)?)\s*([kmgtpe]?)(i?)b?\s*", re.I)
-
-
-# echoing user values -------------------------------------------------------------------------------------
-def clip(text: str, limit: int = ECHO_LIMIT) -> str:
-    """`text` cut to `limit` characters ("..." marks the cut), so one huge value cannot flood an error message."""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _echo_repr() -> reprlib.Repr:
-    shortened = reprlib.Repr()
-    shortened.maxlevel, shortened.maxstring, shortened.maxother = 3, ECHO_LIMIT, ECHO_LIMIT
-    return shortened
-
-
-_ECHO = _echo_repr()
-
-
-def shown(value: Any) -> str:
-    """repr(value) in at most ECHO_LIMIT characters, without walking all of a huge or deeply nested value."""
-    try:
-        text = _ECHO.repr(value)
-    except ValueError:  # an int too long to print
-        text = f"<{type(value).__name__} too long to show>"
-    return clip(text)
 
 
 # sizes ---------------------------------------------------------------------------------------------------
@@ -156,14 +130,16 @@ def parameter_count(sizes: Sizes) -> int:
     return total + sum(heads[name] for name in sizes.heads)
 
 
-def activation_elements(sizes: Sizes, batch: int, sequence_length: int, mode: str = "inference") -> int:
+def activation_elements(sizes: Sizes, batch: int, sequence_length: int, mode: str = "inference",
+                        mlm_share: float = 1.0) -> int:
     """Elements of activations for `batch` sequences of `sequence_length` tokens.
 
     Per token and layer, a backward pass keeps about 12 hidden-wide tensors (the layer input, q/k/v, attention
     output, projections, residuals and LayerNorms) and 2 feed-forward-wide ones (before and after the activation);
     training's attention with dropout also keeps each head's scores and probabilities (2 x heads x T). Measured:
     all-MiniLM-L6-v2 at 512 tokens, 96 MB per point of integrated gradients; this gives 94 MB. Inference holds
-    one layer's tensors at a time. An MLM head adds the vocabulary logits (and their gradient).
+    one layer's tensors at a time. An MLM head adds the vocabulary logits (and their gradient) at `mlm_share` of
+    the tokens (pretraining decodes only the masked ones).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
@@ -175,7 +151,7 @@ def activation_elements(sizes: Sizes, batch: int, sequence_length: int, mode: st
     else:
         per_token = L * (12 * C + 2 * F + (2 * nh * T if mode == "training" else 0)) + 4 * C
     if "mlm" in sizes.heads:
-        per_token += copies * (V + 3 * C)
+        per_token += math.ceil(copies * (V + 3 * C) * mlm_share)
     if "token_classifier" in sizes.heads or "classifier" in sizes.heads:
         per_token += copies * sizes.num_labels
     return batch * T * per_token
@@ -199,12 +175,13 @@ class Footprint:
 
 def estimate(config: Any, batch: int = 0, sequence_length: int = 0, mode: str = "inference",
              dtype_bytes: int = 4, dtype: str = "float32", heads: Iterable[str] = (),
-             pooler: bool | None = None) -> Footprint:
+             pooler: bool | None = None, mlm_share: float = 1.0) -> Footprint:
     """The memory of a model of `config` (a BERTConfig or Sizes) with `heads`, and of a batch through it."""
     sizes = config if isinstance(config, Sizes) else Sizes.of(config, heads, pooler)
     parameters = parameter_count(sizes)
     buffers = 0 if sizes.absolute_positions else sizes.max_position_embeddings * sizes.hidden_size
-    activations = activation_elements(sizes, batch, sequence_length, mode) if batch and sequence_length else 0
+    activations = activation_elements(sizes, batch, sequence_length, mode, mlm_share) if batch and sequence_length \
+        else 0
     return Footprint(parameters, (parameters + buffers) * dtype_bytes, activations * dtype_bytes, mode, dtype)
 
 

@@ -13,41 +13,23 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import yaml
 
-ECHO_LIMIT = 200  # characters of a value shown in an error message
+from bertviz_lab.device import select_device
+from bertviz_lab.model import footprint
+from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.files import ECHO_LIMIT, clip, shown
+
+__all__ = ["ECHO_LIMIT", "SCHEMA", "ConfigError", "Key", "RunConfig", "clip", "load_config", "parse_override",
+           "parse_yaml", "shown", "validate_config"]  # clip and shown (model.files) are used from here too
 
 
 class ConfigError(ValueError):
     """A run configuration that cannot work; the message names the key (`section.key`) and what was expected."""
-
-
-def clip(text: str, limit: int = ECHO_LIMIT) -> str:
-    """`text` cut to `limit` characters ("..." marks the cut), so one huge value cannot flood an error message."""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _echo_repr() -> reprlib.Repr:
-    shortened = reprlib.Repr()
-    shortened.maxlevel, shortened.maxstring, shortened.maxother = 3, ECHO_LIMIT, ECHO_LIMIT
-    return shortened
-
-
-_ECHO = _echo_repr()
-
-
-def shown(value: Any) -> str:
-    """repr(value) in at most ECHO_LIMIT characters, without walking all of a huge or deeply nested value."""
-    try:
-        text = _ECHO.repr(value)
-    except ValueError:  # an int too long to print
-        text = f"<{type(value).__name__} too long to show>"
-    return clip(text)
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -171,7 +153,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "precision": Key(str, "auto", "auto (bf16 on CUDA when supported, else fp16; fp32 elsewhere) | fp32 | bf16 | "
                                       "fp16", choices=("auto", "fp32", "bf16", "fp16")),
         "compile": Key(bool, False, "torch.compile the training step"),
-        "num_threads": Key(int, None, "CPU threads for torch (null: torch's default); 1 helps on busy machines",
+        "num_threads": Key(int, None, "CPU threads for torch (null: torch's default; at most 4 x the CPUs); 1 "
+                                      "helps on busy machines",
                            nullable=True, low=1),
         "eval_interval": Key(int, 0, "evaluate on the held-out pairs every N steps (0: only at the end)", low=0),
         "checkpoint_dir": Key(str, None, "where checkpoints go (null: none)", nullable=True),
@@ -241,6 +224,7 @@ def validate_config(raw: Any, source: str = "the configuration") -> RunConfig:
         raise ConfigError(f"{source} must be a mapping of sections ({', '.join(SCHEMA)}), got {type(raw).__name__}.")
     config: RunConfig = {section: {k: key.default for k, key in keys.items() if key.alias_of is None}
                          for section, keys in SCHEMA.items()}
+    spelled: dict[str, str] = {}  # each key set, as the configuration spells it (an alias or its own name)
     for section, values in raw.items():
         if section not in SCHEMA:
             raise _unknown(str(section), SCHEMA, f" in {source} (sections)")
@@ -257,11 +241,12 @@ def validate_config(raw: Any, source: str = "the configuration") -> RunConfig:
             if canonical in given:
                 raise ConfigError(f"{clip(f'{section}.{name}')} and {given[canonical]} set the same thing; give "
                                   f"only one.")
-            given[canonical] = f"{section}.{name}"
+            given[canonical] = spelled[canonical] = clip(f"{section}.{name}")
             target = canonical.split(".", 1)[1]
             config[section][target] = _check_value(clip(f"{section}.{name}"), keys[target], value)
     if config["training"]["steps"] is not None and config["training"]["epochs"] is not None:
         raise ConfigError("training.steps and training.epochs are both set; give only one.")
+    check_run_size(config, spelled)
     return config
 
 
@@ -313,3 +298,90 @@ def load_config(source: str | os.PathLike | Mapping[str, Any] | None,
             raise ConfigError(f"section {shown(section)} must be a mapping of keys, got {type(current).__name__}.")
         current[key] = value
     return validate_config(raw, name)
+
+
+# bounds that need several keys, or this machine ----------------------------------------------------------------
+PRESETS = {"tiny": BERTConfig.tiny, "base": BERTConfig.base, "large": BERTConfig.large}
+MAX_THREADS = 4 * (os.cpu_count() or 1)  # more only slows torch down; 100000 aborts it
+PRETRAINED_VOCAB_SIZE = 30522  # minilm's (bert-base-uncased's) vocabulary: the estimate for other tokenizers
+SYNTHETIC_BYTES_PER_TOKEN = 40  # a synthetic batch keeps five int64 tensors per token, all made before training
+# model.dim_model -> hidden_size, ...: the schema's Hugging Face aliases name the BERTConfig field of each model key
+BERT_FIELDS = {key.alias_of: name for name, key in SCHEMA["model"].items() if key.alias_of}
+
+
+def run_sizes(config: RunConfig) -> dict[str, int]:
+    """The keys that size a run, by full name (the preset's value where a model key is null)."""
+    data, model = config["data"], config["model"]
+    preset = PRESETS[model["preset"]]()
+    sizes = {key: model[key.split(".")[1]] or getattr(preset, name) for key, name in BERT_FIELDS.items()}
+    sizes["model.max_position_embeddings"] = model["max_position_embeddings"] or preset.max_position_embeddings
+    keys = ("vocab_size", "sequence_length", "batch_size") + (("num_train_batches", "num_test_batches")
+                                                              if data["corpus"] == "synthetic" else ())
+    sizes.update({f"data.{key}": data[key] for key in keys})
+    return sizes
+
+
+def _vocab_from_config(data: Mapping[str, Any]) -> bool:
+    """data.vocab_size sizes the model: a synthetic corpus' ids or a tokenizer trained here (at most that many)."""
+    return data["corpus"] == "synthetic" or data["tokenizer"] == "train"
+
+
+def run_bytes(config: RunConfig, sizes: Mapping[str, int], on_cpu: bool) -> int:
+    """Memory the run needs where the model is built: everything on the CPU (weights x4 with AdamW, activations of
+    one micro-batch, synthetic data); on an accelerator only what the host holds (the weights as built, the data)."""
+    data = config["data"]
+    sequence = sizes["data.sequence_length"]
+    bert = footprint.Sizes(
+        vocab_size=sizes["data.vocab_size"] if _vocab_from_config(data) else PRETRAINED_VOCAB_SIZE,
+        **{name: sizes[key] for key, name in BERT_FIELDS.items()},
+        max_position_embeddings=max(sizes["model.max_position_embeddings"], sequence), heads=("mlm", "nsp"))
+    micro = -(-sizes["data.batch_size"] // config["training"]["gradient_accumulation_steps"])
+    batches = sizes.get("data.num_train_batches", 0) + sizes.get("data.num_test_batches", 0)
+    synthetic = batches * micro * sequence * SYNTHETIC_BYTES_PER_TOKEN
+    if not on_cpu:
+        return footprint.estimate(bert).parameter_bytes + synthetic
+    return footprint.estimate(bert, micro, sequence, "training", mlm_share=data["mask_probability"]).total_bytes \
+        + synthetic
+
+
+def _defaults(config: RunConfig, sizes: Mapping[str, int]) -> dict[str, int]:
+    """Each sizing key's default (the preset's or the schema's), leaving out a vocabulary the config does not set."""
+    preset = PRESETS[config["model"]["preset"]]()
+    defaults = {key: getattr(preset, name) for key, name in BERT_FIELDS.items()}
+    defaults["model.max_position_embeddings"] = preset.max_position_embeddings
+    defaults.update({key: SCHEMA["data"][key.split(".")[1]].default for key in sizes if key.startswith("data.")})
+    if not _vocab_from_config(config["data"]):
+        del defaults["data.vocab_size"]
+    return defaults
+
+
+def _trains_on_cpu(device: str) -> bool:
+    try:
+        return select_device(device).type == "cpu"
+    except (TypeError, ValueError):  # a device that is not here: the runner names it; only the host part is checked
+        return False
+
+
+def check_run_size(config: RunConfig, spelled: Mapping[str, str]) -> None:
+    """Refuse, before anything is built, a run this machine cannot hold (threads, positions, memory): a ConfigError
+    naming the key the size rests on, as the configuration spells it."""
+    data, model, training = config["data"], config["model"], config["training"]
+    threads = training["num_threads"]
+    if threads is not None and threads > MAX_THREADS:
+        raise ConfigError(f"{spelled['training.num_threads']} must be at most {MAX_THREADS} (4 x the "
+                          f"{os.cpu_count() or 1} CPUs here), got {shown(threads)}.")
+    positions, sequence = model["max_position_embeddings"], data["sequence_length"]
+    if positions is not None and positions < sequence:
+        raise ConfigError(f"model.max_position_embeddings ({positions}) is smaller than data.sequence_length "
+                          f"({sequence}).")
+    sizes = run_sizes(config)
+    on_cpu = _trains_on_cpu(training["device"])
+
+    def culprit() -> tuple[str, int]:
+        key = footprint.dominant(lambda values: run_bytes(config, values, on_cpu), sizes, _defaults(config, sizes))
+        return spelled.get(key, key), sizes[key]
+
+    micro = -(-data["batch_size"] // training["gradient_accumulation_steps"])
+    what = (f"to train on the CPU (float32 weights x4 with AdamW, and the activations of {micro} sequences of "
+            f"{sequence} tokens)" if on_cpu else "of host memory to build the model (float32)")
+    footprint.check_fits(run_bytes(config, sizes, on_cpu), what, culprit, ConfigError)
