@@ -1,7 +1,7 @@
 """What a user waits for in the browser: a layer change repainted, `%bert_inspect` drawn, and what a saved notebook
 weighs. JupyterLab and Debian's Chromium (headless), offline, on this machine.
 
-    python benchmarks/widgets_browser.py
+    python benchmarks/widgets_browser.py [repaint] [magic] [size]    (all three when none is named)
 
 - repaint: the attention heatmap of MiniLM at 128 and 512 tokens; from choosing another layer in the page to the
   frame showing its new drawing (median of 7); goal at 512 tokens: 0.1 s.
@@ -120,24 +120,28 @@ def saved_size() -> None:
               f"{out.stat().st_size / 1e6:.2f} MB |", flush=True)
 
 
-def main() -> None:
+def main(parts: list[str]) -> None:
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory() as base:
-        server = LabServer(Path(base))
-        server.start()
-        try:
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                                     args=CHROMIUM_ARGS)
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                repaint(page, server)
-                magic(page, server)
-                browser.close()
-        finally:
-            server.stop()
-    saved_size()
+    parts = parts or ["repaint", "magic", "size"]
+    in_browser = [part for part in ("repaint", "magic") if part in parts]
+    if in_browser:
+        with tempfile.TemporaryDirectory() as base:
+            server = LabServer(Path(base))
+            server.start()
+            try:
+                with sync_playwright() as playwright:
+                    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                                         args=CHROMIUM_ARGS)
+                    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                    for part in in_browser:
+                        {"repaint": repaint, "magic": magic}[part](page, server)
+                    browser.close()
+            finally:
+                server.stop()
+    if "size" in parts:
+        saved_size()
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

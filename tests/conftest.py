@@ -56,3 +56,14 @@ def ipython_shell():
 
     start_ipython()
     return get_ipython()
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    """Name the shuffled order's seed at the end, also under -q (whose header leaves it out), so a failing order can
+    be run again with --random-order-seed."""
+    from random_order.config import Config as RandomOrder
+
+    order = RandomOrder(config)
+    if order.is_enabled:
+        terminalreporter.write_line(f"random order: --random-order-seed={order.seed} "
+                                    f"(bucket {order.bucket_type}) repeats it")
