@@ -393,6 +393,7 @@ CHILD = textwrap.dedent("""
         "vocab_file": lambda path: BERTTokenizerFast(vocab_file=path),
         "tokenizer_file": lambda path: BERTTokenizerFast(tokenizer_file=path),
         "cli": cli,
+        "hub": bertviz_lab.load,
     }
     for case, call, path in json.loads(sys.argv[1]):
         start = time.monotonic()
@@ -405,7 +406,7 @@ CHILD = textwrap.dedent("""
         print(json.dumps(result), flush=True)
 """)
 CHILD_MEMORY = 4 << 30  # bytes of address space: torch and a tiny model fit; reading /dev/zero to the end does not
-CHILD_TIMEOUT = 240
+CHILD_TIMEOUT = 150  # seconds; the child needs ~15 s on a busy 2-core machine
 
 
 def make_special(folder: Path, name: str, what: str) -> Path:
@@ -439,6 +440,8 @@ SPECIAL_CASES = {  # case -> (file replaced, replaced by, the call)
     "index pipe": ("model.safetensors.index.json", "pipe", "load"),
     "shard zero": ("model-00001-of-00002.safetensors", "zero", "load"),
     "cli data.tokenizer vocab.txt pipe": ("vocab.txt", "pipe", "cli"),
+    "Hub repo config.json pipe": ("config.json", "pipe", "hub"),
+    "Hub repo tokenizer.json zero": ("tokenizer.json", "zero", "hub"),
 }
 
 
@@ -460,14 +463,17 @@ def special_results(tmp_path_factory) -> dict[str, dict]:
             (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
         if name == "special_tokens_map.json":
             (folder / name).write_text("{}")
-        path = make_special(folder, name, what)
+        if call == "hub":  # the file in the repo's cached snapshot (a link to a blob) becomes the pipe or device
+            path = make_special(add_folder(root / "hub", f"org/case{n}", folder, commit(n)), name, what)
+        else:
+            path = make_special(folder, name, what)
         argument = {"load": folder, "BERT.from_pretrained": folder, "BERTTokenizerFast.from_pretrained": folder,
-                    "cli": cli_config(folder, str(path))}.get(call, path)
+                    "cli": cli_config(folder, str(path)), "hub": f"org/case{n}"}.get(call, path)
         cases.append([case, call, str(argument)])
     package_root = Path(bertviz_lab.__file__).resolve().parents[1]
     inherited = {key: value for key, value in os.environ.items() if key != MAX_TEXT_MB_VARIABLE}
     env = {**inherited, "PYTHONPATH": os.pathsep.join([str(package_root), os.environ.get("PYTHONPATH", "")]),
-           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+           "HF_HUB_CACHE": str(root / "hub"), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
     command = [sys.executable, "-c", CHILD, json.dumps(cases), str(CHILD_MEMORY)]
     start = time.monotonic()
     try:
