@@ -429,8 +429,11 @@ class Trainer:
             raise self._non_finite(f"the optimizer's update overflowed ({clip(str(error), 120)})",
                                    applied=True) from None
         parameters = [(name, p.detach()) for name, p in self.model.named_parameters()]
-        if not bool(torch.stack([torch.isfinite(p).all() for _, p in parameters]).all()):
-            raise self._non_finite(f"the update made {_listed(_non_finite_names(parameters))} NaN/inf", applied=True)
+        sums = torch.stack([p.sum().float() for _, p in parameters])  # NaN/inf anywhere makes its sum NaN/inf
+        if not bool(torch.isfinite(sums).all()):  # (a sum also overflows for huge finite values: look closer)
+            names = _non_finite_names(parameters)
+            if names:
+                raise self._non_finite(f"the update made {_listed(names)} NaN/inf", applied=True)
 
     def _non_finite(self, what: str, applied: bool) -> NonFiniteLossError:
         """The error for a step that went non-finite: what did, what is kept, what to try; it depends on the config."""
