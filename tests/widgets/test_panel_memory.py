@@ -42,12 +42,14 @@ def test_close_leaves_no_widget_of_the_panel_open_and_drops_its_trace(pretrainin
     assert panel.saliency is not None and panel.ablation_bar.ablation is not None
     made = registered() - before
     assert len(made) > 40
-    trace = weakref.ref(panel.trace)
+    trace, bar, heatmap = weakref.ref(panel.trace), panel.ablation_bar, weakref.ref(panel.heatmap)
     panel.close()
     assert registered() - before == set()
-    assert panel.trace is None and panel.attentions is None and panel.ablation_bar.ablation is None
+    assert panel.trace is None and panel.attentions is None and bar.ablation is None
+    assert panel.children == () and not hasattr(panel, "heatmap") and not hasattr(panel, "toolbars")
+    del bar
     gc.collect()
-    assert trace() is None  # nothing else kept the trace alive
+    assert trace() is None and heatmap() is None  # nothing else kept the trace or the views (and their data) alive
 
 
 def test_closing_a_workbench_closes_every_tab_and_its_panels(pretraining_model, tokenizer, warm_looks):
@@ -55,9 +57,10 @@ def test_closing_a_workbench_closes_every_tab_and_its_panels(pretraining_model, 
     bench = Workbench(pretraining_model, tokenizer, TEXT)
     bench.attention.view.value = "saliency"
     assert len(registered() - before) > 100
+    attention, architecture = bench.attention, bench.architecture
     bench.close()
     assert registered() - before == set()
-    assert bench.attention.trace is None and bench.architecture.trace is None
+    assert attention.trace is None and architecture.trace is None and not hasattr(bench, "tabs")
 
 
 def test_controls_share_their_looks_so_a_panel_sends_few_models(pretraining_model, tokenizer, warm_looks):

@@ -7,7 +7,7 @@ panel sends 57 models instead of 142. A shared look is never changed; a widget t
 a Layout of its own.
 
 `close_tree()` closes what a panel made (its children, the views and toolbars it keeps aside, their layouts and
-styles) so that nothing stays registered in ipywidgets after `panel.close()`.
+styles) so that nothing stays registered in ipywidgets after `panel.close()`; `forget_widgets()` then lets go of them.
 """
 
 from __future__ import annotations
@@ -99,3 +99,13 @@ def close_tree(root: widgets.Widget) -> None:
     for widget in owned_widgets(root):
         if widget is not root:
             widget.close()
+
+
+def forget_widgets(owner: widgets.Widget) -> None:
+    """Let go of the widgets `owner` holds (its children and attributes), with whatever data they keep: a closed
+    panel that a notebook's output history still refers to then holds only its own small state."""
+    for name, value in list(vars(owner).items()):
+        if not name.startswith("_trait") and next(_widgets_in(value), None) is not None:
+            delattr(owner, name)
+    if isinstance(owner, widgets.Box):
+        owner.children = ()

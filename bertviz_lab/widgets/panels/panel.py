@@ -11,7 +11,7 @@ from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text, max
 from bertviz_lab.widgets.figures.export import save_figure
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels import shown_panels
-from bertviz_lab.widgets.panels.controls import close_tree
+from bertviz_lab.widgets.panels.controls import close_tree, forget_widgets
 from bertviz_lab.widgets.views.front_end import all_css
 
 
@@ -84,12 +84,13 @@ class Panel(widgets.VBox):
 
     def close(self) -> None:
         """Give the panel's memory back: close its static copy's link and every widget it made (so ipywidgets holds
-        none of them), then let go of its data (`release`)."""
+        none of them), let go of its data (`release`) and of those widgets; a closed panel shows nothing."""
         copy = self.__dict__.pop("_static_copy", None)
         if copy is not None:
             copy.close()
         close_tree(self)
         self.release()
+        forget_widgets(self)
         super().close()
 
     def release(self) -> None:
