@@ -39,7 +39,7 @@ from nbconvert import HTMLExporter
 from nbconvert.preprocessors import ExecutePreprocessor
 from nbformat.validator import get_validator
 
-from bertviz_lab.train.run_config import clip, shown
+from bertviz_lab.model.files import clip, first_line, json_kind, kind, named, present, shown
 from bertviz_lab.widgets.page_sanitizer import sanitize_html, sanitize_svg
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -70,7 +70,7 @@ def notebook_to_html(notebook: str | Path, output: str | Path | None = None, exe
     try:
         page = export_page(node, notebook.stem, trust)
     except RecursionError:
-        raise ValueError(f"{clip(str(notebook))} nests its content too deeply to convert") from None
+        raise ValueError(f"{named(notebook)} nests its content too deeply to convert") from None
     write_page(target.resolve(), page)
     return target
 
@@ -81,13 +81,12 @@ def notebook_to_html(notebook: str | Path, output: str | Path | None = None, exe
 
 def read_notebook(path: Path) -> Any:
     """The notebook at `path` as an nbformat v4 node; ValueError/FileNotFoundError naming the file and the problem."""
-    name = clip(str(path))
-    if not path.exists():
+    name = named(path)
+    if not present(path) or not path.exists():
         raise FileNotFoundError(f"no notebook at {name}")
-    if path.is_dir():
-        raise ValueError(f"{name} is a folder, not a notebook file")
-    if not stat.S_ISREG(path.stat().st_mode):
-        raise ValueError(f"{name} is not a regular file; give the path of a .ipynb file")
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{name} is {kind(mode)}, not a notebook file")
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8-sig")
@@ -101,15 +100,15 @@ def read_notebook(path: Path) -> Any:
     except json.JSONDecodeError as error:
         raise ValueError(f"{name} is not JSON: {error.msg} at line {error.lineno}, column {error.colno}") from None
     except ValueError as error:  # e.g. an integer too long to convert
-        raise ValueError(f"{name} is not JSON that can be read: {clip(str(error))}") from None
+        raise ValueError(f"{name} is not JSON that can be read: {first_line(error)}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{name} holds a JSON {type(data).__name__}, not a notebook (a JSON object with cells)")
+        raise ValueError(f"{name} holds a JSON {json_kind(data)}, not a notebook (a JSON object with cells)")
     version = data.get("nbformat")
     if version == 3:
         try:
             data = json.loads(nbformat.writes(nbformat.convert(nbformat.v3.to_notebook_json(data), 4)))
         except (KeyError, TypeError, AttributeError, ValueError) as error:
-            raise ValueError(f"{name} is not a valid nbformat 3 notebook ({clip(str(error))})") from None
+            raise ValueError(f"{name} is not a valid nbformat 3 notebook ({first_line(error)})") from None
     elif version is None:
         raise ValueError(f"{name} has no nbformat version, so it is not a notebook (nbformat 4 expected)")
     elif version != 4:
@@ -156,26 +155,25 @@ def notebook_problem(data: dict[str, Any]) -> str | None:
 def page_path(notebook: Path, output: str | Path | None, force: bool = False) -> Path:
     """Where the page goes: `output`, or the notebook's name with .html. Never the notebook itself (also through a
     link), a folder or a device; an existing file only when it is an earlier page, or with `force`."""
-    name = clip(str(notebook))
     if output is None:
         if notebook.suffix.lower() != ".ipynb":
-            raise ValueError(f"{name} is not a .ipynb file, so the page has no default name: give one with --output")
+            raise ValueError(f"{named(notebook)} is not a .ipynb file, so the page has no default name: give one "
+                             f"with --output")
         output = notebook.with_suffix(".html")
     target = Path(output)
-    shown_target = clip(str(target))
-    if target.exists() and os.path.samefile(target, notebook):
-        raise ValueError(f"{shown_target} is the notebook itself; name another page with --output "
-                         f"(--force does not change this)")
-    if target.is_dir():
-        raise ValueError(f"{shown_target} is a folder; --output names the page file to write")
-    if not target.resolve().parent.is_dir():
-        raise FileNotFoundError(f"the folder of {shown_target} does not exist")
-    if target.exists():
-        if not stat.S_ISREG(target.stat().st_mode):
-            raise ValueError(f"{shown_target} is not a regular file; --output names the page file to write")
+    name = named(target)
+    if present(target) and target.exists():
+        if os.path.samefile(target, notebook):
+            raise ValueError(f"{name} is the notebook itself; name another page with --output (--force does not "
+                             f"change this)")
+        mode = target.stat().st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{name} is {kind(mode)}; --output names the page file to write")
         if not force and not is_earlier_page(target):
-            raise ValueError(f"{shown_target} exists and is not a page written by bertviz-lab html; pass --force to "
-                             f"replace it, or name another page with --output")
+            raise ValueError(f"{name} exists and is not a page written by bertviz-lab html; pass --force to replace "
+                             f"it, or name another page with --output")
+    elif not target.resolve().parent.is_dir():
+        raise FileNotFoundError(f"the folder of {name} does not exist")
     return target
 
 
@@ -219,7 +217,7 @@ class CellTracking(ExecutePreprocessor):
 
 def run_notebook(node: Any, path: Path, timeout: int) -> None:
     """Execute the notebook in its folder; a failing cell, a missing kernel or a dead one is a ValueError."""
-    name = clip(str(path))
+    name = named(path)
     runner = CellTracking(timeout=timeout)
     try:
         runner.preprocess(node, {"metadata": {"path": str(path.parent)}})
