@@ -1,17 +1,24 @@
 """Ctrl-C and SIGTERM keep the work: the step in flight finishes, a checkpoint is saved at that step, one line says
 where, the exit code is 128 + the signal; a second signal stops at once without leaving anything half-written; a
-resume continues exactly like an uninterrupted run. The CLI cases send real signals to a `python -m bertviz_lab
-train` child; the Trainer cases raise them in-process from a callback (fit() has its handlers installed by then)."""
+resume continues exactly like an uninterrupted run. Every signal is real and goes to another process, under a memory
+limit: the CLI cases signal a `python -m bertviz_lab train` child, the Trainer cases run in a forked copy of this
+process whose callbacks raise the signal (fit() has its handlers installed by then)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import multiprocessing
 import os
+import resource
 import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 import torch
@@ -25,6 +32,8 @@ from bertviz_lab.train.runner import main
 from bertviz_lab.train.trainer import TrainingInterrupted
 
 STEPS = 150  # the CLI runs: long enough that the child cannot finish before the signal (~2 s at ~13 ms a step)
+CHILD_MEMORY = 2 << 30  # bytes of address space for a CLI child (a tiny run uses under 1 GiB)
+FORK_MEMORY = 1 << 30  # bytes a forked scenario may add to what this process has mapped
 
 
 def _config(tmp_path: Path, **overrides) -> TrainConfig:
@@ -34,7 +43,7 @@ def _config(tmp_path: Path, **overrides) -> TrainConfig:
 
 
 def _signals_at(step: int, *signals: int):
-    """A callback that sends these signals to this process after `step`."""
+    """A callback that sends these signals to its own process after `step`."""
     def callback(record) -> None:
         if record.step == step:
             for number in signals:
@@ -51,28 +60,69 @@ def _handlers() -> dict[int, object]:
     return {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
 
 
+def _mapped_bytes() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+
+
+def _run_scenario(scenario: Callable[[], Any], sender: Any) -> None:
+    limit = _mapped_bytes() + FORK_MEMORY
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        sender.send((True, scenario()))
+    except BaseException:
+        sender.send((False, traceback.format_exc()))
+
+
+def _forked(scenario: Callable[[], Any], timeout: float = 120) -> Any:
+    """scenario() in a forked copy of this process, so the signals it raises never reach pytest; what it returns,
+    or an AssertionError with its traceback."""
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_run_scenario, args=(scenario, sender))
+    child.start()
+    sender.close()
+    try:
+        if not receiver.poll(timeout):
+            raise AssertionError(f"the scenario did not end within {timeout} s")
+        ok, value = receiver.recv()
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    if not ok:
+        raise AssertionError(value)
+    return value
+
+
+def _fit_until_interrupted(trainer: Trainer) -> dict[str, Any]:
+    """fit() in a forked scenario: how the TrainingInterrupted it must raise describes the end."""
+    before = _handlers()
+    with pytest.raises(TrainingInterrupted) as caught:
+        trainer.fit()
+    error = caught.value
+    return {"exit_code": error.exit_code, "step": error.step, "at_once": error.at_once, "message": str(error),
+            "checkpoint": error.checkpoint, "stop_reason": trainer.stop_reason, "handlers_back": _handlers() == before}
+
+
 # the Trainer ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("number, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_ends_fit_after_the_step_with_a_checkpoint_that_resumes_exactly(tmp_path, pairs, tokenizer,
                                                                                  make_model, number, code):
     train, test = pairs
+    root = tmp_path / "b" / "ckpt"
+    ended = _forked(lambda: _fit_until_interrupted(Trainer(make_model(len(tokenizer)), train, test,
+                                                           _config(tmp_path / "b"),
+                                                           callbacks=[_signals_at(3, number)])))
+    assert ended == {"exit_code": code, "step": 3, "at_once": False, "checkpoint": root / "step-00000003",
+                     "message": f"interrupted by {signal.Signals(number).name} at step 3; checkpoint saved to "
+                                f"{root / 'step-00000003'}",
+                     "stop_reason": "interrupted", "handlers_back": True}
+    assert ckpt.verify_checkpoint(root) == root / "step-00000003"
+
     straight = Trainer(make_model(len(tokenizer)), train, test, _config(tmp_path / "a"))
     straight.fit()
-
-    before = _handlers()
-    stopped = Trainer(make_model(len(tokenizer)), train, test, _config(tmp_path / "b"),
-                      callbacks=[_signals_at(3, number)])
-    with pytest.raises(TrainingInterrupted) as caught:
-        stopped.fit()
-    root = tmp_path / "b" / "ckpt"
-    assert caught.value.exit_code == code and caught.value.step == 3 and not caught.value.at_once
-    assert caught.value.checkpoint == root / "step-00000003" == stopped.last_checkpoint
-    assert str(caught.value) == (f"interrupted by {signal.Signals(number).name} at step 3; checkpoint saved to "
-                                 f"{root / 'step-00000003'}")
-    assert stopped.step == 3 and stopped.stop_reason == "interrupted"
-    assert ckpt.verify_checkpoint(root) == root / "step-00000003"
-    assert _handlers() == before  # put back
-
     torch.manual_seed(12345)
     resumed = Trainer(make_model(len(tokenizer), seed=99), train, test, _config(tmp_path / "b"), resume_from=root)
     resumed.fit()
@@ -84,37 +134,36 @@ def test_a_signal_ends_fit_after_the_step_with_a_checkpoint_that_resumes_exactly
 def test_a_repeat_within_the_grace_time_is_the_same_request(tmp_path, pairs, tokenizer, make_model):
     """torchrun forwards the Ctrl-C its workers already got from the terminal: that must not abort the save."""
     train, _ = pairs
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path),
-                      callbacks=[_signals_at(2, signal.SIGINT, signal.SIGINT)])
-    with pytest.raises(TrainingInterrupted) as caught:
-        trainer.fit()
-    assert not caught.value.at_once and caught.value.checkpoint == tmp_path / "ckpt" / "step-00000002"
+    ended = _forked(lambda: _fit_until_interrupted(Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path),
+                                                           callbacks=[_signals_at(2, signal.SIGINT, signal.SIGINT)])))
+    assert not ended["at_once"] and ended["checkpoint"] == tmp_path / "ckpt" / "step-00000002"
     assert ckpt.verify_checkpoint(tmp_path / "ckpt").name == "step-00000002"
 
 
-def test_a_second_signal_stops_at_once_and_leaves_nothing_half_written(tmp_path, pairs, tokenizer, make_model,
-                                                                       monkeypatch):
+def test_a_second_signal_stops_at_once_and_leaves_nothing_half_written(tmp_path, pairs, tokenizer, make_model):
     train, _ = pairs
-    monkeypatch.setattr(trainer_module, "REPEAT_GRACE_S", 0.0)
-    real_save = torch.save
 
-    def second_signal_while_saving(obj, file, *args, **kwargs):
-        if obj["step"] == 2:  # the model files are in the temporary folder already
-            signal.raise_signal(signal.SIGINT)
-        return real_save(obj, file, *args, **kwargs)
+    def scenario() -> dict[str, Any]:
+        trainer_module.REPEAT_GRACE_S = 0.0  # in the forked copy only
+        real_save = torch.save
 
-    monkeypatch.setattr(ckpt.torch, "save", second_signal_while_saving)
-    before = _handlers()
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, checkpoint_interval=1),
-                      callbacks=[_signals_at(2, signal.SIGINT)])
-    with pytest.raises(TrainingInterrupted) as caught:
-        trainer.fit()
+        def second_signal_while_saving(obj, file, *args, **kwargs):
+            if obj["step"] == 2:  # the model files are in the temporary folder already
+                signal.raise_signal(signal.SIGINT)
+            return real_save(obj, file, *args, **kwargs)
+
+        ckpt.torch.save = second_signal_while_saving
+        return _fit_until_interrupted(Trainer(make_model(len(tokenizer)), train, None,
+                                              _config(tmp_path, checkpoint_interval=1),
+                                              callbacks=[_signals_at(2, signal.SIGINT)]))
+
+    ended = _forked(scenario)
     root = tmp_path / "ckpt"
     first = root / "step-00000001"
-    assert caught.value.at_once and caught.value.exit_code == 130 and caught.value.step == 2
-    assert str(caught.value) == (f"stopped at once by SIGINT with 2 steps done; nothing more was saved, the last "
-                                 f"checkpoint is {first}")
-    assert trainer.stop_reason == "interrupted" and _handlers() == before
+    assert ended == {"exit_code": 130, "step": 2, "at_once": True, "checkpoint": first,
+                     "message": f"stopped at once by SIGINT with 2 steps done; nothing more was saved, the last "
+                                f"checkpoint is {first}",
+                     "stop_reason": "interrupted", "handlers_back": True}
     assert sorted(os.listdir(root)) == ["latest", "step-00000001"]  # no temporary folder, no step-2
     assert ckpt.verify_checkpoint(root) == first
 
@@ -147,10 +196,14 @@ def _run_config(tmp_path: Path, name: str, **training) -> Path:
     return path
 
 
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+
+
 def _start(config: Path, env: dict[str, str], program: str | None = None) -> subprocess.Popen:
     command = [sys.executable] + (["-c", program] if program else ["-m", "bertviz_lab"])
     return subprocess.Popen(command + ["train", "--config", str(config)], cwd=config.parent, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_limit_memory)
 
 
 def _wait_for_steps(process: subprocess.Popen, metrics: Path, steps: int, timeout: float = 90) -> None:
@@ -259,19 +312,23 @@ def test_a_second_ctrl_c_stops_at_once_keeping_the_last_checkpoint_whole(tmp_pat
     assert ckpt.verify_checkpoint(checkpoints) == first
 
 
-def test_ctrl_c_without_checkpoint_dir_says_nothing_was_saved(tmp_path, capsys, monkeypatch):
+def test_ctrl_c_without_checkpoint_dir_says_nothing_was_saved(tmp_path):
     config = _run_config(tmp_path, "run")
-    real_report = Trainer._report
 
-    def ctrl_c_after_step_2(self, record):
-        real_report(self, record)
-        if record.step == 2:
-            signal.raise_signal(signal.SIGINT)
+    def scenario() -> tuple[int, str, bool]:
+        real_report = Trainer._report
 
-    monkeypatch.setattr(Trainer, "_report", ctrl_c_after_step_2)
-    before = _handlers()
-    assert main(["train", "--config", str(config)]) == 130
-    assert capsys.readouterr().err == ("bertviz-lab train: interrupted by SIGINT at step 2; nothing was saved (set "
-                                       "training.checkpoint_dir to keep checkpoints)\n")
-    assert _handlers() == before
+        def ctrl_c_after_step_2(self, record):
+            real_report(self, record)
+            if record.step == 2:
+                signal.raise_signal(signal.SIGINT)
+
+        Trainer._report = ctrl_c_after_step_2  # in the forked copy only
+        before, err = _handlers(), io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = main(["train", "--config", str(config)])
+        return code, err.getvalue(), _handlers() == before
+
+    assert _forked(scenario) == (130, "bertviz-lab train: interrupted by SIGINT at step 2; nothing was saved (set "
+                                      "training.checkpoint_dir to keep checkpoints)\n", True)
     assert sorted(p.name for p in config.parent.iterdir()) == ["metrics.jsonl", "run.yaml"]
