@@ -4,6 +4,11 @@ integrated gradients (Sundararajan et al., 2017) with Captum's default Gauss-Leg
 Attributions are taken on the word embeddings only: the model runs with `inputs_embeds=` and adds position and
 token-type embeddings itself. A token's score is its attribution summed over the hidden dimension.
 
+Points go through the model in batches sized from a memory budget (`memory_budget`, default DEFAULT_MEMORY_BUDGET):
+the bytes one point's forward and backward keep are estimated from the model's config and the sequence length
+(bertviz_lab.model.footprint), and as many points as fit go at once; `internal_batch_size` caps that further.
+Measured (benchmarks/saliency_memory.py): all-MiniLM-L6-v2 at 512 tokens keeps about 96 MB per point.
+
 The integrated-gradients baseline is the input with every ordinary token replaced by [PAD] (`baseline="pad"`; the
 [PAD] row is zero in a freshly initialised BERT, so this is the usual zero baseline) or by [MASK]
 (`baseline="mask"`); [CLS], [SEP] and padding keep their own embedding, so the path changes only the words, the
@@ -15,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -22,7 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertviz_lab.model import footprint
 from bertviz_lab.model.bert import BERT
+from bertviz_lab.model.files import shown
 from bertviz_lab.model.heads import (
     BERTForCausalLM,
     BERTForMaskedLM,
@@ -37,6 +45,9 @@ __all__ = ["saliency"]
 
 METHODS = ("integrated_gradients", "gradient_x_input")
 BASELINES = ("pad", "mask")
+MAX_STEPS = 1024  # integration points per row; Gauss-Legendre nodes for 10**5 steps alone need 75 GiB
+DEFAULT_MEMORY_BUDGET = 10**9  # bytes the points of one batch may keep for their backward pass
+FALLBACK_BATCH = 8  # points per batch for a model whose config gives no sizes to estimate from
 # bert-base-uncased's [CLS], [SEP] and [MASK] (also all-MiniLM-L6-v2's), used when no tokenizer is given
 DEFAULT_SPECIAL_TOKEN_IDS = (101, 102)
 DEFAULT_MASK_TOKEN_ID = 103
@@ -122,19 +133,22 @@ class Problem:
 def saliency(model: nn.Module, inputs: Mapping[str, Any], target: Target, method: str = "integrated_gradients",
              steps: int = 64, baseline: str = "pad", *, tokenizer: Any = None,
              special_token_ids: Iterable[int] | None = None, mask_token_id: int | None = None,
-             internal_batch_size: int = 64) -> torch.Tensor:
+             internal_batch_size: int | None = None, memory_budget: int | str | None = None) -> torch.Tensor:
     """Score each input token for `target` (B, T), so a view can show which words an output rests on.
 
     `target`: a callable from the model's output to (B,) scores, or "nsp" (the IsNext logit),
     ("mlm", position, token_id), ("class", label), ("token", position, label). [CLS]/[SEP]/[MASK] ids come from
     `special_token_ids` / `mask_token_id`, else `tokenizer`, else bert-base-uncased's; [PAD] from `tokenizer`,
-    else the model's config. `internal_batch_size` bounds how many points go through the model at once. The model
-    runs in eval mode and is left as it was (modes, gradients, requires_grad); returns a float32 CPU tensor.
+    else the model's config. `steps`: 1 to MAX_STEPS. `memory_budget` (bytes, or a size such as "512MB"; default
+    1 GB) sizes the batches of points that go through the model at once; `internal_batch_size` caps them. The
+    model runs in eval mode and is left as it was (modes, gradients, requires_grad); returns a float32 CPU tensor.
     """
     check_choice("method", method, METHODS)
     check_choice("baseline", baseline, BASELINES)
-    check_count("steps", steps)
-    check_count("internal_batch_size", internal_batch_size)
+    check_steps(steps)
+    if internal_batch_size is not None:
+        check_count("internal_batch_size", internal_batch_size)
+    budget = memory_budget_bytes(memory_budget)
     embedding = word_embeddings(model)
     select = resolve_target(target, model)
     ids = token_ids(model, tokenizer, special_token_ids, mask_token_id, embedding.num_embeddings, baseline)
@@ -143,11 +157,12 @@ def saliency(model: nn.Module, inputs: Mapping[str, Any], target: Target, method
         check_ids("input_ids", input_ids, embedding.num_embeddings)
         x = embedding(input_ids).detach()  # (B, T, C)
         problem = Problem(model, rest, select, input_ids.shape[0])
+        chunk = points_per_batch(model, embedding, input_ids.shape[1], budget, internal_batch_size)
         if method == "gradient_x_input":
-            scores = gradient_x_input(problem, x, internal_batch_size)
+            scores = gradient_x_input(problem, x, chunk)
         else:
             base = embedding(baseline_ids(input_ids, inputs, ids, baseline)).detach()
-            scores = integrated_gradients(problem, x, base, steps, internal_batch_size)
+            scores = integrated_gradients(problem, x, base, steps, chunk)
     return scores.sum(-1).detach().to("cpu", torch.float32)
 
 
@@ -178,6 +193,40 @@ def gauss_legendre(steps: int, device: torch.device) -> tuple[torch.Tensor, torc
     nodes, weights = np.polynomial.legendre.leggauss(steps)
     return (torch.tensor(0.5 * (1 + nodes), device=device, dtype=torch.float64),
             torch.tensor(0.5 * weights, device=device, dtype=torch.float64))
+
+
+# how many points at once ----------------------------------------------------------------------------------
+def memory_budget_bytes(budget: Any) -> int:
+    """The budget in bytes: DEFAULT_MEMORY_BUDGET for None, an int or float of bytes, or a size such as "512MB"."""
+    if budget is None:
+        return DEFAULT_MEMORY_BUDGET
+    if isinstance(budget, str):
+        return footprint.parse_size(budget, "memory_budget")
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise TypeError(f"memory_budget must be a number of bytes or a size such as '512MB', "
+                        f"got {type(budget).__name__} {shown(budget)}.")
+    if not 1 <= budget < math.inf:
+        raise ValueError(f"memory_budget must be a finite number of bytes (at least 1), got {budget!r}.")
+    return int(budget)
+
+
+def point_bytes(model: nn.Module, embedding: nn.Embedding, sequence_length: int) -> int | None:
+    """Bytes one point keeps through its forward and backward pass (activations, and MLM logits where the model
+    has that head), from the model's config; None when the config gives no sizes."""
+    try:
+        sizes = footprint.Sizes.of(getattr(model, "config", None), footprint.heads_of(type(model)))
+    except (TypeError, ValueError):
+        return None
+    elements = footprint.activation_elements(sizes, 1, sequence_length, "gradients")
+    return elements * embedding.weight.element_size()
+
+
+def points_per_batch(model: nn.Module, embedding: nn.Embedding, sequence_length: int, budget: int,
+                     cap: int | None) -> int:
+    """As many points as `budget` holds (at least one), at most `cap`."""
+    per_point = point_bytes(model, embedding, sequence_length)
+    fitting = FALLBACK_BATCH if per_point is None else max(1, budget // per_point)
+    return fitting if cap is None else min(fitting, cap)
 
 
 # inputs, baseline, model state -------------------------------------------------------------------------
@@ -363,6 +412,13 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
 
 def check_count(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}.")
+        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {shown(value)}.")
     if value < 1:
-        raise ValueError(f"{name} must be a positive int (at least 1), got {value}.")
+        raise ValueError(f"{name} must be a positive int (at least 1), got {shown(value)}.")
+
+
+def check_steps(steps: Any) -> None:
+    """1 <= steps <= MAX_STEPS, an int (the panel's toolbar has the same bounds)."""
+    check_count("steps", steps)
+    if steps > MAX_STEPS:
+        raise ValueError(f"steps must be at most {MAX_STEPS}, got {shown(steps)}.")

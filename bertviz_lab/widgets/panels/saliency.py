@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text
-from bertviz_lab.trace.saliency import BASELINES, METHODS, check_choice, check_count, saliency
+from bertviz_lab.trace.saliency import BASELINES, MAX_STEPS, METHODS, check_choice, check_steps, saliency
 from bertviz_lab.trace.targets import HiddenUnit, TargetChoice, target_choices
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.export_bar import ExportBar
@@ -32,7 +32,6 @@ METHOD_NAMES = {"integrated_gradients": "integrated gradients", "gradient_x_inpu
 BASELINE_NAMES = {"pad": "[PAD]", "mask": "[MASK]"}
 DEFAULT_TEXT = "The cat sat on the mat because it was warm."
 DEFAULT_MASKED_TEXT = "The cat sat on the [MASK] because it was warm."
-MAX_STEPS = 1024
 CACHE_SIZE = 32  # computed score vectors kept per panel
 
 # the panel -------------------------------------------------------------------------------------------------------
@@ -84,9 +83,7 @@ class SaliencyPanel(Panel):
                  steps: int = 64, baseline: str = "pad") -> None:
         check_choice("method", method, METHODS)
         check_choice("baseline", baseline, BASELINES)
-        check_count("steps", steps)
-        if steps > MAX_STEPS:
-            raise ValueError(f"steps must be at most {MAX_STEPS}, got {steps}.")
+        check_steps(steps)
         from bertviz_lab.widgets.panels.models import model_and_tokenizer
 
         self.model, self.tokenizer = model_and_tokenizer(model, tokenizer)
