@@ -196,14 +196,13 @@ def _run_config(tmp_path: Path, name: str, **training) -> Path:
     return path
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
-
-
 def _start(config: Path, env: dict[str, str], program: str | None = None) -> subprocess.Popen:
-    command = [sys.executable] + (["-c", program] if program else ["-m", "bertviz_lab"])
-    return subprocess.Popen(command + ["train", "--config", str(config)], cwd=config.parent, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_limit_memory)
+    """`python -m bertviz_lab train --config CONFIG` (or `python -c PROGRAM train ...`) under a memory limit; the
+    shell that sets the limit execs Python, so the signals sent to this process reach Python itself."""
+    python = [sys.executable] + (["-c", program] if program else ["-m", "bertviz_lab"])
+    limited = ["bash", "-c", f'ulimit -v {CHILD_MEMORY // 1024} && exec "$@"', "bash"]
+    return subprocess.Popen(limited + python + ["train", "--config", str(config)], cwd=config.parent, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _wait_for_steps(process: subprocess.Popen, metrics: Path, steps: int, timeout: float = 90) -> None:
