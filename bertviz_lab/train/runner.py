@@ -396,8 +396,7 @@ def write_results(results: Mapping[str, Any], output: Path) -> int:
 def interrupted_line(error: TrainingInterrupted, training: Mapping[str, Any]) -> str:
     """What the CLI prints for Ctrl-C or SIGTERM: where the work is kept, and how to go on from it."""
     if error.checkpoint is None:
-        hint = "; set training.checkpoint_dir to keep checkpoints" if training["checkpoint_dir"] is None else ""
-        return f"bertviz-lab train: {error}{hint}"
+        return f"bertviz-lab train: {_run_config_names(str(error))}"
     folder = error.checkpoint.parent
     target = folder if ckpt.latest_checkpoint(folder) == error.checkpoint else error.checkpoint
     same = training["resume_from"] is not None and _resumes_from(training["resume_from"], error.checkpoint)
@@ -459,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bertviz-lab train: error: {_one_line(error)}", file=sys.stderr)
         return 2
     except NonFiniteLossError as error:
-        print(f"bertviz-lab train: {_one_line(error)}", file=sys.stderr)
+        print(f"bertviz-lab train: {_run_config_names(_one_line(error))}", file=sys.stderr)
         return 1
     except OSError as error:  # e.g. the disk filled up while a checkpoint was written
         print(f"bertviz-lab train: error: {_one_line(error)}", file=sys.stderr)
