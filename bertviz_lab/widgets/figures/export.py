@@ -4,20 +4,28 @@ PNG goes through resvg (the `resvg-py` wheel: a maintained Rust SVG renderer wit
 cairosvg's Cairo; no Chromium or kaleido needed). It is given only the fonts shipped in figures/fonts (DejaVu Sans,
 Sans Bold and Sans Mono), never the system's, so a PNG looks the same on every machine.
 
+A scale is a finite number from MIN_SCALE to MAX_SCALE, and a PNG has at most MAX_PIXELS pixels (checked before
+anything is drawn): a huge scale used to take the whole Python process down inside the rasteriser.
+
 An export is in an explicit theme: the view's stylesheet, its theme variables resolved to light or dark colours
 (theme.py), goes into the file as a <style> element.
 """
 
 from __future__ import annotations
 
+import numbers
 import re
 from pathlib import Path
+from typing import Any
 
+from bertviz_lab.model.files import shown
 from bertviz_lab.widgets.figures.theme import background, check_theme, resolve, with_style
 
 FORMATS = ("svg", "png")
 FONTS = Path(__file__).with_name("fonts")
 SANS, MONO = "DejaVu Sans", "DejaVu Sans Mono"  # the families of the shipped files: what a PNG's text is drawn in
+MIN_SCALE, MAX_SCALE = 0.1, 16
+MAX_PIXELS = 100_000_000  # 100 megapixels: 400 MB of RGBA in the rasteriser
 _SIZE = re.compile(r'<svg\b[^>]*?\bwidth="([\d.]+)"[^>]*?\bheight="([\d.]+)"', re.S)
 
 
@@ -29,6 +37,28 @@ def svg_size(svg: str) -> tuple[float, float]:
     return float(found.group(1)), float(found.group(2))
 
 
+def check_scale(scale: Any) -> float:
+    """`scale` as a float when it is a finite number from MIN_SCALE to MAX_SCALE; else a one-line error naming it."""
+    expected = f"a number from {MIN_SCALE:g} to {MAX_SCALE:g}"
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale must be {expected}, got {type(scale).__name__} {shown(scale)}.")
+    if not MIN_SCALE <= scale <= MAX_SCALE:  # NaN fails both comparisons
+        raise ValueError(f"scale must be {expected}, got {shown(scale)}.")
+    return float(scale)
+
+
+def png_size(svg: str, scale: float) -> tuple[int, int]:
+    """The PNG's (width, height) in pixels, at most MAX_PIXELS of them; else a one-line error naming the scale."""
+    width, height = svg_size(svg)
+    pixels = max(1, round(width * scale)), max(1, round(height * scale))
+    if pixels[0] * pixels[1] > MAX_PIXELS:
+        largest = (MAX_PIXELS / (width * height)) ** 0.5
+        raise ValueError(f"scale={scale:g} makes a {pixels[0]} x {pixels[1]} pixel PNG of this {width:g} x {height:g} "
+                         f"figure, over the {MAX_PIXELS // 10**6} megapixels allowed; use scale <= {largest:.3g} "
+                         f"or save as .svg.")
+    return pixels
+
+
 def font_files() -> list[str]:
     """The shipped font files PNG export draws with."""
     return sorted(str(path) for path in FONTS.glob("*.ttf"))
@@ -38,21 +68,17 @@ def svg_to_png(svg: str, scale: float = 1, ground: str = "#ffffff") -> bytes:
     """PNG bytes of an SVG document, `scale` times its declared size, on `ground`, in the shipped fonts only."""
     import resvg_py
 
-    if not scale > 0:
-        raise ValueError(f"scale must be a positive number, got {scale!r}")
-    width, height = svg_size(svg)
+    width, height = png_size(svg, check_scale(scale))
     return bytes(resvg_py.svg_to_bytes(
-        svg_string=svg, width=round(width * scale), height=round(height * scale), background=ground,
+        svg_string=svg, width=width, height=height, background=ground,
         skip_system_fonts=True, font_files=font_files(), font_family=SANS, sans_serif_family=SANS,
         serif_family=SANS, monospace_family=MONO))
 
 
 def scaled_svg(svg: str, scale: float) -> str:
     """The same drawing declared `scale` times as large (a viewBox keeps the coordinates)."""
-    if scale == 1:
+    if check_scale(scale) == 1:
         return svg
-    if not scale > 0:
-        raise ValueError(f"scale must be a positive number, got {scale!r}")
     width, height = svg_size(svg)
     end = svg.index(">", svg.index("<svg")) + 1
     root = re.sub(r'\bwidth="[\d.]+"', f'width="{width * scale:g}"', svg[:end], count=1)
@@ -69,6 +95,7 @@ def themed(svg: str, css: str, theme: str) -> str:
 
 def save_figure(svg: str, path: str | Path, scale: float = 1, theme: str = "light", css: str = "") -> Path:
     """Write an SVG document to `path` as SVG or PNG, chosen by its suffix, in `theme` (light or dark)."""
+    check_scale(scale)
     path = Path(path)
     kind = path.suffix.lower().lstrip(".")
     if kind not in FORMATS:
