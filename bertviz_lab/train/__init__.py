@@ -1,6 +1,6 @@
 """Pretraining you can watch: data (corpus -> NSP pairs -> masked batches), the Trainer, checkpoints, the runner/CLI."""
 
-from bertviz_lab.train.checkpoint import CheckpointError
+from bertviz_lab.train.checkpoint import CheckpointError, CheckpointWriteError
 from bertviz_lab.train.data import (
     BUILTIN_CORPUS,
     FixedBatches,
@@ -22,12 +22,12 @@ from bertviz_lab.train.synthetic import (
     generate_synthetic_bert_batches,
     synthetic_to_training_batch,
 )
-from bertviz_lab.train.trainer import NonFiniteLossError, TrainConfig, Trainer
+from bertviz_lab.train.trainer import NonFiniteLossError, TrainConfig, Trainer, TrainingInterrupted
 
 __all__ = [
-    "BUILTIN_CORPUS", "BertRunner", "CheckpointError", "ConfigError", "FixedBatches", "MaskingCollator",
-    "MetricsRecord", "NonFiniteLossError", "PairBatches", "PretrainingExample", "SentencePairDataset",
-    "SyntheticBatch", "TrainConfig", "Trainer", "builtin_documents", "create_mlm_batch", "create_nsp_pair_batch",
+    "BUILTIN_CORPUS", "BertRunner", "CheckpointError", "CheckpointWriteError", "ConfigError", "FixedBatches",
+    "MaskingCollator", "MetricsRecord", "NonFiniteLossError", "PairBatches", "PretrainingExample",
+    "SentencePairDataset", "SyntheticBatch", "TrainConfig", "Trainer", "TrainingInterrupted", "builtin_documents", "create_mlm_batch", "create_nsp_pair_batch",
     "generate_synthetic_bert_batches", "load_documents", "split_documents", "split_sentences",
     "synthetic_to_training_batch",
 ]

@@ -89,6 +89,14 @@ def final_window(steps: int) -> int:
     return max(1, min(100, steps // 10))
 
 
+def _saved_tokenizer(path: str | Path, key: str) -> BERTTokenizerFast:
+    """A tokenizer from a folder the config names; a missing or damaged one is a ConfigError naming the key."""
+    try:
+        return BERTTokenizerFast.from_pretrained(path)
+    except (FileNotFoundError, ValueError) as error:
+        raise ConfigError(f"{key}: {error}") from error
+
+
 class BertRunner:
     """Runs one pretraining job described by a YAML file (or mapping); `run()` returns the results dict, and
     `build_trainer()` gives the same Trainer unstarted (for a live panel).
@@ -194,7 +202,7 @@ class BertRunner:
         """
         data = self.config["data"]
         if resume is not None and (resume / "vocab.txt").is_file():
-            return BERTTokenizerFast.from_pretrained(resume)
+            return _saved_tokenizer(resume, "training.resume_from")
         choice, cache = data["tokenizer"], data["tokenizer_dir"]
         if choice == "minilm":
             from bertviz_lab.model.weights import BERT_Weights
@@ -204,12 +212,9 @@ class BertRunner:
             except ImportError as error:
                 raise ConfigError(f"data.tokenizer: minilm: {error}") from error
         if choice != "train":
-            try:
-                return BERTTokenizerFast.from_pretrained(choice)
-            except (FileNotFoundError, ValueError) as error:
-                raise ConfigError(f"data.tokenizer: {error}") from error
+            return _saved_tokenizer(choice, "data.tokenizer")
         if cache is not None and (Path(cache) / "vocab.txt").is_file():
-            return BERTTokenizerFast.from_pretrained(cache)
+            return _saved_tokenizer(cache, "data.tokenizer_dir")
         tokenizer = None
         if self.dist.is_main:
             tokenizer = BERTTokenizerFast.train_from_texts(documents, vocab_size=data["vocab_size"],

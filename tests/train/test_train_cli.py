@@ -161,6 +161,21 @@ def test_runner_errors_are_config_errors(tmp_path):
         BertRunner(_tiny_synthetic(tmp_path, steps=1, device="tpu")).run()
 
 
+@pytest.mark.parametrize("damage", [b"\xff\xfe not UTF-8\n", b""])
+def test_a_damaged_saved_tokenizer_is_one_line_naming_its_key_and_exit_2(tmp_path, capsys, damage):
+    saved = tmp_path / "tokenizer"
+    saved.mkdir()
+    (saved / "vocab.txt").write_bytes(damage)
+    config = _tiny_synthetic(tmp_path, steps=1)
+    config["data"].update(corpus=str(tmp_path / "corpus.txt"), tokenizer="train", tokenizer_dir=str(saved))
+    (tmp_path / "corpus.txt").write_text("\n\n\n".join(f"Document {i} starts. It goes on." for i in range(30)))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", "--config", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bertviz-lab train: error: data.tokenizer_dir: ") and err.count("\n") == 1, err
+    assert "vocab.txt" in err and not (tmp_path / "metrics.jsonl").exists()
+
+
 # output paths are checked before the first step -------------------------------------------------------------
 NOT_A_FOLDER = "cannot be created: {file} is not a directory"
 FULL = "cannot be written: No space left on device"
@@ -217,7 +232,9 @@ def test_an_os_error_while_training_is_one_line_and_exit_1(tmp_path, capsys, mon
 
     monkeypatch.setattr(ckpt.torch, "save", full_disk)
     assert main(["train", "--config", str(tmp_path / "c.yaml")]) == 1
-    assert capsys.readouterr().err.splitlines()[-1] == "bertviz-lab train: error: [Errno 28] No space left on device"
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"bertviz-lab train: error: the checkpoint of step 2 could not be written in {tmp_path / 'ckpt'} (no space "
+        "left on device); nothing was saved for step 2, and there is no earlier checkpoint in it.")
 
 
 def test_path_checks_accept_what_can_be_written_and_change_nothing(tmp_path):
