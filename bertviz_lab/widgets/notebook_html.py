@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import logging
 import os
 import re
 import stat
@@ -55,6 +56,8 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 CELL_TYPES = ("code", "markdown", "raw")
 OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 MARK_BYTES = 4096  # an earlier page names its generator in this many first bytes
+QUIET_LOG = logging.getLogger(__name__)  # nbconvert's warnings are not the command's business: errors only
+QUIET_LOG.setLevel(logging.ERROR)
 
 
 def notebook_to_html(notebook: str | Path, output: str | Path | None = None, execute: bool = False,
@@ -275,6 +278,7 @@ class OfflinePageExporter(HTMLExporter):
     def __init__(self, trust: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.trust = trust
+        self.log = QUIET_LOG  # "Alternative text is missing": it adds that text itself
 
     @pass_context
     def markdown2html(self, context, source):
