@@ -2,12 +2,13 @@
 
 The page is nbconvert's lab page without the scripts it would fetch from public CDNs (require.js, MathJax, mermaid, the
 widget renderer); the panels' static copies are plain HTML and SVG and show without them (markdown maths shows as TeX
-source). A notebook received from someone else may carry active content, so by default the page is sanitised: scripts,
-application/javascript outputs, on* event handlers, javascript:/vbscript:/data:text/html links, iframes, objects,
-embeds, meta refresh, forms' actions and SVG foreignObject are removed; images, style sheets and CSS url()/@import that
-would load from the network are dropped (an image or frame leaves a note such as "remote image removed: host"); only
-inline data: images and files in the page's own folder load, and a Content-Security-Policy in the page blocks the rest.
---trust keeps every output as it is (its scripts run when the page is opened): only for notebooks you trust.
+source). A notebook received from someone else may carry active content, so by default the page is sanitised:
+scripts, application/javascript outputs, on* event handlers, javascript:/vbscript:/data:text/html links, iframes,
+objects, embeds, meta refresh, forms (their fields stay) and SVG foreignObject are removed; images, style sheets and
+CSS url()/@import that would load from the network are dropped (an image or frame leaves a note such as "remote image
+removed: host"); only inline data: images and files in the page's own folder load, and a Content-Security-Policy in
+the page blocks the rest. --trust keeps every output as it is (its scripts run when the page is opened): only for
+notebooks you trust.
 
 The page is never written over the notebook itself, nor over an existing file that is not an earlier page of this
 command, unless --force (a page carries <meta name="generator" content="bertviz-lab html">). --execute runs the

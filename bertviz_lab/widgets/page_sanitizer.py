@@ -6,7 +6,8 @@ page is opened. `sanitize_html` removes all of it and keeps everything else byte
 copies (plain HTML, inline SVG with `<style>`, embedded `data:image/png` images) pass through unchanged:
 
 - removed: `<script>` (with its content), `on*` attributes, `<iframe>`/`<frame>`/`<object>`/`<embed>`/`<applet>`,
-  `<base>`, `<link>`, `<meta>` (a page keeps its charset, viewport and generator), forms' `action`/`formaction`,
+  `<base>`, `<link>`, `<meta>` (a page keeps its charset, viewport and generator), `<form>` (its fields stay, so
+  nothing can be submitted anywhere) and `action`/`formaction`,
   SVG `<foreignObject>` and animation elements (they can rewrite links), processing instructions, and comments
   other than plain ones (such as Graphviz writes);
 - URLs: links may go to http(s) and mailto addresses; everything the page would load by itself (`src`, `srcset`,
@@ -37,7 +38,7 @@ NOTE_CLASS = "bvl-removed"
 # Elements whose tags are dropped and whose content, checked like the rest, stays. (<script> goes with its content,
 # and so does <foreignObject> in a fragment; in a page only its tags go.)
 DROP_TAG = frozenset({
-    "base", "link", "meta", "param", "iframe", "frame", "frameset", "object", "embed", "applet", "portal",
+    "base", "link", "meta", "param", "form", "iframe", "frame", "frameset", "object", "embed", "applet", "portal",
     "fencedframe", "noscript", "noembed", "noframes", "xmp", "plaintext", "set", "animate", "animatemotion",
     "animatetransform", "animatecolor", "handler", "listener",
 })

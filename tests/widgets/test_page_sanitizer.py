@@ -46,7 +46,7 @@ HOSTILE = [
     ("meta refresh", '<meta http-equiv="refresh" content="0; url=https://evil.example/">', "refresh", ""),
     ("base", '<base href="https://evil.example/"><img src="a.png">', "evil", '<img src="a.png">'),
     ("form action", '<form action="https://evil.example/steal" method="post"><button formaction="https://evil.'
-                    'example/b">send</button></form>', "evil", '<form method="post"><button>send</button></form>'),
+                    'example/b">send</button></form>', "evil", '<button>send</button>'),
     ("css url in a style attribute", '<div style="color: red; background: url(https://evil.example/bg.png)">x</div>',
      "evil", '<div style="color: red; background: none">x</div>'),
     ("css escape in a style attribute", r'<div style="background: \75 rl(https://evil.example/bg.png)">x</div>',
