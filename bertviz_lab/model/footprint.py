@@ -36,6 +36,8 @@ OPTIMIZER_FACTOR = 4  # AdamW training holds weights, gradients and two moments 
 # what the size fields of BERTConfig are for bert-base: the what-if that names the field an estimate rests on
 BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, intermediate_size=3072,
                  num_attention_heads=12, max_position_embeddings=512, type_vocab_size=2, num_labels=2)
+SIZE_FIELDS = tuple(BERT_BASE)
+REQUIRED_FIELDS = SIZE_FIELDS[:5]  # a config without these cannot be estimated; the others default to bert-base's
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?(?:e\d+)?)\s*([kmgtpe]?)(i?)b?\s*", re.I)
 
@@ -62,7 +64,7 @@ def parse_size(text: str, name: str) -> int:
     unit = 1024 ** "kmgtpe".index(prefix.lower()) * 1024 if binary and prefix else _UNITS[prefix.lower()]
     size = float(number) * unit
     if not math.isfinite(size) or size < 1:
-        raise ValueError(f"{name}={shown(text)} is not a size of at least one byte.")
+        raise ValueError(f"{name}={shown(text)} is not a finite size of at least one byte.")
     return int(size)
 
 
@@ -84,27 +86,25 @@ class Sizes:
     pooler: bool = True
     heads: tuple[str, ...] = ()
 
-    FIELDS = tuple(BERT_BASE)
-
     @classmethod
     def of(cls, config: Any, heads: Iterable[str] = (), pooler: bool | None = None) -> "Sizes":
         """The sizes of a BERTConfig (or any config with the same attribute names, e.g. transformers')."""
-        def read(name: str, default: Any = None) -> Any:
-            value = getattr(config, name, default)
+        def read(name: str) -> int:
+            value = getattr(config, name, None if name in REQUIRED_FIELDS else BERT_BASE[name])
             if value is None:
                 raise ValueError(f"config has no {name}, which the memory estimate needs.")
-            return value
+            return int(value)
 
         tied = getattr(config, "tie_word_embedding", getattr(config, "tie_word_embeddings", True))
         return cls(
-            **{name: int(read(name, None if name in cls.FIELDS[:5] else BERT_BASE[name])) for name in cls.FIELDS},
+            **{name: read(name) for name in SIZE_FIELDS},
             absolute_positions=getattr(config, "position_embedding_type", "absolute") == "absolute",
             cross_attention=bool(getattr(config, "add_cross_attention", False)), tied=bool(tied),
             pooler=bool(getattr(config, "add_pooling_layer", True) if pooler is None else pooler), heads=tuple(heads))
 
     def values(self) -> dict[str, int]:
         """The size fields by name."""
-        return {name: getattr(self, name) for name in self.FIELDS}
+        return {name: getattr(self, name) for name in SIZE_FIELDS}
 
 
 def heads_of(model_class: type) -> tuple[str, ...]:
@@ -118,6 +118,7 @@ def parameter_count(sizes: Sizes) -> int:
 
     def linear(n_in: int, n_out: int) -> int:
         return n_in * n_out + n_out  # weight and bias
+
     embeddings = (V + sizes.type_vocab_size + (sizes.max_position_embeddings if sizes.absolute_positions else 0)) * C
     embeddings += 2 * C  # LayerNorm
     attention = linear(C, 3 * C) + linear(C, C) + 2 * C  # fused q/k/v, output projection, LayerNorm
@@ -137,7 +138,7 @@ def activation_elements(sizes: Sizes, batch: int, sequence_length: int, mode: st
     Per token and layer, a backward pass keeps about 12 hidden-wide tensors (the layer input, q/k/v, attention
     output, projections, residuals and LayerNorms) and 2 feed-forward-wide ones (before and after the activation);
     training's attention with dropout also keeps each head's scores and probabilities (2 x heads x T). Measured:
-    all-MiniLM-L6-v2 at 512 tokens, 96 MB per point of integrated gradients; this gives 94 MB. Inference holds
+    all-MiniLM-L6-v2 at 512 tokens, 96 MB per point of integrated gradients; this gives 98 MB. Inference holds
     one layer's tensors at a time. An MLM head adds the vocabulary logits (and their gradient) at `mlm_share` of
     the tokens (pretraining decodes only the masked ones).
     """
@@ -281,8 +282,12 @@ def memory_limit() -> MemoryLimit:
 def check_fits(needed: int, what: str, culprit: Callable[[], tuple[str, Any]],
                error: type[Exception] = ValueError) -> None:
     """Raise `error` ("name=value needs about 28 TB of ...; this machine has 23 GB available; set ...") when `needed`
-    bytes exceed the memory limit; `culprit()` gives the name and value to blame, asked only then."""
-    limit = memory_limit()
+    bytes exceed the memory limit; `culprit()` gives the name and value to blame, asked only then. A bad
+    BERTVIZ_LAB_MEMORY_LIMIT is an `error` too."""
+    try:
+        limit = memory_limit()
+    except ValueError as bad:
+        raise error(str(bad)) from None
     if limit.bytes is None or needed <= limit.bytes:
         return
     name, value = culprit()

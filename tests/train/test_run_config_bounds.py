@@ -69,7 +69,7 @@ def test_off_turns_the_memory_check_off_and_a_bad_override_is_named(monkeypatch)
     monkeypatch.setenv(footprint.MEMORY_LIMIT_VARIABLE, "off")
     assert load_config(TINY, ["model.num_layers=1000000"])["model"]["num_layers"] == 1000000
     monkeypatch.setenv(footprint.MEMORY_LIMIT_VARIABLE, "plenty")
-    with pytest.raises(ValueError, match=r"^BERTVIZ_LAB_MEMORY_LIMIT='plenty' is not a size"):
+    with pytest.raises(ConfigError, match=r"^BERTVIZ_LAB_MEMORY_LIMIT='plenty' is not a size"):
         load_config(TINY)
 
 
