@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from urllib.parse import unquote, urlsplit
@@ -225,8 +226,7 @@ class _Reader(HTMLParser):
         self.found: list[tuple[int, Token]] = []
 
     def _add(self, token: Token) -> None:
-        line, column = self.getpos()
-        self.found.append((self.line_starts[line - 1] + column, token))
+        self.found.append((self.position(), token))
 
     def handle_starttag(self, tag, attrs):
         self._add(Token("start", tag, attrs, tag_text=self.get_starttag_text() or ""))
@@ -258,12 +258,45 @@ class _Reader(HTMLParser):
     def handle_pi(self, data):
         self._add(Token("pi"))
 
+    def parse_marked_section(self, i, report=1):
+        """`<![` that opens no CDATA section: a bogus comment, as a browser reads it (older html.parser raises)."""
+        try:
+            return super().parse_marked_section(i, report)
+        except AssertionError:
+            return self.parse_bogus_comment(i, report)
+
+    def position(self) -> int:
+        line, column = self.getpos()
+        return self.line_starts[line - 1] + column
+
+
+COMMENT_END = re.compile(r"--\s*>")
+
+
+def _defuse_unterminated(source: str) -> str:
+    """`source` with the `<` that cannot begin a complete tag or comment written as `&lt;`: after the last `>` no
+    tag ends, after the last `-->` no comment does. html.parser would take them as text all the same, but only after
+    searching the rest of the input for each one (minutes for a few hundred kB of `<!--`)."""
+    comment_end = max((match.start() for match in COMMENT_END.finditer(source)), default=-1)
+    if comment_end >= 0:
+        head, tail = source[:comment_end], source[comment_end:]
+        source = head + tail.replace("<!--", "&lt;!--")
+    else:
+        source = source.replace("<!--", "&lt;!--")
+    last_gt = source.rfind(">")
+    return source[:last_gt + 1] + source[last_gt + 1:].replace("<", "&lt;")
+
 
 def read_tokens(source: str) -> list[Token]:
-    """The tokens of `source` in order; bytes html.parser passed over silently belong to the token before them."""
+    """The tokens of `source` in order; bytes html.parser passed over silently belong to the token before them.
+    Where html.parser gives up (it raises on some malformed declarations), the rest is one text token."""
+    source = _defuse_unterminated(source)
     reader = _Reader(source)
-    reader.feed(source)
-    reader.close()
+    try:
+        reader.feed(source)
+        reader.close()
+    except AssertionError:
+        reader.found.append((reader.position(), Token("text")))
     starts = [start for start, _ in reader.found] + [len(source)]
     tokens = []
     if starts[0] > 0:
@@ -315,12 +348,22 @@ class _Writer:
     xml: bool
     out: list[str] = field(default_factory=list)
     open: list[str] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)  # of the names in `open`
     dropping: list[str] = field(default_factory=list)  # inside an element dropped with its content
     style: list[str] | None = None  # the text of the <style> element being read
 
     def foreign(self) -> bool:
         """Inside SVG or MathML, where <tag/> closes the tag and no element is void."""
-        return self.xml or any(_local(name) in FOREIGN_ROOTS for name in self.open)
+        return self.xml or any(self.counts[name] for name in FOREIGN_ROOTS)
+
+    def _push(self, name: str) -> None:
+        self.open.append(name)
+        self.counts[name] += 1
+
+    def _pop(self) -> str:
+        name = self.open.pop()
+        self.counts[name] -= 1
+        return name
 
     def start(self, token: Token) -> None:
         local = _local(token.name)
@@ -350,7 +393,7 @@ class _Writer:
             self.style = []
         closes_itself = token.closed and (self.foreign() or local in FOREIGN_ROOTS)
         if not self.page and not void and not closes_itself:
-            self.open.append(token.name.lower())
+            self._push(token.name.lower())
 
     def _write_start(self, token: Token, attrs: list[tuple[str, str | None]]) -> None:
         plain = PLAIN_START_TAG.fullmatch(token.raw)
@@ -380,10 +423,10 @@ class _Writer:
         if self.page:
             self.out.append(written)
             return
-        if name not in self.open:  # a fragment does not close what surrounds it
+        if not self.counts[name]:  # a fragment does not close what surrounds it
             return
         while self.open:
-            top = self.open.pop()
+            top = self._pop()
             if top == name:
                 self.out.append(written)
                 return
@@ -424,6 +467,7 @@ class _Writer:
         if not self.page:
             self.out.extend(f"</{name}>" for name in reversed(self.open))
             self.open.clear()
+            self.counts.clear()
         return "".join(self.out)
 
 

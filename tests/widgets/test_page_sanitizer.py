@@ -246,3 +246,36 @@ def test_any_markup_comes_out_inert_and_stable(markup):
     clean = sanitize_html(markup)
     assert_inert(clean)
     assert sanitize_html(clean) == clean
+
+
+# Input html.parser handles badly: it raises on some declarations, and searching the rest of the input for the end of
+# each unterminated comment or tag made it quadratic (minutes for a few hundred kB). In a child with a memory limit
+# and a timeout, so that a regression fails instead of hanging the suite.
+PATHOLOGICAL = {"unterminated comments": "<!--" * 100_000, "unterminated tags": "<a" * 200_000,
+                "unterminated end tags": "</" * 200_000, "marked sections": "<![" * 100_000,
+                "bogus declarations": "<!x" * 100_000, "processing instructions": "<?" * 200_000,
+                "deep nesting": "<div>" * 50_000 + "<svg>" + "<g>" * 50_000 + "</p>" * 50_000}
+CHILD = """
+import json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from bertviz_lab.widgets.page_sanitizer import sanitize_html
+for name, markup in json.loads(sys.stdin.read()).items():
+    start = time.monotonic()
+    clean = sanitize_html(markup)
+    print(json.dumps({"case": name, "seconds": time.monotonic() - start, "lt": clean.count("<"),
+                      "escaped": clean.count("&lt;")}), flush=True)
+"""
+
+
+def test_pathological_markup_is_read_in_linear_time_and_never_raises():
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", CHILD], input=json.dumps(PATHOLOGICAL), capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = {row["case"]: row for row in map(json.loads, done.stdout.splitlines())}
+    assert set(results) == set(PATHOLOGICAL)
+    assert results["unterminated comments"]["lt"] == 0 and results["unterminated comments"]["escaped"] == 100_000
+    assert results["marked sections"]["lt"] == 0
