@@ -65,9 +65,9 @@ def notebook_to_html(notebook: str | Path, output: str | Path | None = None, exe
                      timeout: int = 600, trust: bool = False, force: bool = False) -> Path:
     """Write `notebook` as an offline page (beside it, same name, unless `output`) and return its path; `execute`
     runs it first, `trust` keeps its outputs unsanitised, `force` may replace a file that is not an earlier page."""
-    notebook = Path(notebook)
-    node = read_notebook(notebook)
+    notebook = notebook_file(Path(notebook))
     target = page_path(notebook, output, force)
+    node = read_notebook(notebook)
     if execute:
         run_notebook(node, notebook, timeout)
     clean_outputs(node, trust)
@@ -83,14 +83,19 @@ def notebook_to_html(notebook: str | Path, output: str | Path | None = None, exe
 # Reading
 
 
-def read_notebook(path: Path) -> Any:
-    """The notebook at `path` as an nbformat v4 node; ValueError/FileNotFoundError naming the file and the problem."""
-    name = named(path)
+def notebook_file(path: Path) -> Path:
+    """`path` when it is a regular file (or a link to one); FileNotFoundError or ValueError naming it otherwise."""
     if not present(path) or not path.exists():
-        raise FileNotFoundError(f"no notebook at {name}")
+        raise FileNotFoundError(f"no notebook at {named(path)}")
     mode = path.stat().st_mode
     if not stat.S_ISREG(mode):
-        raise ValueError(f"{name} is {kind(mode)}, not a notebook file")
+        raise ValueError(f"{named(path)} is {kind(mode)}, not a notebook file")
+    return path
+
+
+def read_notebook(path: Path) -> Any:
+    """The notebook at `path` as an nbformat v4 node; ValueError/FileNotFoundError naming the file and the problem."""
+    name = named(notebook_file(path))
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8-sig")
@@ -189,7 +194,9 @@ def is_earlier_page(path: Path) -> bool:
 
 def write_page(path: Path, page: str) -> None:
     """Write the page whole or not at all: a temporary file beside it, then renamed over it."""
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+    umask = os.umask(0)
+    os.umask(umask)
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~umask
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:

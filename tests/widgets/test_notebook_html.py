@@ -236,10 +236,13 @@ def test_the_page_is_never_written_over_its_notebook(saved_notebook, tmp_path, c
 
 def test_an_input_that_is_not_ipynb_needs_an_explicit_output(saved_notebook, tmp_path, capsys):
     notes = tmp_path / "notes.html"
-    notes.write_bytes(saved_notebook.read_bytes())  # a notebook under another name
+    notes.write_text("<p>my notes</p>", encoding="utf-8")
     refused(capsys, [str(notes)], str(notes), "not a .ipynb file", "--output")
-    assert notes.read_bytes() == saved_notebook.read_bytes()
-    assert main(["html", str(notes), "--output", str(tmp_path / "notes-page.html")]) == 0
+    assert notes.read_text(encoding="utf-8") == "<p>my notes</p>"
+    renamed = tmp_path / "notebook.json"
+    renamed.write_bytes(saved_notebook.read_bytes())  # a notebook under another name
+    refused(capsys, [str(renamed)], str(renamed), "not a .ipynb file")
+    assert main(["html", str(renamed), "--output", str(tmp_path / "notes-page.html")]) == 0
 
 
 def test_only_an_earlier_page_is_replaced_without_force(saved_notebook, tmp_path, capsys):
@@ -321,16 +324,16 @@ CHILD = textwrap.dedent("""
     resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
     from bertviz_lab.__main__ import main
     results = []
-    for path in sys.argv[1:]:
+    for argv in json.loads(sys.argv[1]):
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            code = main(["html", path])
+            code = main(["html", *argv])
         results.append({"exit": code, "stderr": err.getvalue()})
     print(json.dumps(results))
 """)
 
 
-def test_deep_nesting_and_a_pipe_are_refused_in_one_line(tmp_path):
+def test_deep_nesting_and_pipes_are_refused_in_one_line(tmp_path, saved_notebook):
     deep = tmp_path / "deep.ipynb"
     deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
     nested = tmp_path / "nested.ipynb"
@@ -338,16 +341,19 @@ def test_deep_nesting_and_a_pipe_are_refused_in_one_line(tmp_path):
                       encoding="utf-8")
     pipe = tmp_path / "pipe.ipynb"
     os.mkfifo(pipe)
-    done = subprocess.run([sys.executable, "-c", CHILD, str(deep), str(nested), str(pipe)], capture_output=True,
-                          text=True, timeout=300)
+    calls = [[str(deep)], [str(nested)], [str(pipe)], [str(saved_notebook), "--output", str(pipe), "--force"]]
+    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(calls)], capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    deep_result, nested_result, pipe_result = json.loads(done.stdout.strip().splitlines()[-1])
+    deep_result, nested_result, pipe_result, pipe_page = json.loads(done.stdout.strip().splitlines()[-1])
     assert deep_result["exit"] == 2 and deep_result["stderr"].count("\n") == 1
     assert "deep.ipynb nests its JSON too deeply to read" in deep_result["stderr"]
     assert nested_result["exit"] in (0, 2) and nested_result["stderr"].count("\n") <= 1  # converted, or refused
     assert "Traceback" not in nested_result["stderr"]
     assert pipe_result["exit"] == 2
     assert "pipe.ipynb is a named pipe (FIFO), not a notebook file" in pipe_result["stderr"]
+    assert pipe_page["exit"] == 2
+    assert "pipe.ipynb is a named pipe (FIFO); --output names the page" in pipe_page["stderr"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
