@@ -67,13 +67,13 @@ def notebook_to_html(notebook: str | Path, output: str | Path | None = None, exe
     runs it first, `trust` keeps its outputs unsanitised, `force` may replace a file that is not an earlier page."""
     notebook = notebook_file(Path(notebook))
     target = page_path(notebook, output, force)
-    node = read_notebook(notebook)
-    if execute:
-        run_notebook(node, notebook, timeout)
-    clean_outputs(node, trust)
     try:
+        node = read_notebook(notebook)
+        if execute:
+            run_notebook(node, notebook, timeout)
+        clean_outputs(node, trust)
         page = export_page(node, notebook.stem, trust)
-    except RecursionError:
+    except RecursionError:  # JSON nested just below the parser's limit, deeper than nbformat or nbconvert walk
         raise ValueError(f"{named(notebook)} nests its content too deeply to convert") from None
     write_page(target.resolve(), page)
     return target
@@ -115,7 +115,7 @@ def read_notebook(path: Path) -> Any:
     version = data.get("nbformat")
     if version == 3:
         try:
-            data = json.loads(nbformat.writes(nbformat.convert(nbformat.v3.to_notebook_json(data), 4)))
+            data = json.loads(json.dumps(nbformat.convert(nbformat.v3.to_notebook_json(data), 4)))
         except (KeyError, TypeError, AttributeError, ValueError) as error:
             raise ValueError(f"{name} is not a valid nbformat 3 notebook ({first_line(error)})") from None
     elif version is None:

@@ -384,6 +384,8 @@ class _Writer:
         if local in DROP_TAG or local == "foreignobject" or (local in PAGE_ONLY and not self.page):
             self.out.append(_dropped_note(local, token.attrs))
             return
+        if local == "style" and token.closed and not self.foreign():
+            return  # in HTML <style/> opens a style sheet that html.parser would not read as one
         attrs = _checked_attributes(local, token.attrs)
         if attrs is None:
             self.out.append(_image_note(dict(token.attrs).get("src") or ""))

@@ -71,6 +71,8 @@ HOSTILE = [
      "<svg><a><text>t</text></a></svg>"),
     ("svg animation rewriting a link", '<svg><a><set attributeName="href" to="javascript:window.__pwned=1"/>'
                                        '<text>t</text></a></svg>', "javascript", "<svg><a><text>t</text></a></svg>"),
+    ("style written as closed", "<style/><p>*{background:url(https://evil.example/x.png)}</p>", "<style",
+     "<p>*{background"),  # a browser would read the paragraph as CSS
     ("processing instruction", '<?xml-stylesheet href="https://evil.example/x.css"?><p>x</p>', "evil", "<p>x</p>"),
 ]
 
