@@ -260,10 +260,14 @@ class BertRunner:
 
     def _steps(self, train: Any) -> int:
         training, data = self.config["training"], self.config["data"]
+        micro = data["batch_size"] // training["gradient_accumulation_steps"]
+        pairs = None if isinstance(train, list) else len(train.examples(0))
+        if pairs is not None and pairs < micro:
+            raise ConfigError(f"data.batch_size={data['batch_size']} asks for more pairs per micro-batch ({micro}) "
+                              f"than the corpus makes in an epoch ({pairs}); lower the batch size or add text.")
         if training["steps"] is not None:
             return training["steps"]
-        micro = data["batch_size"] // training["gradient_accumulation_steps"]
-        batches = len(train) if isinstance(train, list) else len(train.examples(0)) // micro
+        batches = len(train) if pairs is None else pairs // micro
         per_epoch = batches // training["gradient_accumulation_steps"]
         if per_epoch < 1:
             raise ConfigError(f"one epoch holds fewer than one optimizer step of data.batch_size="

@@ -176,6 +176,19 @@ def test_a_damaged_saved_tokenizer_is_one_line_naming_its_key_and_exit_2(tmp_pat
     assert "vocab.txt" in err and not (tmp_path / "metrics.jsonl").exists()
 
 
+@pytest.mark.parametrize("steps", [None, 2])
+def test_a_batch_larger_than_the_corpus_is_one_line_naming_data_batch_size(tmp_path, capsys, steps):
+    config = _tiny_synthetic(tmp_path, steps=steps)
+    config["data"].update(corpus=str(tmp_path / "corpus.txt"), tokenizer="train", batch_size=4000)
+    (tmp_path / "corpus.txt").write_text("\n\n\n".join(f"Document {i} starts. It goes on." for i in range(30)))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", "--config", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bertviz-lab train: error: data.batch_size=4000 asks for more pairs per micro-batch (4000) "
+                          "than the corpus makes in an epoch (") and err.count("\n") == 1, err
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
 # output paths are checked before the first step -------------------------------------------------------------
 NOT_A_FOLDER = "cannot be created: {file} is not a directory"
 FULL = "cannot be written: No space left on device"
