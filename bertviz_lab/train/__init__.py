@@ -27,7 +27,7 @@ from bertviz_lab.train.trainer import NonFiniteLossError, TrainConfig, Trainer, 
 __all__ = [
     "BUILTIN_CORPUS", "BertRunner", "CheckpointError", "CheckpointWriteError", "ConfigError", "FixedBatches",
     "MaskingCollator", "MetricsRecord", "NonFiniteLossError", "PairBatches", "PretrainingExample",
-    "SentencePairDataset", "SyntheticBatch", "TrainConfig", "Trainer", "TrainingInterrupted", "builtin_documents", "create_mlm_batch", "create_nsp_pair_batch",
-    "generate_synthetic_bert_batches", "load_documents", "split_documents", "split_sentences",
-    "synthetic_to_training_batch",
+    "SentencePairDataset", "SyntheticBatch", "TrainConfig", "Trainer", "TrainingInterrupted", "builtin_documents",
+    "create_mlm_batch", "create_nsp_pair_batch", "generate_synthetic_bert_batches", "load_documents",
+    "split_documents", "split_sentences", "synthetic_to_training_batch",
 ]
