@@ -61,10 +61,10 @@ def ipython_shell():
 def pytest_terminal_summary(terminalreporter, config) -> None:
     """Name the shuffled order's seed at the end, also under -q (whose header leaves it out), so a failing order can
     be run again with --random-order-seed."""
-    try:
-        from random_order.config import Config as RandomOrder
-    except ImportError:  # pytest-random-order (the test extra) is not installed: the order is the files'
+    if not hasattr(config.option, "random_order_enabled"):  # pytest-random-order not installed or not loaded
         return
+    from random_order.config import Config as RandomOrder
+
     order = RandomOrder(config)
     if order.is_enabled:
         terminalreporter.write_line(f"random order: --random-order-seed={order.seed} "
