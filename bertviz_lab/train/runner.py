@@ -22,7 +22,7 @@ from bertviz_lab.train import checkpoint as ckpt
 from bertviz_lab.train.data import SentencePairDataset, load_documents, split_documents
 from bertviz_lab.train.distributed import DistributedContext, broadcast_object, init_distributed
 from bertviz_lab.train.paths import file_problem, folder_problem
-from bertviz_lab.train.run_config import ConfigError, RunConfig, clip, load_config
+from bertviz_lab.train.run_config import PRESETS, ConfigError, RunConfig, clip, load_config
 from bertviz_lab.train.synthetic import generate_synthetic_bert_batches, synthetic_to_training_batch
 from bertviz_lab.train.trainer import (
     NonFiniteLossError,
@@ -37,7 +37,6 @@ logger = logging.getLogger("bertviz_lab.train")
 SYNTHETIC_CORPUS = "synthetic"
 RESULT_KEYS = ("train_mlm_loss", "train_nsp_loss", "test_mlm_loss", "test_nsp_loss", "test_nsp_accuracy",
                "test_mlm_accuracy")
-PRESETS = {"tiny": BERTConfig.tiny, "base": BERTConfig.base, "large": BERTConfig.large}
 FIELD_KEYS = {  # TrainConfig field -> the run config key it comes from (error messages name the key)
     "max_steps": "training.steps", "batch_size": "data.batch_size", "mlm_weight": "training.mlm_loss_weight",
     "nsp_weight": "training.nsp_loss_weight", "mlm_probability": "data.mask_probability",
