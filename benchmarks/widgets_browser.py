@@ -5,8 +5,8 @@ weighs. JupyterLab and Debian's Chromium (headless), offline, on this machine.
 
 - repaint: the attention heatmap of MiniLM at 128 and 512 tokens; from choosing another layer in the page to the
   frame showing its new drawing (median of 7); goal at 512 tokens: 0.1 s.
-- `%bert_inspect`: in a warm kernel (after `%load_ext bertviz_lab` finished its warm-up), from running the cell to
-  the heatmap drawn; goal 0.3 s.
+- `%bert_inspect`: in a warm kernel (after `%load_ext bertviz_lab` finished its warm-up) and a warm page (after the
+  page's first panel), from running the cell to the heatmap drawn, median of 7; goal 0.3 s.
 - size: `00_workbench.ipynb` executed by `jupyter nbconvert --execute` (which stores every widget's state);
   goal 1 MB.
 """
@@ -92,13 +92,16 @@ def repaint(page, server) -> None:
         print(f"| {tokens} | {statistics.median(times):.3f} s | {min(times):.3f} s | {max(times):.3f} s |", flush=True)
 
 
+MAGIC_RUNS = 7
+
+
 def magic(page, server) -> None:
     cells = ["%load_ext bertviz_lab\nfrom bertviz_lab.magics import wait_for_warm_up\nwait_for_warm_up()",
              '%bert_inspect --view attention "The cat sat on the mat because it was warm."']
     notebook(server.root / "notebooks" / "magic.ipynb", cells[:1] + ["pass"])
     open_and_run(page, server, "notebooks/magic.ipynb")
     times = []
-    for _ in range(3):
+    for _ in range(1 + MAGIC_RUNS):  # the first run in the page (its first panel) is a warm-up, not timed
         page.evaluate("""(source) => { const nb = window.jupyterapp.shell.currentWidget.content;
                          nb.activeCellIndex = 1; nb.activeCell.model.sharedModel.setSource(source);
                          nb.activeCell.model.outputs.clear(); }""", cells[1])
@@ -106,8 +109,10 @@ def magic(page, server) -> None:
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-cell')")
         page.wait_for_function(f"() => ({DRAWN_HEATMAPS})() >= 1", timeout=60_000, polling="raf")
         times.append(time.perf_counter() - start)
-    print(f"| warm `%bert_inspect --view attention` to a drawn heatmap | {statistics.median(times):.2f} s "
-          f"(runs: {', '.join(f'{t:.2f}' for t in times)}) |", flush=True)
+    first, times = times[0], times[1:]
+    print(f"| warm `%bert_inspect --view attention` to a drawn heatmap (median of {MAGIC_RUNS}) | "
+          f"{statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f}; the page's first: "
+          f"{first:.2f}) |", flush=True)
 
 
 def saved_size() -> None:
