@@ -30,8 +30,10 @@ def open_every_view(panel: AttentionPanel) -> None:
 
 @pytest.fixture
 def warm_looks(pretraining_model, tokenizer) -> None:
-    """One panel built and closed first, so the shared looks exist before a test counts models."""
-    AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT).close()
+    """One panel built, every view shown, and closed first, so the shared looks exist before a test counts models."""
+    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT)
+    open_every_view(panel)
+    panel.close()
 
 
 def test_close_leaves_no_widget_of_the_panel_open_and_drops_its_trace(pretraining_model, tokenizer, warm_looks):

@@ -22,6 +22,7 @@ from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text
 from bertviz_lab.trace.saliency import BASELINES, MAX_STEPS, METHODS, check_choice, check_steps, saliency
 from bertviz_lab.trace.targets import HiddenUnit, TargetChoice, target_choices
 from bertviz_lab.widgets.figures.text import escape
+from bertviz_lab.widgets.panels.controls import labelled, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.panel import Panel, notice_html
 from bertviz_lab.widgets.panels.running import evaluating, model_lock
@@ -47,10 +48,6 @@ def _custom_choice(target: Any) -> TargetChoice:
     else:
         what = repr(target)
     return TargetChoice("custom", f"custom: {what}", what, target)
-
-
-def _labelled(text: str, control: widgets.Widget) -> widgets.HBox:
-    return widgets.HBox([widgets.Label(text), control], layout=widgets.Layout(align_items="center", width="auto"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,27 +98,25 @@ class SaliencyPanel(Panel):
         self.encoded: EncodedText | None = None
         self.truncation: Truncation | None = None
         self.text, self.text_b = "", None
-        self.target_choice = widgets.Dropdown(options=[], layout=widgets.Layout(width="auto", max_width="420px"))
-        self.unit = widgets.BoundedIntText(value=0, min=0, max=max(0, self._hidden_size() - 1),
-                                           layout=widgets.Layout(width="80px"))
-        self.unit_box = _labelled("unit", self.unit)
-        self.method = widgets.ToggleButtons(
-            options=[("gradient × input", "gradient_x_input"), ("integrated gradients", "integrated_gradients")],
-            value=method, style={"button_width": "auto"},
-            tooltips=["gradient times input: one backward pass", "integrated gradients from the baseline to the text"])
-        self.baseline = widgets.ToggleButtons(
-            options=[("[PAD]", "pad"), ("[MASK]", "mask")], value=baseline, style={"button_width": "auto"},
-            tooltips=["every word replaced by [PAD]", "every word replaced by [MASK]"])
-        self.steps = widgets.BoundedIntText(value=steps, min=1, max=MAX_STEPS, layout=widgets.Layout(width="80px"))
+        self.target_choice = lean(widgets.Dropdown, options=[], layout={"width": "auto", "max_width": "420px"})
+        self.unit = lean(widgets.BoundedIntText, value=0, min=0, max=max(0, self._hidden_size() - 1),
+                         layout={"width": "80px"})
+        # shown only for targets that take a unit, so its box keeps a layout of its own
+        self.unit_box = widgets.HBox([lean(widgets.Label, "unit"), self.unit],
+                                     layout=widgets.Layout(align_items="center", width="auto"))
+        self.method = toggle_buttons(
+            [("gradient × input", "gradient_x_input"), ("integrated gradients", "integrated_gradients")], method,
+            ["gradient times input: one backward pass", "integrated gradients from the baseline to the text"])
+        self.baseline = toggle_buttons([("[PAD]", "pad"), ("[MASK]", "mask")], baseline,
+                                       ["every word replaced by [PAD]", "every word replaced by [MASK]"])
+        self.steps = lean(widgets.BoundedIntText, value=steps, min=1, max=MAX_STEPS, layout={"width": "80px"})
         self.export_bar = ExportBar(self, "saliency")
-        self.toolbar = widgets.HBox(
-            [_labelled("target", self.target_choice), self.unit_box, _labelled("method", self.method),
-             _labelled("baseline", self.baseline), _labelled("steps", self.steps), self.export_bar],
-            layout=widgets.Layout(flex_flow="row wrap", align_items="center", grid_gap="4px 16px"))
+        self.toolbar = toolbar(labelled("target", self.target_choice), self.unit_box, labelled("method", self.method),
+                               labelled("baseline", self.baseline), labelled("steps", self.steps), self.export_bar)
         self.toolbar.add_class("bvl-saliency-toolbar")
-        self.truncation_notice = widgets.HTML()
-        self.message = widgets.HTML()
-        self.view = SaliencyView()
+        self.truncation_notice = lean(widgets.HTML)
+        self.message = lean(widgets.HTML)
+        self.view = lean(SaliencyView)
         super().__init__([self.toolbar, self.truncation_notice, self.message, self.view])
         if text is None:
             text = DEFAULT_MASKED_TEXT if self._predicts_masks() else DEFAULT_TEXT
