@@ -30,13 +30,19 @@ class AblationSource:
     row: int = 0
 
 
+def check_ablation_mode(mode: str) -> str:
+    """`mode`, if heads can be switched off that way."""
+    if mode not in ABLATION_MODES:
+        raise ValueError(f"ablation mode must be one of {ABLATION_MODES}, got {mode!r}.")
+    return mode
+
+
 class AblationBar(widgets.VBox):
     """Controls and summary of head ablation; `ablation` holds the current result (None: every head on)."""
 
     def __init__(self, view: ModelView, source: Callable[[], AblationSource | None],
                  on_change: Callable[[], None], mode: str = "zero") -> None:
-        if mode not in ABLATION_MODES:
-            raise ValueError(f"ablation mode must be one of {ABLATION_MODES}, got {mode!r}.")
+        check_ablation_mode(mode)
         self.view, self._source, self._on_change = view, source, on_change
         self.ablation: Ablation | None = None
         self.click = toggle_buttons([("open it", "open"), ("switch it off", "ablate")], "open", [

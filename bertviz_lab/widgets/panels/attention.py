@@ -14,7 +14,7 @@ from bertviz_lab.model.encoding import Truncation
 from bertviz_lab.trace.hooks import Trace
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.text import escape
-from bertviz_lab.widgets.panels.ablation_bar import AblationBar, AblationSource
+from bertviz_lab.widgets.panels.ablation_bar import AblationBar, AblationSource, check_ablation_mode
 from bertviz_lab.widgets.panels.controls import LABEL_STYLE, labelled, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.layer_qk import LayerQK, recorded_inputs
@@ -28,6 +28,8 @@ from bertviz_lab.widgets.views.model_view import ModelView
 from bertviz_lab.widgets.views.neuron import NeuronView
 
 VIEWS = ("heatmap", "head view", "model view", "neuron view", "saliency")
+VIEW_WIDGETS = {"heatmap": "heatmap", "head view": "head_view", "model view": "model_view",
+                "neuron view": "neuron_view"}  # a view's name -> the panel's attribute holding its widget
 SCALE_OPTIONS = (("linear", "linear"), ("per row", "row"), ("log", "log"))
 SCALE_TITLES = {"linear": "linear scale", "row": "each row scaled to its max", "log": "log scale"}
 SALIENCY_NEEDS = "the saliency view needs the model and the text: build the panel with model=, tokenizer= and text="
@@ -42,22 +44,22 @@ def trace_text(model: torch.nn.Module, tokenizer: Any, text: str,
 
 
 class HeadsShown:
-    """`panel.heads_shown.value = (0, 7)`: the heads the head view shows; its chips set the same `heads`."""
+    """`panel.heads_shown.value = (0, 7)`: the heads the head view shows; its chips set the same heads."""
 
-    def __init__(self, view: HeadView) -> None:
-        self._view = view
+    def __init__(self, panel: "AttentionPanel") -> None:
+        self._panel = panel
 
     @property
     def value(self) -> tuple[int, ...]:
-        return tuple(self._view.heads)
+        return tuple(self._panel._heads)
 
     @value.setter
     def value(self, heads: Any) -> None:
-        self._view.heads = sorted({int(h) for h in heads})
+        self._panel._show_heads(sorted({int(h) for h in heads}))
 
     @property
     def options(self) -> tuple[int, ...]:
-        return tuple(range(self._view.num_heads))
+        return tuple(range(self._panel._num_heads))
 
 
 class AttentionPanel(Panel):
@@ -109,17 +111,16 @@ class AttentionPanel(Panel):
                                  indent=False, layout={"width": "auto"})
         self._shown_special = special if special != "hide" else "clip"
         self.message = lean(widgets.HTML)
-        self.heatmap, self.head_view, self.model_view, self.neuron_view = (
-            lean(kind) for kind in (HeatmapView, HeadView, ModelView, NeuronView))
-        self.heads_shown = HeadsShown(self.head_view)
+        self.heatmap = lean(HeatmapView)
+        # The head, model and neuron views (and the model view's ablation row) are made when first shown, so a
+        # panel opened on the heatmap sends the page none of their models; the state they share lives here.
+        self._made: dict[str, widgets.Widget] = {}
+        self._ablation_mode = check_ablation_mode(ablation_mode)
+        self._heads: list[int] = []  # the heads the head view shows (its chips choose them too)
+        self._num_heads = 0
+        self.heads_shown = HeadsShown(self)
         self._model_view_key: tuple | None = None
         self._plain_output: Any = None
-        self.model_view.observe(self._open_thumbnail, names="selected")
-        self.head_view.observe(lambda _: self._head_view_changed(), names="heads")
-        self.head_view.on_open(self._open_neuron_view)
-        self.neuron_view.on_query(self._query_clicked)
-        self.ablation_bar = AblationBar(self.model_view, self._ablation_source, self._ablation_changed,
-                                        mode=ablation_mode)
         self.export_bar = ExportBar(self, "attention")
         self.labelled = {control: labelled(text, control) for control, text in (
             (self.view, "view"), (self.aggregation, "show"), (self.direction, "pair"), (self.scale, "colour scale"),
@@ -133,10 +134,8 @@ class AttentionPanel(Panel):
             "neuron view": toolbar(self.layer, self.head, self.query, self.hide_special),
         }
         self.toolbar = toolbar(gap="4px 24px")
-        # Every view stays mounted and is shown or hidden, so switching back draws nothing anew.
-        self.view_widgets = dict(zip(VIEWS, (self.heatmap, self.head_view, self.model_view, self.neuron_view)))
-        self.slots = {name: widgets.VBox([self.ablation_bar, view_widget] if name == "model view" else [view_widget])
-                      for name, view_widget in self.view_widgets.items()}
+        # Every view, once made, stays mounted and is shown or hidden, so switching back draws nothing anew.
+        self.slots = {"heatmap": widgets.VBox([self.heatmap])}
         self.saliency: SaliencyPanel | None = None  # made when the saliency view is first shown
         self._saliency_stale = False
         self.saliency_note = lean(widgets.HTML)
@@ -154,8 +153,68 @@ class AttentionPanel(Panel):
     def release(self) -> None:
         """A closed panel lets go of its trace (77 MB at 512 tokens for MiniLM), run and ablation."""
         self.trace = self.attentions = self.run = self.layer_qk = self._plain_output = None
-        if hasattr(self, "ablation_bar"):  # not where __init__ failed before making it
-            self.ablation_bar.ablation = None
+        bar = self.__dict__.get("_ablation_bar")  # made with the model view, if it was ever shown
+        if bar is not None:
+            bar.ablation = None
+
+    # the views made on first use ---------------------------------------------------------------------------
+    @property
+    def head_view(self) -> HeadView:
+        """The head view (made on first use)."""
+        return self._view("head view")
+
+    @property
+    def model_view(self) -> ModelView:
+        """The model view, whose thumbnails open or switch off heads (made on first use, with its ablation row)."""
+        return self._view("model view")
+
+    @property
+    def neuron_view(self) -> NeuronView:
+        """The neuron view (made on first use)."""
+        return self._view("neuron view")
+
+    @property
+    def ablation_bar(self) -> AblationBar:
+        """The model view's ablation row: how heads are switched off, and what that did."""
+        self._view("model view")
+        return self._ablation_bar
+
+    def _view(self, name: str) -> widgets.Widget:
+        made = self._made.get(name)
+        return made if made is not None else self._make(name)
+
+    def _make(self, name: str) -> widgets.Widget:
+        """Make a view, wire it to the panel, and mount it (hidden) on the stage."""
+        if name == "head view":
+            view = lean(HeadView, num_heads=self._num_heads, heads=list(self._heads))
+            view.observe(self._heads_clicked, names="heads")
+            view.on_open(self._open_neuron_view)
+            parts = [view]
+        elif name == "model view":
+            view = lean(ModelView)
+            view.observe(self._open_thumbnail, names="selected")
+            self._ablation_bar = AblationBar(view, self._ablation_source, self._ablation_changed,
+                                             mode=self._ablation_mode)
+            parts = [self._ablation_bar, view]
+        else:
+            view = lean(NeuronView)
+            view.on_query(self._query_clicked)
+            parts = [view]
+        self._made[name] = view
+        self.slots[name] = widgets.VBox(parts, layout=widgets.Layout(display="none"))
+        self.stage.children = (*self.stage.children, self.slots[name])
+        return view
+
+    def _show_heads(self, heads: list[int]) -> None:
+        """The heads the head view shows (its chips and the head dropdown both set them)."""
+        self._heads = list(heads)
+        view = self._made.get("head view")
+        if view is not None:
+            view.heads = list(heads)
+
+    def _heads_clicked(self, change: dict) -> None:
+        self._heads = list(change["new"])
+        self._head_view_changed()
 
     # data ------------------------------------------------------------------------------------------------
     def set_trace(self, trace: Trace, layer: int | None = None, head: int | None = None,
@@ -192,15 +251,20 @@ class AttentionPanel(Panel):
             self.query.options = [(f"{i} · {tokens[i]}", i) for i in np.flatnonzero(self.info.real).tolist()]
             self.query.value = query
             # the heads the chips chose stay on for a new text of the same model; else the selected head alone
-            same_model = self.head_view.num_heads == num_heads
-            self.head_view.num_heads = num_heads
-            self.head_view.heads = list(self.head_view.heads) if same_model and self.head_view.heads else [head]
+            same_model = self._num_heads == num_heads
+            self._num_heads = num_heads
+            if "head view" in self._made:
+                self._made["head view"].num_heads = num_heads
+            self._show_heads(list(self._heads) if same_model and self._heads else [head])
             self.direction.disabled = not self.info.has_pair
             if not self.info.has_pair:
                 self.direction.value = "all"
-            if not same_heads:
+            if not same_heads and "model view" in self._made:
                 self.model_view.ablated = []  # another model: its heads are not these
-        self.ablation_bar.recompute()  # heads switched off stay off for the new input; it redraws
+        if "model view" in self._made:
+            self.ablation_bar.recompute()  # heads switched off stay off for the new input; it redraws
+        else:
+            self._ablation_changed()
 
     def _query_after(self, query: int | None, tokens: list[str]) -> int:
         """The query token to show: the one asked for, else the one shown before if it is still there, else the
@@ -253,7 +317,7 @@ class AttentionPanel(Panel):
     def _head_chosen(self, change: dict) -> None:
         """A head picked in the dropdown is also the one the head view shows."""
         if not self._suspended:
-            self.head_view.heads = [change["new"]]
+            self._show_heads([change["new"]])
         self.redraw()
 
     def _hide_special_toggled(self, change: dict) -> None:
@@ -273,7 +337,7 @@ class AttentionPanel(Panel):
         layer, head = change["new"]
         with self._quietly():
             self.layer.value, self.head.value, self.aggregation.value = layer, head, "head"
-            self.head_view.heads = [head]
+            self._show_heads([head])
         self._switch_to("heatmap")
 
     def _open_neuron_view(self, query_index: int, head: int) -> None:
@@ -283,7 +347,7 @@ class AttentionPanel(Panel):
         if not 0 <= query_index < len(queries):
             return
         if head < 0:
-            head = min(self.head_view.heads) if self.head_view.heads else self.head.value
+            head = min(self._heads) if self._heads else self.head.value
         with self._quietly():
             self.head.value = head
             self.query.value = int(queries[query_index])
@@ -372,7 +436,7 @@ class AttentionPanel(Panel):
         SaliencyPanel: its note while there is none)."""
         if self.view.value == "saliency":
             return self.saliency if self.saliency is not None else self.saliency_note
-        return self.view_widgets[self.view.value]
+        return getattr(self, VIEW_WIDGETS[self.view.value])
 
     def to_svg(self) -> str:
         """The view on screen as a standalone SVG document."""
