@@ -16,34 +16,37 @@ _RUNNING: dict[tuple[str, str], list[Any]] = {}  # (cell id, run id) -> the pane
 _HOOKED: list[Any] = []  # the IPython shell whose post_run_cell event calls run_finished
 
 
-def _current_run() -> tuple[str, str] | None:
-    """(cell id, execute request id) of the code running now, or None outside a notebook cell."""
+def _shell() -> Any:
     try:
         from IPython import get_ipython
     except ImportError:
         return None
-    shell = get_ipython()
+    return get_ipython()
+
+
+def _current_run(shell: Any) -> tuple[str, str] | None:
+    """(cell id, execute request id) of the code `shell` runs now, or None outside a notebook cell."""
     parent = getattr(shell, "parent_header", None) or {}
     cell = (parent.get("metadata") or {}).get("cellId")
     run = (parent.get("header") or {}).get("msg_id")
-    if not (cell and run):
-        return None
-    if shell not in _HOOKED:
-        shell.events.register("post_run_cell", run_finished)
-        _HOOKED.append(shell)
-    return str(cell), str(run)
+    return (str(cell), str(run)) if cell and run else None
 
 
 def shown(panel: Any) -> None:
-    """Note that the cell running now shows `panel`."""
-    current = _current_run()
-    if current is not None:
-        _RUNNING.setdefault(current, []).append(panel)
+    """Note that the cell running now shows `panel` (and have the shell tell us when its runs end)."""
+    shell = _shell()
+    current = _current_run(shell)
+    if current is None:
+        return
+    if shell not in _HOOKED:
+        shell.events.register("post_run_cell", run_finished)
+        _HOOKED.append(shell)
+    _RUNNING.setdefault(current, []).append(panel)
 
 
 def run_finished(*_: Any) -> None:
     """A cell's run ended: close what its previous run showed and nothing shows any more."""
-    current = _current_run()
+    current = _current_run(_shell())
     if current is None:
         return
     cell = current[0]
