@@ -7,6 +7,9 @@ Sans Bold and Sans Mono), never the system's, so a PNG looks the same on every m
 A scale is a finite number from MIN_SCALE to MAX_SCALE, and a PNG has at most MAX_PIXELS pixels (checked before
 anything is drawn): a huge scale used to take the whole Python process down inside the rasteriser.
 
+A caption line (figures/caption.py: the model and the text a figure shows) goes into the drawing itself, under the
+figure, so the SVG and the PNG of one export say the same.
+
 An export is in an explicit theme: the view's stylesheet, its theme variables resolved to light or dark colours
 (theme.py), goes into the file as a <style> element.
 """
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bertviz_lab.model.files import shown
+from bertviz_lab.widgets.figures.caption import with_caption
 from bertviz_lab.widgets.figures.theme import background, check_theme, resolve, with_style
 
 FORMATS = ("svg", "png")
@@ -93,14 +97,18 @@ def themed(svg: str, css: str, theme: str) -> str:
     return with_style(svg, resolve(css, theme))
 
 
-def save_figure(svg: str, path: str | Path, scale: float = 1, theme: str = "light", css: str = "") -> Path:
-    """Write an SVG document to `path` as SVG or PNG, chosen by its suffix, in `theme` (light or dark)."""
+def save_figure(svg: str, path: str | Path, scale: float = 1, theme: str = "light", css: str = "",
+                caption: str = "") -> Path:
+    """Write an SVG document to `path` as SVG or PNG, chosen by its suffix, in `theme` (light or dark), `scale`
+    times its size, with `caption` as a line under the figure ("" for none)."""
     check_scale(scale)
     path = Path(path)
     kind = path.suffix.lower().lstrip(".")
     if kind not in FORMATS:
         raise ValueError(f"cannot save a figure as {path.name!r}: the file name must end in .svg or .png")
-    svg = themed(svg, css, check_theme(theme))
+    if not isinstance(caption, str):
+        raise TypeError(f"caption must be a string, got {type(caption).__name__} {shown(caption)}.")
+    svg = themed(with_caption(svg, caption), css, check_theme(theme))
     path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "svg":
         path.write_text(scaled_svg(svg, scale), encoding="utf-8")

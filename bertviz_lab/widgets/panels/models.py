@@ -15,8 +15,10 @@ _lock = threading.Lock()
 @functools.lru_cache(maxsize=2)  # a bert-base is ~440 MB: keep the last two names, not every one ever opened
 def _load_once(name: str, hub_cache: str | None) -> tuple[torch.nn.Module, Any]:
     from bertviz_lab.model.auto import load
+    from bertviz_lab.widgets.panels.model_label import remember_name
 
-    return load(name, cache_dir=hub_cache)
+    model, tokenizer = load(name, cache_dir=hub_cache)
+    return remember_name(model, name), tokenizer
 
 
 def named_model_and_tokenizer(name: str) -> tuple[torch.nn.Module, Any]:
@@ -36,8 +38,10 @@ _default_lock = threading.Lock()  # %load_ext may be loading it in the backgroun
 @functools.lru_cache(maxsize=1)
 def _load_default_once() -> tuple[torch.nn.Module, Any]:
     from bertviz_lab.model.auto import load_default
+    from bertviz_lab.widgets.panels.model_label import DEFAULT_MODEL_NAME, remember_name
 
-    return load_default()
+    model, tokenizer = load_default()
+    return remember_name(model, DEFAULT_MODEL_NAME), tokenizer
 
 
 def default_model_and_tokenizer() -> tuple[torch.nn.Module, Any]:

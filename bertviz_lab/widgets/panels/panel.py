@@ -8,10 +8,12 @@ from typing import Any, Callable, Iterable, Sequence
 import ipywidgets as widgets
 
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text, max_positions  # noqa: F401 (re-exported)
+from bertviz_lab.widgets.figures.caption import caption_line
 from bertviz_lab.widgets.figures.export import save_figure
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels import shown_panels
 from bertviz_lab.widgets.panels.controls import close_tree, forget_widgets
+from bertviz_lab.widgets.panels.model_label import model_name
 from bertviz_lab.widgets.views.front_end import all_css
 
 
@@ -96,10 +98,28 @@ class Panel(widgets.VBox):
     def release(self) -> None:
         """Drop what the panel holds to draw (a trace, a run); called once it is closed."""
 
-    def save(self, path: str | Path, scale: float = 1, theme: str = "light") -> Path:
+    def caption_parts(self) -> tuple[str, str | None, str | None]:
+        """(model name, text, sentence B) the figure shows, for an export's caption: read from the panel's `model`,
+        `text` and `text_b` where it has them ("" / None where not)."""
+        model = getattr(self, "model", None)
+        text, text_b = getattr(self, "text", None), getattr(self, "text_b", None)
+        return (model_name(model) if model is not None else "", text if isinstance(text, str) else None,
+                text_b if isinstance(text_b, str) else None)
+
+    def caption(self, caption: bool | str = True) -> str:
+        """The caption line an export carries: built from caption_parts() for True, `caption` itself for a string,
+        "" for False."""
+        if isinstance(caption, str):
+            return caption
+        if not isinstance(caption, bool):
+            raise TypeError(f"caption must be True, False or a string, got {type(caption).__name__} {caption!r}.")
+        return caption_line(*self.caption_parts()) if caption else ""
+
+    def save(self, path: str | Path, scale: float = 1, theme: str = "light", caption: bool | str = False) -> Path:
         """Write the figure on screen to `path`: SVG or PNG by its suffix, `scale` times the size on screen, in the
-        light or dark theme."""
-        return save_figure(self.to_svg(), path, scale, theme, all_css())
+        light or dark theme; `caption` adds a line under the figure naming the model and the text (True) or saying
+        what it is given (a string)."""
+        return save_figure(self.to_svg(), path, scale, theme, all_css(), self.caption(caption))
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs)
