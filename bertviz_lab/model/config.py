@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any, Callable
 
 import torch
 
+from bertviz_lab.model.fields import MAX_INT, Field, check_fields, setting
 from bertviz_lab.model.files import as_path, json_kind, named, present, read_json, shown
 
 TANH_GELU_NAMES = ("gelu_new", "gelu_pytorch_tanh")  # Hugging Face's names for GELU's tanh approximation
@@ -34,13 +34,16 @@ _HF_IGNORED = {
 }
 
 
-_POSITIVE_INTS = ("vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size",
-                  "max_position_embeddings", "type_vocab_size", "num_labels")
-_PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
-_POSITIVE_FLOATS = ("initializer_range", "layer_norm_eps")
-_FLAGS = ("tie_word_embedding", "use_cache", "is_decoder", "add_cross_attention", "add_pooling_layer")
-_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id")
-_MAX_INT = 2**63 - 1  # the largest size or id a tensor can hold (int64)
+COUNT = Field(int, ge=1, le=MAX_INT)  # a size: at least 1, at most what a tensor can hold
+TOKEN_ID = Field(int, nullable=True, ge=0, le=MAX_INT)
+PROBABILITY = Field(float, ge=0.0, lt=1.0)
+POSITIVE = Field(float, gt=0.0)
+FLAG = Field(bool)
+
+
+def _field(default: Any, check: Field) -> Any:
+    """A BERTConfig field: its default and its check, in one place."""
+    return setting(dataclasses.replace(check, default=default))
 
 
 def _read_id2label(value: Any) -> Any:
@@ -63,30 +66,30 @@ def _described(value: Any) -> str:
 class BERTConfig:
     """Hyper-parameters of a BERT model; defaults are bert-base-uncased."""
 
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_attention_heads: int = 12
-    num_hidden_layers: int = 12
-    intermediate_size: int = 3072
+    vocab_size: int = _field(30522, COUNT)
+    hidden_size: int = _field(768, COUNT)
+    num_attention_heads: int = _field(12, COUNT)
+    num_hidden_layers: int = _field(12, COUNT)
+    intermediate_size: int = _field(3072, COUNT)
     hidden_act: str | Callable[[torch.Tensor], torch.Tensor] = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    tie_word_embedding: bool = True
-    type_vocab_size: int = 2
-    initializer_range: float = 0.02
-    layer_norm_eps: float = 1e-12
-    use_cache: bool = True
-    is_decoder: bool = False
-    add_cross_attention: bool = False
-    chunk_size_feed_forward: int = 0
-    pad_token_id: int | None = 0
-    bos_token_id: int | None = None
-    eos_token_id: int | None = None
-    classifier_dropout: float | None = None
-    add_pooling_layer: bool = True
-    position_embedding_type: str = "absolute"
-    num_labels: int = 2
+    hidden_dropout_prob: float = _field(0.1, PROBABILITY)
+    attention_probs_dropout_prob: float = _field(0.1, PROBABILITY)
+    max_position_embeddings: int = _field(512, COUNT)
+    tie_word_embedding: bool = _field(True, FLAG)
+    type_vocab_size: int = _field(2, COUNT)
+    initializer_range: float = _field(0.02, POSITIVE)
+    layer_norm_eps: float = _field(1e-12, POSITIVE)
+    use_cache: bool = _field(True, FLAG)
+    is_decoder: bool = _field(False, FLAG)
+    add_cross_attention: bool = _field(False, FLAG)
+    chunk_size_feed_forward: int = _field(0, dataclasses.replace(COUNT, ge=0))
+    pad_token_id: int | None = _field(0, TOKEN_ID)
+    bos_token_id: int | None = _field(None, TOKEN_ID)
+    eos_token_id: int | None = _field(None, TOKEN_ID)
+    classifier_dropout: float | None = _field(None, dataclasses.replace(PROBABILITY, nullable=True))
+    add_pooling_layer: bool = _field(True, FLAG)
+    position_embedding_type: str = _field("absolute", Field(str, choices=POSITION_EMBEDDING_TYPES))
+    num_labels: int = _field(2, COUNT)
     id2label: dict[int, str] | None = None  # names of the classifier's outputs; None: LABEL_0, LABEL_1, ...
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -95,26 +98,12 @@ class BERTConfig:
 
     def validate(self) -> None:
         """Raise a TypeError (wrong type) or ValueError (wrong value) naming the first field that cannot work."""
-        for name in _POSITIVE_INTS:
-            self._check_int(name, minimum=1)
-        self._check_int("chunk_size_feed_forward", minimum=0)
+        check_fields(self, "BERTConfig")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"BERTConfig.hidden_size ({self.hidden_size}) must be divisible by "
                 f"num_attention_heads ({self.num_attention_heads})."
             )
-        for name in _PROBABILITIES:
-            self._check_float(name, "a float in [0, 1)", lambda value: 0.0 <= value < 1.0)
-        if self.classifier_dropout is not None:
-            self._check_float("classifier_dropout", "None or a float in [0, 1)", lambda value: 0.0 <= value < 1.0)
-        for name in _POSITIVE_FLOATS:
-            self._check_float(name, "a positive finite float", lambda value: 0.0 < value < math.inf)
-        for name in _FLAGS:
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"BERTConfig.{name} must be True or False, got {_described(getattr(self, name))}.")
-        for name in _TOKEN_IDS:
-            self._check_int(name, minimum=0, optional=True)
-        self._check_choice("position_embedding_type", POSITION_EMBEDDING_TYPES)
         if self.add_cross_attention and not self.is_decoder:
             raise ValueError("BERTConfig.add_cross_attention=True needs is_decoder=True: "
                              "cross-attention only exists in a decoder.")
@@ -141,26 +130,6 @@ class BERTConfig:
     def label_names(self) -> list[str]:
         """The name of each classifier output, from id2label (Hugging Face's LABEL_i where none is given)."""
         return [(self.id2label or {}).get(i, f"LABEL_{i}") for i in range(self.num_labels)]
-
-    def _check_int(self, name: str, minimum: int, optional: bool = False) -> None:
-        value = getattr(self, name)
-        if optional and value is None:
-            return
-        expected = ("None or " if optional else "") + ("a positive int" if minimum == 1 else "a non-negative int")
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"BERTConfig.{name} must be {expected}, got {_described(value)}.")
-        if value < minimum:
-            raise ValueError(f"BERTConfig.{name} must be {expected}, got {shown(value)}.")
-        if value > _MAX_INT:
-            raise ValueError(f"BERTConfig.{name} must be {expected} of at most 2**63 - 1 (what a tensor can hold), "
-                             f"got {shown(value)}.")
-
-    def _check_float(self, name: str, expected: str, in_range: Callable[[float], bool]) -> None:
-        value = getattr(self, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"BERTConfig.{name} must be {expected}, got {_described(value)}.")
-        if not in_range(value):
-            raise ValueError(f"BERTConfig.{name} must be {expected}, got {shown(value)}.")
 
     def _check_choice(self, name: str, choices: tuple[str, ...], expected: str = "one of") -> None:
         value = getattr(self, name)
