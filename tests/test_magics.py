@@ -159,7 +159,7 @@ def test_cell_form_takes_the_body_as_text(shell):
     assert isinstance(preview, MaskingPreview)
     expected = shell.user_ns["tok"].encode_pretraining_inputs("The cat sat on the mat\nand purred.")
     assert preview.inputs["input_ids"].tolist() == expected["input_ids"].tolist()
-    assert preview.predictions  # BERTForPreTraining has an MLM head
+    assert preview.predictions()  # BERTForPreTraining has an MLM head
     panel = run(shell, "%%bert_inspect --view attention --pair 'Second.'\nFirst sentence.\n")
     assert panel.trace.tokens[0] == ["[CLS]", "first", "sentence", ".", "[SEP]", "second", ".", "[SEP]"]
     assert "empty" in usage_error(shell, "m tok --view masking", "   \n")

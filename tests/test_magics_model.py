@@ -73,7 +73,7 @@ def test_model_option_opens_the_named_checkpoint(shell, cache, monkeypatch):
     offline_cache(monkeypatch, cache)
     bench = shell.run_line_magic("bert_inspect", '--model org/tiny-mlm "The cat sat on the [MASK]."')
     assert isinstance(bench, Workbench) and type(bench.model) is BERTForMaskedLM
-    assert bench.masking.predictions  # a real MLM head from the checkpoint
+    assert bench.masking.predictions()  # a real MLM head from the checkpoint
     panel = shell.run_line_magic("bert_inspect", '--view attention --layer 1 --model org/tiny-mlm "A dog."')
     assert isinstance(panel, AttentionPanel) and panel.model is bench.model and panel.layer.value == 1
 

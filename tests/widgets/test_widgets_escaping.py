@@ -69,7 +69,7 @@ def test_attention_panel_from_a_trace_with_attached_tokens(pretraining_model):
 def test_masking_preview(xss_model, xss_tokenizer, p, mask, random):
     preview = MaskingPreview(xss_tokenizer, TEXT, model=xss_model, text_b=TEXT_B, mlm_probability=p,
                              mask_replace_prob=mask, random_replace_prob=random, seed=4)
-    assert preview.predictions and all(top[0][0] == XSS for _, top in preview.predictions)
+    assert preview.predictions() and all(top[0][0] == XSS for _, top in preview.predictions())
     shown = [markup for markup in html_values(preview) if markup]  # the toolbar's empty status lines aside
     for markup in shown + [preview.static_html(), preview._repr_mimebundle_()["text/html"]]:
         assert_safe_html(markup)  # at least in the predictions table; also in the chips and labels when kept

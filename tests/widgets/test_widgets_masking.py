@@ -129,34 +129,34 @@ def test_top5_predictions_are_the_models_softmax_on_the_masked_ids(request, toke
     model = request.getfixturevalue(model_fixture)
     preview = MaskingPreview(tokenizer, TEXT, model=model, text_b=TEXT_B, mlm_probability=0.3, seed=2)
     selected = preview.plan.selected[0].nonzero().squeeze(1).tolist()
-    assert [position for position, _ in preview.predictions] == selected and len(selected) > 3
+    assert [position for position, _ in preview.predictions()] == selected and len(selected) > 3
     with torch.inference_mode():
         out = model(input_ids=preview.masked_ids, attention_mask=preview.inputs["attention_mask"],
                     token_type_ids=preview.inputs["token_type_ids"])
     logits = out[0] if isinstance(out, tuple) else out
-    for position, top in preview.predictions:
+    for position, top in preview.predictions():
         probs, ids = torch.softmax(logits[0, position].float(), dim=-1).topk(5)
         assert [token for token, _ in top] == tokenizer.convert_ids_to_tokens(ids.tolist())
         assert [p for _, p in top] == pytest.approx(probs.tolist(), abs=1e-6)
     html = preview.view.svg
     assert "top-5 predictions" in html
-    first_position, first_top = preview.predictions[0]
+    first_position, first_top = preview.predictions()[0]
     assert f"{first_top[0][0]} {format_probability(first_top[0][1])}" in html
 
 
 def test_no_predictions_without_an_mlm_head(tokenizer, backbone):
     preview = MaskingPreview(tokenizer, TEXT, model=backbone, mlm_probability=0.5)
-    assert preview.counts["selected"] > 0 and preview.predictions == []
+    assert preview.counts["selected"] > 0 and preview.predictions() == []
     assert "top-5 predictions" not in preview.view.svg
     assert "No predictions: BERT has no masked-LM head" in preview.view.svg  # says why, not just nothing
     without_model = MaskingPreview(tokenizer, TEXT)
-    assert without_model.predictions == [] and "predictions" not in without_model.view.svg
+    assert without_model.predictions() == [] and "predictions" not in without_model.view.svg
     # a causal LM's head scores the next token, not the masked one: no "MLM" predictions either
     torch.manual_seed(0)
     causal = BERTForCausalLM(tiny_config(tokenizer.vocab_size, is_decoder=True))
-    assert MaskingPreview(tokenizer, TEXT, model=causal, mlm_probability=0.5).predictions == []
+    assert MaskingPreview(tokenizer, TEXT, model=causal, mlm_probability=0.5).predictions() == []
     nsp = BERTForNextSentencePrediction(tiny_config(tokenizer.vocab_size))
-    assert MaskingPreview(tokenizer, TEXT, model=nsp, text_b=TEXT_B, mlm_probability=0.5).predictions == []
+    assert MaskingPreview(tokenizer, TEXT, model=nsp, text_b=TEXT_B, mlm_probability=0.5).predictions() == []
 
 
 def test_static_fallback_in_the_mimebundle(tokenizer):
@@ -183,7 +183,7 @@ def test_a_long_text_is_cut_to_the_models_positions_with_a_notice(tokenizer, pre
     assert (truncation.kept, truncation.total, truncation.kept_a, truncation.total_a) == (limit, 302, limit - 2, 300)
     assert truncation.notice == f"kept {limit} of 302 tokens (the model reads at most {limit})"
     assert "bvl-truncation-notice" in preview.view.svg and truncation.notice in preview.view.svg
-    assert preview.predictions  # the cut text runs through the model
+    assert preview.predictions()  # the cut text runs through the model
     # a pair: the longer sentence is cut first, as Hugging Face's longest_first
     pair = MaskingPreview(tokenizer, long_text(200), model=pretraining_model, text_b=long_text(40))
     cut = pair.truncation
@@ -220,37 +220,45 @@ def tiny_trainer_for(tokenizer, steps: int = 4) -> Trainer:
     return Trainer(model, batches, None, config, tokenizer=tokenizer)
 
 
-def test_without_an_mlm_head_it_offers_the_training_tabs_model(tokenizer, backbone, xss_tokenizer):
+def test_without_an_mlm_head_the_training_tabs_model_can_be_chosen_and_left(tokenizer, backbone, xss_tokenizer):
     preview = MaskingPreview(tokenizer, TEXT, model=backbone, text_b=TEXT_B, mlm_probability=0.5)
-    assert preview.predictions == [] and "No predictions: BERT has no masked-LM head" in preview.view.svg
-    assert preview.offer.layout.display == "none"  # nothing to offer until a source is wired
+    assert preview.predictions() == [] and "No predictions: BERT has no masked-LM head" in preview.view.svg
+    assert [value for _, value in preview.model_choice.options] == ["current", "name"]  # no Training tab wired
     trainer = tiny_trainer_for(xss_tokenizer)
-    asked = []
+    asked: list[int] = []
     preview.offer_model_from(lambda: asked.append(1) or trainer)
-    assert preview.offer.layout.display is None and asked == []  # built only when the button is clicked
-    assert preview.take_button.description == "use the model from the Training tab"
+    assert [value for _, value in preview.model_choice.options] == ["current", "training", "name"]
+    assert asked == [] and preview.model_choice.value == "current"  # built only when it is chosen
     preview.set_text(f"the {XSS} cat sat on the mat", "the dog ran home")
-    preview.take_button.click()
-    assert asked == [1] and preview.trainer is trainer and preview.offer.layout.display == "none"
+    preview.model_choice.value = "training"  # what a person picking it in the list does
+    assert asked == [1] and preview.trainer is trainer and preview.source == "training"
     assert preview.tokenizer is xss_tokenizer and preview.model is not trainer.model  # a copy: training undisturbed
     assert isinstance(preview.model, BERTForPreTraining) and not preview.model.training
-    assert preview.predictions and preview.next_sentence is not None
+    assert preview.predictions() and preview.next_sentence is not None
     shown = unescape(preview.view.svg)
     assert "top-5 predictions" in shown and "Training tab's model (step 0 of 4)" in shown
     assert "No predictions" not in shown
     assert_safe_html(preview.view.svg)
-    before = [p for _, top in preview.predictions for _, p in top]
+    before = [p for _, top in preview.predictions() for _, p in top]
     trainer.fit()  # the preview refreshes between steps (at most every 2 s) and when the run ends
     assert trainer.step == 4 and "Training tab's model (step 4 of 4)" in unescape(preview.view.svg)
     for name, value in trainer.model.state_dict().items():
         assert torch.equal(preview.model.state_dict()[name], value), name
-    assert [p for _, top in preview.predictions for _, p in top] != before
+    assert [p for _, top in preview.predictions() for _, p in top] != before
     assert_safe_html(preview.view.svg)
-    # a bad source says why in the offer row
+    # and back to the model it was given: its tokenizer again, no predictions, no longer following the trainer
+    preview.model_choice.value = "current"
+    assert preview.model is backbone and preview.tokenizer is tokenizer and preview.trainer is None
+    assert preview.follower is None and not [c for c in trainer.callbacks if getattr(c, "preview", None) is preview]
+    assert preview.predictions() == [] and "No predictions: BERT has no masked-LM head" in preview.view.svg
+    assert preview.inputs["input_ids"].tolist() == tokenizer.encode_pretraining_inputs(
+        f"the {XSS} cat sat on the mat", "the dog ran home")["input_ids"].tolist()
+    # a bad source says why beside the list, which still names the model in use
     other = MaskingPreview(tokenizer, TEXT, model=backbone)
     other.offer_model_from(lambda: (_ for _ in ()).throw(ValueError("training.steps must be positive")))
-    other.take_button.click()
-    assert "training.steps must be positive" in other.offer_message.value and other.trainer is None
+    other.model_choice.value = "training"
+    assert "training.steps must be positive" in other.model_message.value and other.trainer is None
+    assert other.model_choice.value == "current" and other.model is backbone
 
 
 def test_next_sentence_probability_for_a_pair_with_an_nsp_head(tokenizer, pretraining_model):
@@ -264,7 +272,7 @@ def test_next_sentence_probability_for_a_pair_with_an_nsp_head(tokenizer, pretra
     torch.manual_seed(0)
     nsp = BERTForNextSentencePrediction(tiny_config(tokenizer.vocab_size)).eval()
     only_nsp = MaskingPreview(tokenizer, TEXT, model=nsp, text_b=TEXT_B)
-    assert only_nsp.predictions == [] and 0 < only_nsp.next_sentence < 1 and "P(B follows A)" in only_nsp.view.svg
+    assert only_nsp.predictions() == [] and 0 < only_nsp.next_sentence < 1 and "P(B follows A)" in only_nsp.view.svg
     assert MaskingPreview(tokenizer, TEXT, model=BERT(tiny_config(tokenizer.vocab_size)),
                           text_b=TEXT_B).next_sentence is None
 

@@ -130,5 +130,5 @@ def test_pretraining_checkpoint_by_name_gets_masked_predictions(pretraining_mode
     add_folder(tmp_path / "hub", "org/tiny-pretraining", tmp_path / "folder", commit(2))
     offline_cache(monkeypatch, tmp_path / "hub")
     bench = Workbench(model="org/tiny-pretraining", text=TEXT, text_b="She wrote programs.")
-    assert type(bench.model) is BERTForPreTraining and bench.masking.predictions
+    assert type(bench.model) is BERTForPreTraining and bench.masking.predictions()
     assert "next sentence" in bench.predictions.value

@@ -56,7 +56,7 @@ def test_run_sends_the_new_text_to_every_panel(bench, tokenizer):
     assert bench.attention.trace.input_ids[0].tolist() == ids and bench.attention.info.has_pair
     assert bench.attention.trace.tokens[0][:3] == ["[CLS]", "dogs", "bark"]
     assert bench.masking.inputs["input_ids"][0].tolist() == ids
-    assert bench.masking.plan.eligible.shape == (1, len(ids)) and bench.masking.predictions  # an MLM head
+    assert bench.masking.plan.eligible.shape == (1, len(ids)) and bench.masking.predictions()  # an MLM head
     assert f"(1,{len(ids)}) → (1,{len(ids)},128)" in str(bench.architecture.diagram())
     np.testing.assert_allclose(bench.attention.heatmap.weights(), bench.attention.trace.attention(1)[0, 2].numpy(),
                                rtol=2**-11, atol=3e-8)
@@ -119,7 +119,7 @@ def test_no_arguments_opens_the_pretrained_minilm():
     attentions = bench.attention.trace.attentions
     assert len(attentions) == 6 and attentions[0].shape[1] == 12
     assert bench.attention.trace.tokens[0][:4] == ["[CLS]", "the", "cat", "sat"]
-    assert bench.masking.predictions == []  # the sentence-embedding checkpoint has no MLM head
+    assert bench.masking.predictions() == []  # the sentence-embedding checkpoint has no MLM head
     assert bench.model is Workbench().model  # loaded once per session
     # a pretrained model attends differently from head to head: the panel shows real, distinct maps
     maps = attentions[0][0]
@@ -142,7 +142,7 @@ def test_open_view_builds_every_view(pretraining_model, tokenizer, view, kind):
         attention = panel if view == "attention" else panel.attention
         assert (attention.layer.value, attention.head.value) == (2, 3) and attention.info.has_pair
     if view == "masking":
-        assert panel.predictions and panel.counts["tokens"] == 12
+        assert panel.predictions() and panel.counts["tokens"] == 12
 
 
 def test_open_view_errors(pretraining_model, tokenizer):
@@ -164,13 +164,13 @@ def test_the_masking_tab_takes_the_training_tabs_model(backbone, tokenizer):
     bench = Workbench(backbone, tokenizer, text="The cat sat on the mat.", text_b="It was warm.")
     bench.training.run_config = SMALL_RUN
     masking = bench.masking
-    assert masking.predictions == [] and masking.offer.layout.display is None  # no MLM head: the offer shows
-    assert bench.training.trainer is None  # nothing built before the click
-    masking.take_button.click()
+    assert masking.predictions() == [] and ("the Training tab's model", "training") in masking.model_choice.options
+    assert bench.training.trainer is None  # nothing built before it is chosen
+    masking.model_choice.value = "training"
     trainer = bench.training.trainer
     assert trainer is not None and masking.trainer is trainer and bench.training.curves.trainer is trainer
-    assert masking.tokenizer is trainer.tokenizer and masking.predictions and masking.next_sentence is not None
-    assert masking.offer.layout.display == "none"
+    assert masking.tokenizer is trainer.tokenizer and masking.predictions() and masking.next_sentence is not None
+    assert masking.model_choice.value == "training"
     bench.training.start_button.click()  # trains in the background; the masking tab refreshes as it goes
     assert trainer.join(timeout=120) and trainer.step == 3
     assert "Training tab's model (step 3 of 3)" in unescape(masking.view.svg)
@@ -178,4 +178,4 @@ def test_the_masking_tab_takes_the_training_tabs_model(backbone, tokenizer):
         assert torch.equal(masking.model.state_dict()[name], value), name
     bench.text_box.value = "Dogs bark at night."
     bench.run()  # the new text reaches the masking tab, read with the training run's tokenizer
-    assert bench.error.value == "" and masking.text == "Dogs bark at night." and masking.predictions
+    assert bench.error.value == "" and masking.text == "Dogs bark at night." and masking.predictions()

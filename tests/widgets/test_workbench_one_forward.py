@@ -113,7 +113,7 @@ def test_the_masking_tab_reads_another_models_run_anew(pretraining_model, mlm_mo
     run = run_text(pretraining_model, tokenizer, TEXT, TEXT_B)
     preview = MaskingPreview(tokenizer, "Something else.", model=mlm_model)
     preview.show_run(run)  # not its model: tokenized and predicted with its own
-    assert preview.text == TEXT and preview.model is mlm_model and preview.predictions
+    assert preview.text == TEXT and preview.model is mlm_model and preview.predictions()
     assert preview.inputs["input_ids"].tolist() == run.encoded.inputs["input_ids"].tolist()
 
 

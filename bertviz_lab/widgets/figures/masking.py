@@ -1,8 +1,10 @@
 """The masking preview as one drawing: title, legend, each token as a chip coloured by its fate, counts, predictions.
 
-A chip's fate shows three ways, so it reads without colour: its fill, its outline ([MASK] solid, random dashed, kept
-dotted) and its text ([MASK], "before → after" for a random token, the original token under every selected one).
-Chip text takes the ink (black or white) that reads on the chip's fill; every other text takes the theme's.
+A chip's fate shows three ways, so it reads without colour (red/green colour blindness included): its fill, its
+outline ([MASK] solid, random dashed, kept dotted) and a text mark ("[MASK]", "before → after" for a random token,
+"= token" for a kept one; the original token under every selected one). Chip text takes the ink (black or white)
+that reads on the chip's fill; every other text takes the theme's. A token chip that a click masks or unmasks
+carries data-position and data-toggle; the live view (views/masking_view.js) makes those chips buttons.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from bertviz_lab.widgets.figures.palette import COLORS
 from bertviz_lab.widgets.figures.text import escape, text_width
 
 # (legend name, fate) in the order the legend shows them
-FATES = (("[MASK]", "mask"), ("random", "random"), ("kept", "kept"), ("untouched", "untouched"),
+FATES = (("[MASK]", "mask"), ("→ random", "random"), ("= kept", "kept"), ("untouched", "untouched"),
          ("special / padding", "special"))
+KEPT_MARK = "= "  # before a kept token's text: kept and untouched chips differ by more than their colour
 OUTLINES = {"mask": "", "random": "4,2", "kept": "1.5,1.5"}  # dash pattern of the outline ('' solid); others none
 CHIP_H, LABEL_H, FONT, LABEL_FONT = 18, 13, 12, 10
 
@@ -31,6 +34,9 @@ class Chip:
     label: str
     fate: str
     tooltip: str
+    position: int | None = None  # the token's position (None: a legend swatch)
+    toggle: bool = False  # a click masks or unmasks it
+    token: str = ""  # the token as the text has it, for a toggle's accessible name
 
     def __post_init__(self) -> None:
         if self.fate not in COLORS:
@@ -49,6 +55,8 @@ class MaskingState:
     note: str = ""  # which model predicts, or why there are no predictions
     headers: Sequence[str] = ()
     rows: Sequence[Sequence[str]] = ()
+    mode: str = "sample"  # "choose": the typed [MASK]s and the clicked tokens; "sample": BERT's 80/10/10
+    hint: str = ""  # how to mask a token, under the chips
 
 
 def chip_width(text: str, label: str) -> float:
@@ -60,7 +68,9 @@ def chip_svg(x: float, y: float, chip: Chip) -> str:
     """One chip at (x, y): its fill, its fate's outline in the chip's ink, its text, and its label below."""
     width, fill = chip_width(chip.text, chip.label), COLORS[chip.fate]
     ink = ink_on(fill)
-    parts = [f'<g class="bvl-chip bvl-{chip.fate}"><title>{escape(chip.tooltip)}</title>'
+    data = "" if chip.position is None else f' data-position="{chip.position}"'
+    data += f' data-toggle="true" data-token="{escape(chip.token)}"' if chip.toggle else ""
+    parts = [f'<g class="bvl-chip bvl-{chip.fate}"{data}><title>{escape(chip.tooltip)}</title>'
              f'<rect x="{x:g}" y="{y:g}" width="{width:.1f}" height="{CHIP_H}" rx="4" fill="{fill}"/>']
     if chip.fate in OUTLINES:
         dash = f' stroke-dasharray="{OUTLINES[chip.fate]}"' if OUTLINES[chip.fate] else ""
@@ -116,13 +126,16 @@ class _Layout:
 
 
 def masking_figure(state: MaskingState, width: int = 900) -> str:
-    """The preview as one standalone SVG document (root `bvl-fig bvl-masking`), `width` pixels wide or wider."""
+    """The preview as one standalone SVG document (root `bvl-fig bvl-masking`), `width` pixels wide or wider; the
+    root's data-mode and data-masked (the [MASK] positions) say what it shows, for tools and tests."""
     layout = _Layout(width)
     layout.line(state.title, 14, "bvl-title", bold=True)
     if state.notice:
         layout.line(state.notice, 12, "bvl-warn bvl-truncation-notice")
     layout.chips([Chip(name, "", fate, name) for name, fate in FATES], with_labels=False)
     layout.chips(state.chips)
+    if state.hint:
+        layout.line(state.hint, 11, "bvl-muted bvl-hint")
     layout.line(state.summary, css_class="bvl-summary")
     if state.nsp:
         layout.line(state.nsp, css_class="bvl-nsp")
@@ -131,4 +144,7 @@ def masking_figure(state: MaskingState, width: int = 900) -> str:
     if state.rows:
         layout.table(state.headers, state.rows)
     width, height = math.ceil(max(layout.width, layout.right + 8)), math.ceil(layout.y + 12)
-    return svg_open(width, height, "masking", 12) + "".join(layout.parts) + "</svg>"
+    masked = ",".join(str(chip.position) for chip in state.chips if chip.fate == "mask" and chip.position is not None)
+    root = svg_open(width, height, "masking", 12).replace(
+        "<svg ", f'<svg data-mode="{escape(state.mode)}" data-masked="{masked}" ', 1)
+    return root + "".join(layout.parts) + "</svg>"

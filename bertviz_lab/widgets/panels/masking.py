@@ -1,4 +1,5 @@
-"""MaskingPreview: watch BERT's 80/10/10 masking happen to a text, and what an MLM model predicts there."""
+"""MaskingPreview: mask the tokens you mean (a typed [MASK], a clicked token) or watch BERT's 80/10/10 masking happen
+to a text, and see what a masked-LM model of your choice predicts there."""
 
 from __future__ import annotations
 
@@ -11,16 +12,21 @@ import ipywidgets as widgets
 import torch
 
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text
-from bertviz_lab.model.pretraining import MaskingPlan, apply_masking, sample_masking
+from bertviz_lab.model.pretraining import IGNORE_INDEX, MaskingPlan, apply_masking, sample_masking
 from bertviz_lab.trace.targets import predicts_masked_tokens, predicts_next_sentence, split_heads
-from bertviz_lab.widgets.figures.masking import Chip, MaskingState, masking_figure
+from bertviz_lab.widgets.figures.masking import KEPT_MARK, Chip, MaskingState, masking_figure
+from bertviz_lab.widgets.panels.controls import lean, toggle_buttons
 from bertviz_lab.widgets.panels.export_bar import ExportBar
+from bertviz_lab.widgets.panels.models import named_model_and_tokenizer
 from bertviz_lab.widgets.panels.panel import Panel, error_html
 from bertviz_lab.widgets.panels.running import evaluating
 from bertviz_lab.widgets.panels.text_run import TextRun
-from bertviz_lab.widgets.views.figure_view import FigureView
+from bertviz_lab.widgets.views.masking_view import MaskingView
 
 LABELLED = {"description_width": "initial"}
+MODES = ("choose", "sample")  # the typed [MASK]s and the clicked tokens; BERT's random 80/10/10 masking
+CURRENT, TRAINING, NAMED = "current", "training", "name"  # where the predicting model comes from
+Prediction = tuple[int, list[tuple[str, float]]]  # (position, the top-k (token, probability), most probable first)
 
 
 def format_probability(p: float) -> str:
@@ -57,17 +63,31 @@ class _TrainerFollower:
 
 
 class MaskingPreview(Panel):
-    """Sliders for p and the mask/random/keep split, a seed and a resample button; tokens coloured by fate."""
+    """The text's tokens as chips: click one (or Space on it) to mask or unmask it, or type [MASK] in the text; the
+    sample mode shows BERT's 80/10/10 masking instead (sliders for p and the split, a seed, resample). A masked-LM
+    model (the one given, the Training tab's, or one by name) predicts every masked position."""
 
     def __init__(self, tokenizer: Any, text: str, model: torch.nn.Module | None = None, text_b: str | None = None,
                  mlm_probability: float = 0.15, mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,
-                 seed: int = 0, top_k: int = 5, run: TextRun | None = None) -> None:
+                 seed: int = 0, top_k: int = 5, run: TextRun | None = None, mode: str | None = None) -> None:
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES} (or None: choose when the text has a [MASK]), "
+                             f"got {mode!r}.")
         self.tokenizer, self.model, self.top_k = tokenizer, model, top_k
+        self.own_model, self.own_tokenizer = model, tokenizer  # "the current model": the one given (a Workbench's)
+        self.source = CURRENT  # which model predicts: CURRENT, TRAINING, or the name it was loaded by
         self.trainer: Any = None  # the Trainer whose model predicts here (see follow())
         self.follower: _TrainerFollower | None = None
         self.next_sentence: float | None = None
+        self.chosen: list[int] = []  # the positions the user masked (choose mode)
+        self._predictions: list[Prediction] = []
         self._model_source: Callable[[], Any] | None = None
         self._lock = threading.RLock()  # the training thread and the notebook may both redraw
+        self._holding = 0  # > 0 while the panel sets its own controls: their observers leave the redraw to it
+        self._showing = False  # True while the model row is set to show the model in use (not a user's choice)
+        self.mode = toggle_buttons([("choose", "choose"), ("sample 80/10/10", "sample")], "choose",
+                                   ["mask the tokens you click and the [MASK]s you type",
+                                    "BERT's random masking: select p, then 80% [MASK], 10% random, 10% kept"])
         self.probability = widgets.FloatSlider(value=mlm_probability, min=0.0, max=1.0, step=0.01,
                                                description="select p", readout_format=".2f", style=LABELLED)
         self.mask_share = widgets.FloatSlider(value=mask_replace_prob, min=0.0, max=1.0, step=0.05,
@@ -78,61 +98,132 @@ class MaskingPreview(Panel):
                                     layout=widgets.Layout(width="120px"))
         self.resample = widgets.Button(description="resample", icon="refresh", layout=widgets.Layout(width="auto"))
         self.export = ExportBar(self, "masking")
-        self.view = FigureView()
-        self.offer_message = widgets.HTML()
-        self.take_button = widgets.Button(description="use the model from the Training tab", icon="exchange",
-                                          button_style="info", layout=widgets.Layout(width="auto"))
-        self.take_button.add_class("bvl-take-training-model")
-        self.take_button.on_click(lambda _: self.take_offered_model())
-        self.offer = widgets.HBox([self.take_button, self.offer_message],
-                                  layout=widgets.Layout(display="none", align_items="center"))
+        self.view = MaskingView()
+        self.model_choice = lean(widgets.Dropdown, options=self._model_options(), value=CURRENT,
+                                 description="predict with", style=LABELLED, layout={"width": "auto"})
+        self.model_name = widgets.Text(placeholder="Hub name or folder, e.g. bert-base-uncased",
+                                       layout=widgets.Layout(width="320px"))
+        self.load_button = widgets.Button(description="load", icon="download", layout=widgets.Layout(width="auto"))
+        self.model_message = lean(widgets.HTML)
+        self.model_choice.observe(lambda change: self._model_chosen(change["new"]), names="value")
+        self.load_button.on_click(lambda _: self._load_named())
+        self.model_name.continuous_update = False
         self.resample.on_click(lambda _: setattr(self.seed, "value", self.seed.value + 1))
         self.mask_share.observe(self._keep_split_valid, names="value")
         self.random_share.observe(self._keep_split_valid, names="value")
-        for control in (self.probability, self.mask_share, self.random_share, self.seed):
-            control.observe(lambda _: self.update(), names="value")
-        toolbar = widgets.HBox([self.probability, self.mask_share, self.random_share, self.seed, self.resample,
-                                self.export], layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
+        for control in (self.probability, self.mask_share, self.random_share, self.seed, self.mode):
+            control.observe(lambda _: self._control_changed(), names="value")
+        self.view.observe(self._chosen_in_view, names="chosen")
+        toolbar = widgets.HBox([self.mode, self.probability, self.mask_share, self.random_share, self.seed,
+                                self.resample, self.export],
+                               layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
         toolbar.add_class("bvl-toolbar")
-        super().__init__([toolbar, self.offer, self.view])
-        if run is not None:
-            self.show_run(run)
-        else:
-            self.set_text(text, text_b)
+        models = widgets.HBox([self.model_choice, self.model_name, self.load_button, self.model_message],
+                              layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
+        models.add_class("bvl-toolbar")
+        super().__init__([toolbar, models, self.view])
+        with self._lock:
+            self._holding += 1
+            try:
+                if run is not None and run.reads(self.model, self.tokenizer):
+                    self.show_run(run, redraw=False)
+                else:
+                    text, text_b = (run.text, run.text_b) if run is not None else (text, text_b)
+                    self._take_text(text, text_b, encode_text(self.model, self.tokenizer, text, text_b))
+                    self.next_sentence = self._next_sentence()
+                self.mode.value = mode or ("choose" if self.typed_positions else "sample")
+                self._show_model_controls()
+            finally:
+                self._holding -= 1
+            self.update()
 
     # inputs and models -------------------------------------------------------------------------------------
     def set_text(self, text: str, text_b: str | None = None) -> None:
-        """Tokenize a new text (pair), cut to the model's positions, and redraw."""
+        """Tokenize a new text (pair), cut to the model's positions, and redraw; a new text with a typed [MASK]
+        switches to the choose mode (the [MASK] says which token you mean)."""
         encoded = encode_text(self.model, self.tokenizer, text, text_b)
         with self._lock:
             self._take_text(text, text_b, encoded)
             self.next_sentence = self._next_sentence()
             self.update()
 
-    def show_run(self, run: TextRun) -> None:
+    def show_run(self, run: TextRun, redraw: bool = True) -> None:
         """Take the batch and the next-sentence scores of a forward already run on the unmasked text (a Workbench's)
-        and run only the masked forward; a run of another model or tokenizer (see follow()) is read anew here."""
+        and run only the masked forward; a run of another model or tokenizer (see use_model()) is read anew here."""
         if not run.reads(self.model, self.tokenizer):
             self.set_text(run.text, run.text_b)
             return
         with self._lock:
             self._take_text(run.text, run.text_b, run.encoded)
             self.next_sentence = self._next_sentence(split_heads(self.model, run.output)[1])
-            self.update()
+            if redraw:
+                self.update()
 
     def _take_text(self, text: str, text_b: str | None, encoded: EncodedText) -> None:
+        """Keep the user's masked tokens when the tokens are the same (a device move, a model with the same
+        vocabulary); a new text starts with none, in the choose mode when it has a typed [MASK]."""
+        inputs = {k: v.cpu() for k, v in encoded.encoding.items()}
+        old = getattr(self, "inputs", None)
+        same = old is not None and torch.equal(old["input_ids"], inputs["input_ids"])
         self.text, self.text_b = text, text_b or None
-        self.inputs = {k: v.cpu() for k, v in encoded.encoding.items()}
+        self.inputs = inputs
         self.truncation: Truncation = encoded.truncation
+        if not same:
+            self._set_chosen([])
+            if old is not None and self.typed_positions:
+                self._holding += 1  # the caller redraws
+                try:
+                    self.mode.value = "choose"
+                finally:
+                    self._holding -= 1
+
+    @property
+    def typed_positions(self) -> list[int]:
+        """Where the text itself says [MASK]: always masked and predicted (there is no original token there)."""
+        mask_id = self.tokenizer.mask_token_id
+        ids, attended = self.inputs["input_ids"][0], self.inputs["attention_mask"][0].bool()
+        return [] if mask_id is None else ((ids == mask_id) & attended).nonzero().squeeze(1).tolist()
+
+    def _model_options(self) -> list[tuple[str, str]]:
+        name = "no model" if self.own_model is None else type(self.own_model).__name__
+        options = [(f"this model ({name})", CURRENT)]
+        if self._model_source is not None:
+            options.append(("the Training tab's model", TRAINING))
+        return options + [("a Hub name or folder…", NAMED)]
 
     def set_model(self, model: torch.nn.Module | None, tokenizer: Any = None) -> None:
-        """Predict with another model (and its own tokenizer, if it has one): the text is tokenized again."""
+        """Make `model` (and its own tokenizer, if it has one) the current model, and predict with it."""
         with self._lock:
-            self.model = model
+            self.own_model = model
             if tokenizer is not None:
-                self.tokenizer = tokenizer
-            self.set_text(self.text, self.text_b)
-        self._show_offer()
+                self.own_tokenizer = tokenizer
+            self._show_model_controls(options=True)
+            self.use_model(CURRENT)
+
+    def use_model(self, which: str) -> None:
+        """Predict with "current" (the model given), "training" (the Training tab's, refreshed as it trains) or the
+        model a Hub name or checkpoint folder names (loaded once per session); the text is tokenized again with that
+        model's tokenizer. Errors (a name not in the Hub cache offline, no Training tab) raise, nothing changes."""
+        if not isinstance(which, str) or not which.strip():
+            raise ValueError(f"which must be 'current', 'training' or a Hub name or folder, got {which!r}.")
+        which = which.strip()
+        with self._lock:
+            if which == TRAINING:
+                if self._model_source is None:
+                    raise ValueError("there is no Training tab here: use_model('training') needs offer_model_from().")
+                self.follow(self._model_source())
+                return
+            if which == CURRENT:
+                model, tokenizer = self.own_model, self.own_tokenizer
+            else:
+                model, tokenizer = named_model_and_tokenizer(which)
+            self._stop_following()
+            self._predict_with(model, tokenizer, which)
+
+    def _predict_with(self, model: torch.nn.Module | None, tokenizer: Any, source: str) -> None:
+        self.model, self.tokenizer, self.source = model, tokenizer, source
+        self.set_text(self.text, self.text_b)
+        self._show_model_controls()
 
     def follow(self, trainer: Any, interval: float = 2.0) -> None:
         """Predict with the model `trainer` trains, with its tokenizer; the predictions refresh as it trains.
@@ -144,13 +235,17 @@ class MaskingPreview(Panel):
             raise ValueError("the trainer has no tokenizer to read the text with: build it with BertRunner, or pass "
                              "Trainer(..., tokenizer=...).")
         with self._lock:
-            if self.follower is not None and self.follower in self.follower.trainer.callbacks:
-                self.follower.trainer.callbacks.remove(self.follower)
+            self._stop_following()
             snapshot = copy.deepcopy(trainer.model).eval()
             snapshot.requires_grad_(False)
             self.trainer, self.follower = trainer, _TrainerFollower(self, trainer, interval)
             trainer.callbacks.append(self.follower)
-            self.set_model(snapshot, trainer.tokenizer)
+            self._predict_with(snapshot, trainer.tokenizer, TRAINING)
+
+    def _stop_following(self) -> None:
+        if self.follower is not None and self.follower in self.follower.trainer.callbacks:
+            self.follower.trainer.callbacks.remove(self.follower)
+        self.trainer, self.follower = None, None
 
     def refresh_from_trainer(self) -> None:
         """Copy the followed trainer's current weights and redraw (called between its steps)."""
@@ -162,25 +257,48 @@ class MaskingPreview(Panel):
             self.update()
 
     def offer_model_from(self, source: Callable[[], Any]) -> None:
-        """Offer a button, while the model here has no MLM head, that follows the Trainer `source()` returns."""
+        """List "the Training tab's model" under "predict with": the Trainer `source()` returns (built when it is
+        first chosen)."""
         self._model_source = source
-        self._show_offer()
+        self._show_model_controls(options=True)
 
-    def take_offered_model(self) -> None:
-        """The button's action: follow the offered Trainer (building it first if needs be)."""
-        if self._model_source is None:
+    # the model row: what a click there does --------------------------------------------------------------
+    def _model_chosen(self, choice: str) -> None:
+        if self._showing:
             return
-        self.offer_message.value = "preparing the Training tab's model…"
-        try:
-            self.follow(self._model_source())
-        except (ValueError, TypeError, RuntimeError) as error:
-            self.offer_message.value = error_html(error)
+        if choice == NAMED:
+            self._show_model_controls(choosing_name=True)
+            return
+        self.model_message.value = "preparing the Training tab's model…" if choice == TRAINING else ""
+        self._try_model(choice)
 
-    def _show_offer(self) -> None:
-        needed = self._model_source is not None and self.trainer is None and not self.has_mlm_head
-        self.offer.layout.display = None if needed else "none"
-        self.offer_message.value = "" if not needed else (
-            "a tiny BERT with MLM and NSP heads; it predicts better the longer it trains")
+    def _load_named(self) -> None:
+        self._try_model(self.model_name.value)
+
+    def _try_model(self, which: str) -> None:
+        """use_model(which), its error shown in one line beside the controls, which then show the model in use."""
+        try:
+            self.use_model(which)
+            self.model_message.value = ""
+        except (ValueError, TypeError, RuntimeError, OSError) as error:
+            self.model_message.value = error_html(" ".join(str(error).split()))
+            self._show_model_controls(choosing_name=self.model_choice.value == NAMED)
+
+    def _show_model_controls(self, choosing_name: bool = False, options: bool = False) -> None:
+        """The row shows the model in use (its choices listed anew with `options`); the name box and its button
+        only while a name is being chosen or used."""
+        named = choosing_name or self.source not in (CURRENT, TRAINING)
+        self._showing = True
+        try:
+            if options:
+                self.model_choice.options = self._model_options()
+            self.model_choice.value = NAMED if named else self.source
+            if self.source not in (CURRENT, TRAINING):
+                self.model_name.value = self.source
+        finally:
+            self._showing = False
+        self.model_name.layout.display = None if named else "none"
+        self.load_button.layout.display = None if named else "none"
 
     @property
     def has_mlm_head(self) -> bool:
@@ -197,26 +315,100 @@ class MaskingPreview(Panel):
         return self.model.config.vocab_size if self.model is not None else self.tokenizer.vocab_size
 
     # masking and predictions -------------------------------------------------------------------------------
-    def update(self) -> None:
-        """Resample the masking with the current settings, predict, and redraw."""
+    def _control_changed(self) -> None:
+        if not self._holding:
+            self.update()
+
+    def _set_chosen(self, positions: list[int]) -> None:
+        """The user's masked positions, here and in the view (the view's change then does nothing more)."""
+        self.chosen = sorted(set(positions))
+        self._holding += 1
+        try:
+            self.view.chosen = list(self.chosen)
+        finally:
+            self._holding -= 1
+
+    def _chosen_in_view(self, change: dict) -> None:
+        """A chip clicked in a front end: mask or unmask those tokens (in the choose mode, which a click selects)."""
+        if self._holding:
+            return
         with self._lock:
-            ids = self.inputs["input_ids"]
-            self.plan: MaskingPlan = sample_masking(
+            can = set(self.toggleable_positions)
+            wanted = [p for p in change["new"] if isinstance(p, int) and p in can]
+            self._holding += 1
+            try:
+                self._set_chosen(wanted)
+                self.mode.value = "choose"
+            finally:
+                self._holding -= 1
+            self.update()
+
+    def toggle(self, position: int) -> None:
+        """Mask the token at `position`, or unmask it (what a click on its chip does); selects the choose mode."""
+        if position not in self.toggleable_positions:
+            raise ValueError(f"position {position!r} is not a token a click masks: pick one of "
+                             f"{self.toggleable_positions} (special tokens, padding and typed [MASK]s are not).")
+        chosen = set(self.chosen) ^ {position}
+        self.view.chosen = sorted(chosen)  # observed: as a front end's click is
+
+    @property
+    def toggleable_positions(self) -> list[int]:
+        """The positions a click masks or unmasks: every token but the special ones, padding and typed [MASK]s."""
+        return self._eligible()[0].nonzero().squeeze(1).tolist()
+
+    def _eligible(self) -> torch.Tensor:
+        """(1, T) bool: not special, not padding (a typed [MASK] is special)."""
+        return sample_masking(self.inputs["input_ids"], vocab_size=self.vocab_size,
+                              special_token_ids=self.tokenizer.all_special_ids,
+                              attention_mask=self.inputs["attention_mask"],
+                              special_tokens_mask=self.inputs["special_tokens_mask"], mlm_probability=0.0,
+                              seed=0).eligible
+
+    def _plan(self) -> MaskingPlan:
+        """The sampled 80/10/10 plan, or the user's chosen tokens as [MASK]; typed [MASK]s selected in both."""
+        ids = self.inputs["input_ids"]
+        if self.mode.value == "sample":
+            plan = sample_masking(
                 ids, vocab_size=self.vocab_size, special_token_ids=self.tokenizer.all_special_ids,
                 attention_mask=self.inputs["attention_mask"], special_tokens_mask=self.inputs["special_tokens_mask"],
                 mlm_probability=self.probability.value, mask_replace_prob=self.mask_share.value,
                 random_replace_prob=min(self.random_share.value, 1.0 - self.mask_share.value), seed=self.seed.value)
-            self.masked_ids, self.labels = apply_masking(ids, self.plan, self.tokenizer.mask_token_id)
-            self.predictions = self._predict()
+        else:
+            eligible = self._eligible()
+            chosen = torch.zeros_like(eligible)
+            chosen[0, [p for p in self.chosen if p < ids.shape[1]]] = True
+            chosen &= eligible
+            plan = MaskingPlan(chosen, chosen.clone(), torch.zeros_like(chosen), ids.clone(), eligible)
+        typed = torch.zeros_like(plan.selected)
+        typed[0, self.typed_positions] = True
+        return plan._replace(selected=plan.selected | typed, to_mask=plan.to_mask | typed)
+
+    def update(self) -> None:
+        """Mask (the chosen tokens, or a sample with the current settings), predict, and redraw."""
+        with self._lock:
+            ids = self.inputs["input_ids"]
+            for control in (self.probability, self.mask_share, self.random_share, self.seed, self.resample):
+                control.disabled = self.mode.value != "sample"
+            self.plan: MaskingPlan = self._plan()
+            self.masked_ids, labels = apply_masking(ids, self.plan, self.tokenizer.mask_token_id)
+            labels[0, self.typed_positions] = IGNORE_INDEX  # a typed [MASK] has no original token to learn
+            self.labels = labels
+            self._predictions = self._predict()
             self.view.svg = self.to_svg()
         self.figure_changed()
 
+    def predictions(self) -> list[Prediction]:
+        """For each masked position (every selected one, typed [MASK]s included), in order: (position, the top-k
+        (token, probability) pairs the model predicts there); [] when the model has no masked-LM head."""
+        return [(position, list(top)) for position, top in self._predictions]
+
     @property
     def counts(self) -> dict[str, int]:
-        """How many tokens were eligible, selected, and turned into [MASK] / random / kept."""
+        """How many tokens were eligible, selected, and turned into [MASK] / random / kept (typed [MASK]s aside)."""
         plan = self.plan
+        selected = plan.selected & plan.eligible
         return {"tokens": int(plan.eligible.numel()), "eligible": int(plan.eligible.sum()),
-                "selected": int(plan.selected.sum()), "mask": int(plan.to_mask.sum()),
+                "selected": int(selected.sum()), "mask": int((plan.to_mask & plan.eligible).sum()),
                 "random": int(plan.to_random.sum()), "kept": int(plan.kept.sum())}
 
     def _model_inputs(self, ids: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -224,12 +416,12 @@ class MaskingPreview(Panel):
         return {"input_ids": ids.to(device), "attention_mask": self.inputs["attention_mask"].to(device),
                 "token_type_ids": self.inputs["token_type_ids"].to(device)}
 
-    def _predict(self) -> list[tuple[int, list[tuple[str, float]]]]:
+    def _predict(self) -> list[Prediction]:
         """Top-k (token, probability) at each selected position, when the model has an MLM head."""
-        if not self.has_mlm_head:
+        positions = self.plan.selected[0].nonzero().squeeze(1).tolist()
+        if not self.has_mlm_head or not positions:
             return []
         scores = head_outputs(self.model, self._model_inputs(self.masked_ids))[0]
-        positions = self.plan.selected[0].nonzero().squeeze(1).tolist()
         probs = torch.softmax(scores[0, positions].float(), dim=-1).cpu()
         top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)
         tokens = self.tokenizer.convert_ids_to_tokens
@@ -247,50 +439,71 @@ class MaskingPreview(Panel):
 
     def _fate(self, position: int) -> tuple[str, str]:
         plan = self.plan
+        if plan.to_mask[0, position] and not plan.eligible[0, position]:
+            return "mask", "typed [MASK]: always masked, predicted"
         if not plan.eligible[0, position]:
-            return "special", "special or padding: never selected"
+            return "special", "special or padding: never masked"
         if plan.to_mask[0, position]:
-            return "mask", "selected → [MASK]"
+            return "mask", "masked by you" if self.mode.value == "choose" else "selected → [MASK]"
         if plan.to_random[0, position]:
             return "random", "selected → random token"
         if plan.selected[0, position]:
             return "kept", "selected, kept as is (still predicted)"
-        return "untouched", "not selected"
+        return "untouched", "not selected" if self.mode.value == "sample" else "not masked"
 
     # what is shown -----------------------------------------------------------------------------------------
     def _cells(self) -> list[Chip]:
-        """A chip per position: shown text, the label under it, its fate and its tooltip."""
+        """A chip per position: shown text, the label under it, its fate, its tooltip, and whether a click masks it."""
         original = self.tokenizer.convert_ids_to_tokens(self.inputs["input_ids"][0].tolist())
         shown = self.tokenizer.convert_ids_to_tokens(self.masked_ids[0].tolist())
+        typed, eligible = set(self.typed_positions), self.plan.eligible[0].tolist()
         cells = []
         for position, (before, after) in enumerate(zip(original, shown)):
             fate, title = self._fate(position)
-            text = f"{before} → {after}" if fate == "random" else after
-            label = before if self.plan.selected[0, position] else ""
-            cells.append(Chip(text, label, fate, f"{title}; position {position}"))
+            text = {"random": f"{before} → {after}", "kept": KEPT_MARK + after}.get(fate, after)
+            label = "typed" if position in typed else before if self.plan.selected[0, position] else ""
+            action = "; click or Space: " + ("unmask" if fate == "mask" else "mask") if eligible[position] else ""
+            cells.append(Chip(text, label, fate, f"{title}; position {position}{action}", position,
+                              bool(eligible[position]), before))
         return cells
 
     def summary(self) -> str:
-        """'5 of 15 eligible tokens selected: 3 → [MASK], 0 → random, 2 kept'."""
-        counts = self.counts
+        """'5 of 15 eligible tokens selected: 3 → [MASK], 0 → random, 2 kept' (sample) or '2 masked: …' (choose)."""
+        counts, typed = self.counts, len(self.typed_positions)
+        if self.mode.value == "choose":
+            return (f"{counts['mask'] + typed} masked: {typed} typed [MASK], {counts['mask']} clicked of "
+                    f"{counts['eligible']} tokens")
         return (f"{counts['selected']} of {counts['eligible']} eligible tokens selected: {counts['mask']} → [MASK], "
-                f"{counts['random']} → random, {counts['kept']} kept")
+                f"{counts['random']} → random, {counts['kept']} kept" + (f"; {typed} typed [MASK]" if typed else ""))
 
     def settings(self) -> str:
-        """The sliders as one line, for titles."""
+        """The mode and, when sampling, the sliders, as one line, for titles."""
+        if self.mode.value == "choose":
+            return "your choice: typed [MASK]s and clicked tokens"
         return (f"select p {self.probability.value:.2f} · → [MASK] {self.mask_share.value:.2f} · → random "
                 f"{min(self.random_share.value, 1.0 - self.mask_share.value):.2f} · seed {self.seed.value}")
 
+    def hint(self) -> str:
+        """How to mask a token, under the chips."""
+        if self.mode.value == "sample":
+            return "click a token (or Tab to it, Space) to choose the masked tokens yourself"
+        if not self.plan.selected.any():
+            return "click a token (or Tab to it, arrows, Space) to mask it, or type [MASK] in the text"
+        return "click a token (or Tab to it, arrows, Space) to mask or unmask it"
+
     def model_note(self) -> str:
-        """Which model predicts, or why there are no predictions ('' without a model)."""
+        """Which model predicts, or why there are no predictions."""
         if self.trainer is not None:
             total = getattr(getattr(self.trainer, "config", None), "max_steps", None)
             return (f"predictions by the Training tab's model (step {self.trainer.step}"
                     + (f" of {total}" if total else "") + ")")
-        if self.model is not None and not self.has_mlm_head:
-            return (f"No predictions: {type(self.model).__name__} has no masked-LM head (a BERTForMaskedLM or "
-                    "BERTForPreTraining predicts the masked tokens).")
-        return ""
+        if self.model is None:
+            return "No model predicts here: pick one under \"predict with\"."
+        if not self.has_mlm_head:
+            return (f"No predictions: {type(self.model).__name__} has no masked-LM head: pick the Training tab's "
+                    "model or a Hub name (e.g. bert-base-uncased) under \"predict with\".")
+        return "predictions by " + (f"this model ({type(self.model).__name__})" if self.source == CURRENT
+                                    else self.source)
 
     def nsp_line(self) -> str:
         """'P(B follows A) = 0.87', for a pair and a model with an NSP head."""
@@ -298,10 +511,11 @@ class MaskingPreview(Panel):
             f"next-sentence head: P(B follows A) = {format_probability(self.next_sentence)}")
 
     def prediction_rows(self) -> list[tuple[str, str, str]]:
-        """(position, original token, 'token p, token p, …') per selected position."""
+        """(position, original token, 'token p, token p, …') per masked position."""
         original = self.tokenizer.convert_ids_to_tokens(self.inputs["input_ids"][0].tolist())
-        return [(str(pos), original[pos], ", ".join(f"{token} {format_probability(p)}" for token, p in top))
-                for pos, top in self.predictions]
+        typed = set(self.typed_positions)
+        return [(str(pos), "(typed [MASK])" if pos in typed else original[pos],
+                 ", ".join(f"{token} {format_probability(p)}" for token, p in top)) for pos, top in self._predictions]
 
     def headers(self) -> tuple[str, str, str]:
         """The prediction table's column titles."""
@@ -311,9 +525,10 @@ class MaskingPreview(Panel):
         """What the preview shows, as text: the figure is drawn from it."""
         return MaskingState(title="BERT masking · " + self.settings(), chips=self._cells(), summary=self.summary(),
                             notice=self.truncation.notice if self.truncation.cut else "", nsp=self.nsp_line(),
-                            note=self.model_note(), headers=self.headers(), rows=self.prediction_rows())
+                            note=self.model_note(), headers=self.headers(), rows=self.prediction_rows(),
+                            mode=self.mode.value, hint=self.hint())
 
     def to_svg(self) -> str:
-        """The preview on screen (the live view shows this drawing): title, legend, coloured token chips with their
-        labels and tooltips, counts, NSP and the top-k predictions."""
+        """The preview on screen (the live view shows this drawing): title, legend, token chips marked by their
+        fate, counts, NSP and the top-k predictions."""
         return masking_figure(self.state())
