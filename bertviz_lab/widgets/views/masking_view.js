@@ -27,6 +27,13 @@ export function activePosition(positions, position) {
   return positions.includes(position) ? position : positions[0];
 }
 
+// The chip position the arrow keys, Home or End move to from `position` among the chip `positions` (in drawing
+// order); null for a key that does not move.
+export function movedPosition(positions, position, key) {
+  const next = stepIndex(positions.indexOf(position), key, positions.length);
+  return next === null ? null : positions[next];
+}
+
 function chipOf(node) {
   return node && node.closest ? node.closest("g.bvl-chip[data-toggle]") : null;
 }
@@ -80,13 +87,15 @@ function render({ model, el }) {
       return;
     }
     const chips = buttons();
-    const next = stepIndex(chips.indexOf(chip), event.key, chips.length);
+    const positions = chips.map((button) => Number(button.dataset.position));
+    const next = movedPosition(positions, Number(chip.dataset.position), event.key);
     if (next === null) return;
     event.preventDefault();
+    const target = chips[positions.indexOf(next)];
     chip.setAttribute("tabindex", "-1");
-    chips[next].setAttribute("tabindex", "0");
-    chips[next].focus();
-    current = Number(chips[next].dataset.position);
+    target.setAttribute("tabindex", "0");
+    target.focus();
+    current = next;
   });
 
   const schedule = redrawScheduler(draw);
