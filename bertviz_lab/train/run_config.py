@@ -1,7 +1,4 @@
-"""The YAML run configuration: every key with its type, default and meaning in one table; errors name the key.
-
-Sections are the BERT-from-scratch seed's (`data`, `model`, `training`, `logging`) with its key names, plus ours.
-Keys listed with `alias_of` are alternative spellings (the seed's name and the Hugging Face name) of one setting.
+"""The YAML run configuration: read safely, checked against the schema (train/schema.py), errors naming the key.
 
 YAML anchors and aliases (`&name`, `*name`) may repeat a single value (a string, number, true/false or null), never a
 list or mapping: that is how a few lines expand to billions of items ("billion laughs"), and no key takes a list or
@@ -11,9 +8,7 @@ mapping. Errors echo a value in at most ECHO_LIMIT characters.
 from __future__ import annotations
 
 import difflib
-import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -22,7 +17,9 @@ import yaml
 from bertviz_lab.device import select_device
 from bertviz_lab.model import footprint
 from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.fields import check
 from bertviz_lab.model.files import ECHO_LIMIT, clip, shown
+from bertviz_lab.train.schema import MODEL_FIELDS, SCHEMA, Key
 
 __all__ = ["ECHO_LIMIT", "SCHEMA", "ConfigError", "Key", "RunConfig", "clip", "load_config", "parse_override",
            "parse_yaml", "shown", "validate_config"]  # clip and shown (model.files) are used from here too
@@ -76,137 +73,17 @@ def parse_yaml(text: str, source: str) -> Any:
         loader.dispose()
 
 
-@dataclass(frozen=True)
-class Key:
-    """One configuration key: its type, default, allowed values or range, and a one-line meaning."""
-
-    kind: type
-    default: Any
-    help: str
-    nullable: bool = False
-    choices: tuple[str, ...] | None = None
-    low: float | None = None  # inclusive lower bound
-    high: float | None = None  # exclusive upper bound
-    alias_of: str | None = None
-
-
-def _alias(target: str) -> Key:
-    return Key(object, None, f"same as {target}", alias_of=target)
-
-
-SCHEMA: dict[str, dict[str, Key]] = {
-    "data": {
-        "corpus": Key(str, "builtin", "builtin (the Python docs' topics, no download) | synthetic | a .txt file "
-                                      "(documents split at 2+ blank lines) | a folder of .txt files"),
-        "tokenizer": Key(str, "train", "train (WordPiece trained on the training documents) | minilm (the uncased "
-                                       "vocab of all-MiniLM-L6-v2, needs the `models` extra) | a tokenizer folder"),
-        "tokenizer_dir": Key(str, None, "folder where the trained tokenizer is saved and reused on the next run; "
-                                        "null: nothing is written", nullable=True),
-        "vocab_size": Key(int, 4000, "WordPiece vocabulary size (tokenizer: train), or id range (corpus: synthetic)",
-                          low=16),
-        "sequence_length": Key(int, 128, "tokens per pair, [CLS]/[SEP] included", low=8),
-        "max_seq_length": _alias("data.sequence_length"),
-        "mask_probability": Key(float, 0.15, "share of tokens selected for MLM (then 80% [MASK], 10% random, 10% "
-                                             "kept)", low=1e-9, high=1.0 + 1e-9),
-        "batch_size": Key(int, 32, "sequences per optimizer step, over all processes and accumulation steps", low=1),
-        "test_fraction": Key(float, 0.1, "share of documents held out for evaluation and the test_* results",
-                             low=0.0, high=1.0),
-        "short_seq_prob": Key(float, 0.1, "share of pairs made shorter than sequence_length (as BERT did)",
-                              low=0.0, high=1.0 + 1e-9),
-        "random_seed": Key(int, 42, "seeds the held-out split and the NSP pairs (and all else unless training.seed)",
-                           low=0),
-        "num_train_batches": Key(int, 100, "corpus: synthetic only: training batches", low=1),
-        "num_test_batches": Key(int, 20, "corpus: synthetic only: test batches", low=1),
-    },
-    "model": {
-        "preset": Key(str, "tiny", "starting point: tiny (2 layers, 128 wide) | base | large",
-                      choices=("tiny", "base", "large")),
-        "dim_model": Key(int, None, "hidden size (default: the preset's)", nullable=True, low=1),
-        "hidden_size": _alias("model.dim_model"),
-        "num_heads": Key(int, None, "attention heads (default: the preset's)", nullable=True, low=1),
-        "num_attention_heads": _alias("model.num_heads"),
-        "dim_ff": Key(int, None, "feed-forward width (default: the preset's)", nullable=True, low=1),
-        "intermediate_size": _alias("model.dim_ff"),
-        "num_layers": Key(int, None, "encoder layers (default: the preset's)", nullable=True, low=1),
-        "num_hidden_layers": _alias("model.num_layers"),
-        "hidden_dropout_prob": Key(float, None, "dropout after embeddings and sublayers (default 0.1)",
-                                   nullable=True, low=0.0, high=1.0),
-        "attention_probs_dropout_prob": Key(float, None, "dropout on attention probabilities (default 0.1)",
-                                            nullable=True, low=0.0, high=1.0),
-        "max_position_embeddings": Key(int, None, "positions the model knows (default: the preset's, at least "
-                                                  "data.sequence_length)", nullable=True, low=1),
-    },
-    "training": {
-        "steps": Key(int, None, "optimizer steps (null: epochs x batches per epoch)", nullable=True, low=1),
-        "epochs": Key(int, None, "passes over the training pairs, used when steps is null (default 1)",
-                      nullable=True, low=1),
-        "learning_rate": Key(float, 1e-3, "peak AdamW learning rate", low=1e-12),
-        "weight_decay": Key(float, 0.01, "AdamW weight decay (not on biases and LayerNorm)", low=0.0),
-        "warmup_steps": Key(int, 0, "linear warmup steps, then linear decay to 0", low=0),
-        "max_grad_norm": Key(float, 1.0, "gradient clipping norm (null: no clipping)", nullable=True, low=1e-12),
-        "gradient_accumulation_steps": Key(int, 1, "micro-batches per optimizer step", low=1),
-        "mlm_loss_weight": Key(float, 1.0, "weight of the MLM loss in the total", low=0.0),
-        "nsp_loss_weight": Key(float, 1.0, "weight of the NSP loss in the total", low=0.0),
-        "seed": Key(int, None, "seeds model init, dropout, batch order and masking (default: data.random_seed)",
-                    nullable=True, low=0),
-        "device": Key(str, "auto", "auto | cpu | cuda | cuda:N | gpu | mps (under torchrun: each process' GPU)"),
-        "precision": Key(str, "auto", "auto (bf16 on CUDA when supported, else fp16; fp32 elsewhere) | fp32 | bf16 | "
-                                      "fp16", choices=("auto", "fp32", "bf16", "fp16")),
-        "compile": Key(bool, False, "torch.compile the training step"),
-        "num_threads": Key(int, None, "CPU threads for torch (null: torch's default; at most 4 x the CPUs); 1 "
-                                      "helps on busy machines",
-                           nullable=True, low=1),
-        "eval_interval": Key(int, 0, "evaluate on the held-out pairs every N steps (0: only at the end)", low=0),
-        "checkpoint_dir": Key(str, None, "where checkpoints go (null: none)", nullable=True),
-        "checkpoint_interval": Key(int, 0, "save every N steps (0: only at the end)", low=0),
-        "keep_checkpoints": Key(int, 2, "newest checkpoints kept", low=1),
-        "resume_from": Key(str, None, "a checkpoint folder, or a checkpoint_dir (its latest), to continue from",
-                           nullable=True),
-    },
-    "logging": {
-        "level": Key(str, "INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
-        "file": Key(str, None, "log file (null: no file)", nullable=True),
-        "metrics_file": Key(str, None, "JSON lines, one metrics record per step (null: none)", nullable=True),
-        "log_interval": Key(int, 50, "a log line every N steps (0: only evaluations)", low=0),
-        "progress": Key(bool, True, "tqdm progress bar"),
-    },
-}
-
 RunConfig = dict[str, dict[str, Any]]
-
-
-def _type_name(kind: type) -> str:
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[kind]
 
 
 def _check_value(name: str, key: Key, value: Any) -> Any:
     """The value converted to the key's type, or a ConfigError naming the key."""
-    if value is None:
-        if key.nullable:
-            return None
-        raise ConfigError(f"{name} must be {_type_name(key.kind)}, got null.")
     if key.kind is float and isinstance(value, str):
         try:  # YAML 1.1 reads 1e-3 (no dot) as a string
             value = float(value)
         except ValueError:
             pass
-    ok = (isinstance(value, bool) if key.kind is bool
-          else isinstance(value, int) and not isinstance(value, bool) if key.kind is int
-          else isinstance(value, (int, float)) and not isinstance(value, bool) if key.kind is float
-          else isinstance(value, str))
-    if not ok:
-        raise ConfigError(f"{name} must be {_type_name(key.kind)}, got {shown(value)} ({type(value).__name__}).")
-    if key.kind is float:
-        value = float(value)
-        if not math.isfinite(value):
-            raise ConfigError(f"{name} must be a finite number, got {shown(value)}.")
-    if key.choices is not None and value not in key.choices:
-        raise ConfigError(f"{name} must be one of {', '.join(key.choices)}; got {shown(value)}.")
-    if key.low is not None and value < key.low:
-        raise ConfigError(f"{name} must be >= {key.low:g}, got {shown(value)}.")
-    if key.high is not None and value >= key.high:
-        raise ConfigError(f"{name} must be < {key.high:g}, got {shown(value)}.")
-    return value
+    return check(name, key, value, "yaml", type_error=ConfigError, value_error=ConfigError)
 
 
 def _unknown(name: str, known: Iterable[str], where: str) -> ConfigError:
@@ -305,8 +182,8 @@ PRESETS = {"tiny": BERTConfig.tiny, "base": BERTConfig.base, "large": BERTConfig
 MAX_THREADS = 4 * (os.cpu_count() or 1)  # more only slows torch down; 100000 aborts it
 PRETRAINED_VOCAB_SIZE = 30522  # minilm's (bert-base-uncased's) vocabulary: the estimate for other tokenizers
 SYNTHETIC_BYTES_PER_TOKEN = 40  # a synthetic batch keeps five int64 tensors per token, all made before training
-# model.dim_model -> hidden_size, ...: the schema's Hugging Face aliases name the BERTConfig field of each model key
-BERT_FIELDS = {key.alias_of: name for name, key in SCHEMA["model"].items() if key.alias_of}
+# the model keys that size a run (model.dim_model -> hidden_size, ...): those with a Hugging Face alias
+BERT_FIELDS = {f"model.{ours}": theirs for ours, theirs in MODEL_FIELDS.items() if ours != theirs}
 
 
 def run_sizes(config: RunConfig) -> dict[str, int]:

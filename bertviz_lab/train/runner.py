@@ -23,6 +23,7 @@ from bertviz_lab.train.data import SentencePairDataset, load_documents, split_do
 from bertviz_lab.train.distributed import DistributedContext, broadcast_object, init_distributed
 from bertviz_lab.train.paths import file_problem, folder_problem
 from bertviz_lab.train.run_config import PRESETS, ConfigError, RunConfig, clip, load_config
+from bertviz_lab.train.schema import DEFAULT_EPOCHS, MODEL_FIELDS
 from bertviz_lab.train.synthetic import generate_synthetic_bert_batches, synthetic_to_training_batch
 from bertviz_lab.train.trainer import (
     NonFiniteLossError,
@@ -30,6 +31,7 @@ from bertviz_lab.train.trainer import (
     Trainer,
     TrainingInterrupted,
     interrupt_handlers,
+    run_config_keys,
 )
 
 logger = logging.getLogger("bertviz_lab.train")
@@ -37,14 +39,7 @@ logger = logging.getLogger("bertviz_lab.train")
 SYNTHETIC_CORPUS = "synthetic"
 RESULT_KEYS = ("train_mlm_loss", "train_nsp_loss", "test_mlm_loss", "test_nsp_loss", "test_nsp_accuracy",
                "test_mlm_accuracy")
-FIELD_KEYS = {  # TrainConfig field -> the run config key it comes from (error messages name the key)
-    "max_steps": "training.steps", "batch_size": "data.batch_size", "mlm_weight": "training.mlm_loss_weight",
-    "nsp_weight": "training.nsp_loss_weight", "mlm_probability": "data.mask_probability",
-    "log_interval": "logging.log_interval", "metrics_file": "logging.metrics_file", "progress": "logging.progress",
-}
-MODEL_KEYS = {"dim_model": "hidden_size", "num_heads": "num_attention_heads", "dim_ff": "intermediate_size",
-              "num_layers": "num_hidden_layers", "hidden_dropout_prob": "hidden_dropout_prob",
-              "attention_probs_dropout_prob": "attention_probs_dropout_prob"}
+FIELD_KEYS = run_config_keys()  # TrainConfig field -> the run config key it comes from (errors name the key)
 
 
 def _mean(records: list, key: str) -> float | None:
@@ -110,6 +105,7 @@ class BertRunner:
     def __init__(self, config_path: str | os.PathLike | Mapping[str, Any] | None = None,
                  overrides: Iterable[str] | Mapping[str, Any] = ()) -> None:
         self.config: RunConfig = load_config(config_path, overrides)
+        self.train_config(self.config["training"]["steps"] or 1)  # the Trainer's own checks, before any work
         self.trainer: Trainer | None = None
         self.tokenizer: BERTTokenizerFast | None = None
         self.train_data: Any = None
@@ -122,37 +118,30 @@ class BertRunner:
         seed = self.config["training"]["seed"]
         return self.config["data"]["random_seed"] if seed is None else seed
 
+    def value(self, key: str) -> Any:
+        """The value of `section.key`."""
+        section, _, name = key.partition(".")
+        return self.config[section][name]
+
     def train_config(self, max_steps: int) -> TrainConfig:
-        """The Trainer's settings from the training and logging sections."""
-        data, training, log = self.config["data"], self.config["training"], self.config["logging"]
+        """The Trainer's settings from the run config's keys (training.seed: data.random_seed when null)."""
+        values = {name: self.value(key) for name, key in FIELD_KEYS.items()}
+        values.update(max_steps=max_steps, warmup_steps=min(values["warmup_steps"], max_steps), seed=self.seed)
         try:
-            return TrainConfig(
-                max_steps=max_steps, batch_size=data["batch_size"],
-                gradient_accumulation_steps=training["gradient_accumulation_steps"],
-                learning_rate=training["learning_rate"], weight_decay=training["weight_decay"],
-                warmup_steps=min(training["warmup_steps"], max_steps), max_grad_norm=training["max_grad_norm"],
-                mlm_weight=training["mlm_loss_weight"], nsp_weight=training["nsp_loss_weight"],
-                mlm_probability=data["mask_probability"], precision=training["precision"],
-                compile=training["compile"], device=training["device"], seed=self.seed,
-                eval_interval=training["eval_interval"], log_interval=log["log_interval"],
-                checkpoint_dir=training["checkpoint_dir"], checkpoint_interval=training["checkpoint_interval"],
-                keep_checkpoints=training["keep_checkpoints"], metrics_file=log["metrics_file"],
-                progress=log["progress"])
+            return TrainConfig(**values)
         except (TypeError, ValueError) as error:
             raise ConfigError(_run_config_names(str(error))) from error
 
     def model_config(self, vocab_size: int) -> BERTConfig:
         """BERTConfig from model.* (preset, then the keys given), sized for the vocabulary and sequence length."""
         section = self.config["model"]
-        overrides = {theirs: section[ours] for ours, theirs in MODEL_KEYS.items() if section[ours] is not None}
+        overrides = {theirs: section[ours] for ours, theirs in MODEL_FIELDS.items() if section[ours] is not None}
         preset = PRESETS[section["preset"]]()
-        positions = section["max_position_embeddings"] or max(preset.max_position_embeddings,
-                                                              self.config["data"]["sequence_length"])
-        if positions < self.config["data"]["sequence_length"]:
-            raise ConfigError(f"model.max_position_embeddings ({positions}) is smaller than data.sequence_length "
-                              f"({self.config['data']['sequence_length']}).")
+        # at least the sequence length: load_config refused a max_position_embeddings below it
+        overrides.setdefault("max_position_embeddings", max(preset.max_position_embeddings,
+                                                            self.config["data"]["sequence_length"]))
         try:
-            return PRESETS[section["preset"]](vocab_size=vocab_size, max_position_embeddings=positions, **overrides)
+            return PRESETS[section["preset"]](vocab_size=vocab_size, **overrides)
         except (TypeError, ValueError) as error:  # BERTConfig: TypeError for a wrong type, ValueError for a value
             raise ConfigError(f"model section: {error}") from error
 
@@ -224,11 +213,8 @@ class BertRunner:
 
     def build_data(self, resume: Path | None) -> tuple[Any, Any, int]:
         """(train data, test data or None, vocabulary size) for the configured corpus."""
-        data, accumulation = self.config["data"], self.config["training"]["gradient_accumulation_steps"]
-        micro = data["batch_size"] // accumulation if data["batch_size"] % accumulation == 0 else None
-        if micro is None:
-            raise ConfigError(f"data.batch_size ({data['batch_size']}) must be divisible by "
-                              f"training.gradient_accumulation_steps ({accumulation}).")
+        data = self.config["data"]
+        micro = data["batch_size"] // self.config["training"]["gradient_accumulation_steps"]  # divides: __init__
         if data["corpus"] == SYNTHETIC_CORPUS:
             return (self._synthetic(data["num_train_batches"], micro, self.seed),
                     self._synthetic(data["num_test_batches"], micro, self.seed + 9999), data["vocab_size"])
@@ -271,7 +257,7 @@ class BertRunner:
         if per_epoch < 1:
             raise ConfigError(f"one epoch holds fewer than one optimizer step of data.batch_size="
                               f"{data['batch_size']}; lower the batch size or set training.steps.")
-        return per_epoch * (training["epochs"] or 1)
+        return per_epoch * (training["epochs"] or DEFAULT_EPOCHS)
 
     # the run ---------------------------------------------------------------------------------------------
     def build_trainer(self) -> Trainer:

@@ -29,8 +29,11 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from bertviz_lab.device import select_device
+from bertviz_lab.model.fields import Field, check_fields, setting
+from bertviz_lab.model.files import clip
 from bertviz_lab.model.heads import BERTForPreTraining
 from bertviz_lab.train import checkpoint as ckpt
+from bertviz_lab.train import schema
 from bertviz_lab.train.data import FixedBatches, PairBatches, SentencePairDataset, evaluation_batches
 from bertviz_lab.train.distributed import (
     DistributedContext,
@@ -47,42 +50,43 @@ from bertviz_lab.train.metrics import MetricsRecord, append_record, rewrite_reco
 from bertviz_lab.train.objective import MODEL_INPUTS, PretrainingObjective, prediction_targets
 from bertviz_lab.train.paths import file_problem, folder_problem
 from bertviz_lab.train.progress import log_above
-from bertviz_lab.train.run_config import clip, shown
+from bertviz_lab.train.schema import run_setting
 
 logger = logging.getLogger("bertviz_lab.train")
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 Callback = Callable[[MetricsRecord], Any]
 TrainData = SentencePairDataset | Sequence[dict[str, torch.Tensor]]
 
 
 @dataclass
 class TrainConfig:
-    """How to train; every field is checked on creation with an error naming it."""
+    """How to train; every field is checked on creation with an error naming it. A field the YAML run config also
+    sets takes its default and check from that key (train/schema.py): one default per setting."""
 
-    max_steps: int = 1000  # optimizer steps of the whole run (the LR schedule decays to 0 here)
-    batch_size: int = 32  # sequences per optimizer step, over all processes and accumulation steps
-    gradient_accumulation_steps: int = 1
-    learning_rate: float = 1e-4
-    weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
+    max_steps: int = setting(Field(int, 1000, ge=1))  # optimizer steps of the whole run (the LR decays to 0 here)
+    batch_size: int = run_setting("data.batch_size")  # sequences per step, over processes and accumulation steps
+    gradient_accumulation_steps: int = run_setting("training.gradient_accumulation_steps")
+    learning_rate: float = run_setting("training.learning_rate")
+    weight_decay: float = run_setting("training.weight_decay")  # not applied to biases and LayerNorm weights
     adam_betas: tuple[float, float] = (0.9, 0.999)
-    adam_epsilon: float = 1e-6
-    warmup_steps: int = 0
-    max_grad_norm: float | None = 1.0  # None: no clipping
-    mlm_weight: float = 1.0
-    nsp_weight: float = 1.0
-    mlm_probability: float = 0.15
-    precision: str = "auto"  # auto (bf16/fp16 on CUDA, fp32 elsewhere) | fp32 | bf16 | fp16 (CUDA only)
-    compile: bool = False  # torch.compile the training step
-    device: str = "auto"
-    seed: int = 0  # data order, masking, dropout
-    eval_interval: int = 0  # evaluate every N steps (0: only when evaluate() is called)
-    log_interval: int = 50  # log a line every N steps (0: never)
-    checkpoint_dir: str | None = None  # None: no checkpoints
-    checkpoint_interval: int = 0  # save every N steps (0: only at the end and on stop())
-    keep_checkpoints: int = 2  # newest checkpoints kept; older ones are deleted
-    metrics_file: str | None = None  # JSON lines, one per step, written by rank 0
-    progress: bool = True  # tqdm progress bar on rank 0
+    adam_epsilon: float = setting(Field(float, 1e-6, ge=0.0))
+    warmup_steps: int = run_setting("training.warmup_steps")
+    max_grad_norm: float | None = run_setting("training.max_grad_norm")  # None: no clipping
+    mlm_weight: float = run_setting("training.mlm_loss_weight")
+    nsp_weight: float = run_setting("training.nsp_loss_weight")
+    mlm_probability: float = run_setting("data.mask_probability")
+    precision: str = run_setting("training.precision")  # auto (bf16/fp16 on CUDA, fp32 elsewhere) | fp32 | bf16 | fp16
+    compile: bool = run_setting("training.compile")  # torch.compile the training step
+    device: str = run_setting("training.device")
+    # data order, masking, dropout; the run config's training.seed, whose default is data.random_seed's
+    seed: int = run_setting("training.seed", default=schema.key("data.random_seed").default, nullable=False)
+    eval_interval: int = run_setting("training.eval_interval")  # every N steps (0: only when evaluate() is called)
+    log_interval: int = run_setting("logging.log_interval")  # log a line every N steps (0: never)
+    checkpoint_dir: str | None = run_setting("training.checkpoint_dir")  # None: no checkpoints
+    checkpoint_interval: int = run_setting("training.checkpoint_interval")  # every N steps (0: at the end and stop())
+    keep_checkpoints: int = run_setting("training.keep_checkpoints")  # newest checkpoints kept; older ones deleted
+    metrics_file: str | None = run_setting("logging.metrics_file")  # JSON lines, one per step, written by rank 0
+    progress: bool = run_setting("logging.progress")  # tqdm progress bar on rank 0
 
     def __post_init__(self) -> None:
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
@@ -93,28 +97,9 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raise a ValueError (or TypeError) naming the first field that cannot work."""
-        positive = ("max_steps", "batch_size", "gradient_accumulation_steps", "keep_checkpoints")
-        non_negative = ("warmup_steps", "eval_interval", "log_interval", "checkpoint_interval", "seed")
-        for name in positive + non_negative:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"TrainConfig.{name} must be an int, got {value!r}.")
-            if value < (1 if name in positive else 0):
-                raise ValueError(f"TrainConfig.{name} must be {'>= 1' if name in positive else '>= 0'}, got {value}.")
-        for name in ("learning_rate", "weight_decay", "adam_epsilon", "mlm_weight", "nsp_weight", "mlm_probability"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"TrainConfig.{name} must be a finite number >= 0, got {value!r}.")
-        if self.learning_rate <= 0:
-            raise ValueError(f"TrainConfig.learning_rate must be > 0, got {self.learning_rate!r}.")
-        if not 0 < self.mlm_probability <= 1:
-            raise ValueError(f"TrainConfig.mlm_probability must be in (0, 1], got {self.mlm_probability!r}.")
-        if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
+        check_fields(self, "TrainConfig")
+        if len(self.adam_betas) != 2 or not all(isinstance(b, (int, float)) and 0 <= b < 1 for b in self.adam_betas):
             raise ValueError(f"TrainConfig.adam_betas must be two numbers in [0, 1), got {self.adam_betas!r}.")
-        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
-            raise ValueError(f"TrainConfig.max_grad_norm must be > 0 or None, got {self.max_grad_norm!r}.")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"TrainConfig.precision must be one of {PRECISIONS}, got {self.precision!r}.")
         if self.batch_size % self.gradient_accumulation_steps:
             raise ValueError(f"TrainConfig.batch_size ({self.batch_size}) must be divisible by "
                              f"gradient_accumulation_steps ({self.gradient_accumulation_steps}).")
@@ -122,8 +107,6 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.warmup_steps ({self.warmup_steps}) exceeds max_steps ({self.max_steps}).")
         for name, meaning in (("checkpoint_dir", "no checkpoints"), ("metrics_file", "no metrics file")):
             value = getattr(self, name)
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"TrainConfig.{name} must be a path (str) or None, got {shown(value)}.")
             if value is not None and not value.strip():
                 raise ValueError(f"TrainConfig.{name} is an empty path {value!r}, which would write into the current "
                                  f"folder; give a path, or None for {meaning}.")
@@ -131,6 +114,11 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.checkpoint_interval={self.checkpoint_interval} needs "
                              f"TrainConfig.checkpoint_dir (where the checkpoints go); set it, or set "
                              f"checkpoint_interval to 0.")
+
+
+def run_config_keys() -> dict[str, str]:
+    """TrainConfig field -> the run config key that sets it (error messages of the runner name the key)."""
+    return {f.name: f.metadata["key"] for f in dataclasses.fields(TrainConfig) if "key" in f.metadata}
 
 
 class NonFiniteLossError(FloatingPointError):
