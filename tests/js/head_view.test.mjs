@@ -2,7 +2,9 @@
 // what activating a chip, a token or a line does.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { action, linesOf, toggledHeads } from "../../bertviz_lab/widgets/views/head_view.js";
+import {
+  action, linesOf, nextQuery, toggledHeads, windowFirst,
+} from "../../bertviz_lab/widgets/views/head_view.js";
 
 test("toggledHeads adds a hidden head in order and removes a shown one", () => {
   assert.deepEqual(toggledHeads([2], 1), [1, 2]);
@@ -31,4 +33,24 @@ test("a line opens its own query and head; a key token and nothing do nothing", 
   assert.deepEqual(action({ kind: "line", query: 4, head: 6 }, [1, 6]), { open: { query: 4, head: 6 } });
   assert.equal(action({ kind: "token", side: "key", index: 2 }, [0]), null);
   assert.equal(action(null, [0]), null);
+});
+
+test("nextQuery steps the selected query with the arrows, the page keys (a window), Home and End", () => {
+  assert.equal(nextQuery(5, "ArrowDown", 512, 32, 0), 6);
+  assert.equal(nextQuery(5, "ArrowUp", 512, 32, 0), 4);
+  assert.equal(nextQuery(0, "ArrowUp", 512, 32, 0), 0);
+  assert.equal(nextQuery(5, "PageDown", 512, 32, 0), 37);
+  assert.equal(nextQuery(5, "End", 512, 32, 0), 511);
+  assert.equal(nextQuery(-1, "ArrowDown", 512, 32, 96), 96); // none selected: the window's first row
+  assert.equal(nextQuery(5, "ArrowLeft", 512, 32, 0), null);
+  assert.equal(nextQuery(5, "Enter", 512, 32, 0), null);
+});
+
+test("windowFirst moves the window as little as it takes to show the query, inside the rows", () => {
+  assert.equal(windowFirst(10, 0, 512, 32), 0);
+  assert.equal(windowFirst(32, 0, 512, 32), 1);
+  assert.equal(windowFirst(300, 0, 512, 32), 269);
+  assert.equal(windowFirst(3, 100, 512, 32), 3);
+  assert.equal(windowFirst(-1, 600, 512, 32), 480); // none selected: kept inside
+  assert.equal(windowFirst(5, 3, 20, 32), 0); // a short text: everything from row 0
 });

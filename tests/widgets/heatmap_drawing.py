@@ -65,3 +65,20 @@ def texts(svg: str, css_class: str) -> list[str]:
     """The texts of the drawing that have `css_class`, XML entities decoded."""
     return ["".join(node.itertext()) for node in ET.fromstring(svg).iter(f"{SVG}text")
             if css_class in (node.get("class") or "").split()]
+
+
+def near_colours(full: np.ndarray, top: float) -> list[np.ndarray]:
+    """The colours a linear scale up to `top` gives each cell, one code step down, exact and up (rounding), each
+    (rows, cols, 3); a cell above `top` (clipped) in the overflow colour."""
+    from bertviz_lab.widgets.figures import attention_data as D
+
+    codes = np.rint(np.asarray(full, np.float64).clip(0, top) / top * D.TOP_CODE).astype(int)
+    over = np.asarray(full) > top
+    return [D.HEATMAP_PALETTE[np.where(over, D.OVER_CODE, np.clip(codes + step, 0, D.TOP_CODE))]
+            for step in (-1, 0, 1)]
+
+
+def drawn_as(svg: str, colours: list[np.ndarray]) -> np.ndarray:
+    """(rows, cols) bool: each cell drawn in one of the colours given for it."""
+    drawn = drawn_colours(svg)
+    return np.any([(drawn == c).all(axis=-1) for c in colours], axis=0)

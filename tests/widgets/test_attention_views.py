@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 import torch
-from heatmap_drawing import cell_area, drawn_colours, png_chunks
+from heatmap_drawing import cell_area, drawn_as, near_colours, png_chunks
 
 from bertviz_lab.trace import trace
 from bertviz_lab.widgets import AttentionPanel
@@ -115,9 +115,7 @@ def test_heatmap_draws_every_cell_in_the_colour_of_its_weight_where_its_cell_are
     # [CLS]/[SEP] are clipped by default: the other cells set the colour scale
     special = np.array([True, False, False, False, False, True])
     top = full[np.ix_(~special, ~special)].max()
-    codes = np.rint(full.clip(0, top) / top * D.TOP_CODE).astype(int)
-    near = [D.PALETTE[np.clip(codes + step, 0, D.TOP_CODE)] for step in (-1, 0, 1)]  # within one colour step
-    assert np.any([(drawn_colours(view.svg) == colours).all(axis=-1) for colours in near], axis=0).all()
+    assert drawn_as(view.svg, near_colours(full, top)).all()  # within one colour step, clipped cells marked
     assert "query" in texts(root, "bvl-axis-title") and "key" in texts(root, "bvl-axis-title")
 
 
@@ -139,8 +137,8 @@ def test_heatmap_takes_text_colours_and_fonts_from_the_stylesheet(nasty_panel):
     for node in root.iter():
         if node.tag == f"{SVG}text":
             assert node.get("fill") is None and node.get("stroke") is None, ET.tostring(node)
-        if node.tag in (f"{SVG}line", f"{SVG}path"):
-            assert "bvl-rule" in node.get("class", "").split() and node.get("stroke") is None
+        if node.tag in (f"{SVG}line", f"{SVG}path"):  # rules, and the hatch of clipped cells (its ink in the CSS)
+            assert {"bvl-rule", "bvl-clipped-mark"} & set(node.get("class", "").split()) and node.get("stroke") is None
     data_fills = {id(n) for g in root.iter() if g.get("class") in ("bvl-cells", "bvl-colorbar") for n in g.iter()}
     painted = [n for n in root.iter() if (n.get("fill") or "none") != "none" and id(n) not in data_fills]
     assert painted == [], [ET.tostring(n) for n in painted]  # only cells and colour bands have their own colours
@@ -165,13 +163,11 @@ def test_large_heatmap_embeds_one_png_of_the_cells(tokenizer, backbone):
     assert len(images) == 1 and cell_area(svg).tag == f"{SVG}image"
     data = base64.b64decode(images[0].get("href").split(",", 1)[1])
     assert png_size(data) == (T, T) and images[0].get("width") == str(T * cell_size(T, T))
-    assert np.array_equal(np.frombuffer(png_chunks(data)[b"PLTE"], np.uint8).reshape(256, 3), D.PALETTE)
+    assert np.array_equal(np.frombuffer(png_chunks(data)[b"PLTE"], np.uint8).reshape(256, 3), D.HEATMAP_PALETTE)
     full = recorded.attention(0)[0, 0].numpy()
     special = np.array([t in ("[CLS]", "[SEP]") for t in recorded.tokens[0]])
     top = full[np.ix_(~special, ~special)].max()
-    codes = np.rint(full.clip(0, top) / top * D.TOP_CODE).astype(int)
-    near = [D.PALETTE[np.clip(codes + step, 0, D.TOP_CODE)] for step in (-1, 0, 1)]
-    assert np.any([(drawn_colours(svg) == colours).all(axis=-1) for colours in near], axis=0).all()
+    assert drawn_as(svg, near_colours(full, top)).all()
     labels = texts(root, "bvl-query")
     assert 1 < len(labels) < T and re.fullmatch(r"\d+·.+", labels[1])  # thinned out, with positions
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from attention_figures import SVG, assert_themed_drawing, groups, head_lines, thumbnails, tokens
-from heatmap_drawing import drawn_colours, texts
+from heatmap_drawing import drawn_as, drawn_colours, near_colours, texts
 from payload import sent_messages, state_bytes
 from widgets_testlib import tiny_config
 
@@ -18,7 +18,7 @@ from bertviz_lab.trace import attention_rollout, trace
 from bertviz_lab.widgets import AttentionPanel
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.export import themed
-from bertviz_lab.widgets.figures.head_view import MIN_OPACITY, head_color
+from bertviz_lab.widgets.figures.head_view import MIN_OPACITY, WINDOW_ROWS, head_color
 from bertviz_lab.widgets.panels.attention import trace_text
 from bertviz_lab.widgets.views.front_end import all_css
 from bertviz_lab.widgets.views.head_view import HeadView
@@ -145,10 +145,8 @@ def test_clipped_special_tokens_leave_the_colour_scale_but_keep_their_weights(pa
     top = full[np.ix_(~special, ~special)].max()  # the colour scale's top ignores [CLS]/[SEP] rows and columns
     drawn = drawn_colours(panel.heatmap.svg)
     over = (full > top) & (special[:, None] | special[None, :])
-    assert over.any() and (drawn[over] == D.PALETTE[D.TOP_CODE]).all()  # above the scale: its top colour
-    inside = np.rint(full / top * D.TOP_CODE).astype(int)
-    near = [D.PALETTE[np.clip(inside + step, 0, D.TOP_CODE)] for step in (-1, 0, 1)]
-    assert np.any([(drawn == colours).all(axis=-1) for colours in near], axis=0)[~over].all()
+    assert over.any() and (drawn[over] == D.HEATMAP_PALETTE[D.OVER_CODE]).all()  # above the scale: overflow colour
+    assert drawn_as(panel.heatmap.svg, near_colours(full, top)).all()
     ticks = [float(t) for t in texts(panel.heatmap.svg, "bvl-colorbar-tick")]
     assert max(ticks) <= top < max(ticks) * 2.5  # the colour bar ends at the top of the scale, not at the [CLS] cells
     np.testing.assert_allclose(shown(panel)[0][over], full[over], rtol=HALF)  # hover reads them whole
@@ -522,14 +520,16 @@ def test_512_tokens_stay_compact(long_panel):
 
     # head view: its drawing, the shown head's lines (k=8 a query, ~85 bytes each) and the two token columns
     # (~90 bytes a token); every head's lines stay in the kernel, which draws again when a chip is clicked
+    # a window of WINDOW_ROWS query rows is drawn, not all T
     panel.view.value = "head view"
     head_view_bytes = state_bytes(panel.head_view)
-    k = panel.head_view.k
-    assert k == 8 and panel.head_view.heads == [panel.head.value] and len(head_lines(panel.head_view.svg)) == T * k
-    assert head_view_bytes <= T * k * 90 + 2 * T * 100 + 8192
+    k, rows = panel.head_view.k, WINDOW_ROWS
+    assert k == 8 and panel.head_view.heads == [panel.head.value] and len(head_lines(panel.head_view.svg)) == rows * k
+    assert head_view_bytes <= rows * k * 90 + 2 * rows * 100 + 8192
     with sent_messages(panel.head_view) as sizes:
         panel.head_view.heads = [0, 1]  # a chip clicked on: a drawing of two heads' lines
-    assert len(head_lines(panel.head_view.svg)) == 2 * T * k and sum(sizes) <= 2 * T * k * 90 + 2 * T * 100 + 8192
+    assert len(head_lines(panel.head_view.svg)) == 2 * rows * k
+    assert sum(sizes) <= 2 * rows * k * 90 + 2 * rows * 100 + 8192
     panel.head_view.heads = [0]
     panel.view.value = "heatmap"
 
@@ -549,11 +549,8 @@ def test_512_tokens_draw_every_cell_and_hover_reads_every_weight(long_panel, spe
     special_tokens = np.array([t in ("[CLS]", "[SEP]") for t in panel.trace.tokens[0]])
     counted = ~(special_tokens[:, None] | special_tokens[None, :]) if special == "clip" else np.ones((T, T), bool)
     top = expected[counted].max()
-    codes = np.rint(expected.clip(0, top) / top * D.TOP_CODE).astype(int)
-    drawn = drawn_colours(view.svg)
-    assert drawn.shape == (T, T, 3)
-    near = [D.PALETTE[np.clip(codes + step, 0, D.TOP_CODE)] for step in (-1, 0, 1)]  # within one colour step
-    assert np.any([(drawn == colours).all(axis=-1) for colours in near], axis=0).all()
+    assert drawn_colours(view.svg).shape == (T, T, 3)
+    assert drawn_as(view.svg, near_colours(expected, top)).all()  # within a colour step; clipped: the overflow colour
     ticks = [float(t) for t in texts(view.svg, "bvl-colorbar-tick")]  # weights on the colour scale, up to its top
     assert ticks[0] == 0 and max(ticks) <= top < max(ticks) * 2.5
     assert texts(view.svg, "bvl-colorbar-title") == ["attention weight"]

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from bertviz_lab.trace.attention import attention_rollout
+from bertviz_lab.widgets.figures.palette import OVERFLOW_COLOR
 
 AGGREGATIONS = ("head", "mean", "rollout")
 DIRECTIONS = ("all", "A→B", "B→A")
@@ -91,15 +92,24 @@ DECADES = 4  # the log scale spans 10^-4 × max .. max
 _BLUES = ("#ffffff", "#deebf7", "#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b")
 
 
-def make_palette(stops: Sequence[str] = _BLUES) -> np.ndarray:
-    """(256, 3) uint8 colours for codes 0..255: the stops interpolated over 0..254, code 255 as the top colour."""
-    rgb = np.array([[int(c[i: i + 2], 16) for i in (1, 3, 5)] for c in stops], dtype=np.float64)
+def _rgb(color: str) -> list[int]:
+    return [int(color[i: i + 2], 16) for i in (1, 3, 5)]
+
+
+def make_palette(stops: Sequence[str] = _BLUES, over: str | None = None) -> np.ndarray:
+    """(256, 3) uint8 colours for codes 0..255: the stops interpolated over 0..254; code 255 the top colour, or
+    `over` where a cell beyond the scale must not pass for its top."""
+    rgb = np.array([_rgb(c) for c in stops], dtype=np.float64)
     at = np.minimum(np.arange(256), TOP_CODE) / TOP_CODE * (len(stops) - 1)
-    return np.rint(np.stack([np.interp(at, np.arange(len(stops)), rgb[:, k]) for k in range(3)], axis=1)).astype(
+    palette = np.rint(np.stack([np.interp(at, np.arange(len(stops)), rgb[:, k]) for k in range(3)], axis=1)).astype(
         np.uint8)
+    if over is not None:
+        palette[OVER_CODE] = _rgb(over)
+    return palette
 
 
-PALETTE = make_palette()
+PALETTE = make_palette()  # the model view's thumbnails: a pooled cell above the scale keeps the top colour
+HEATMAP_PALETTE = make_palette(over=OVERFLOW_COLOR)  # the heatmap: a clipped cell in the overflow colour, marked
 
 
 @dataclass(frozen=True)
@@ -165,6 +175,27 @@ def encode_heatmap(matrix: np.ndarray, mode: str = "linear", ignore_rows: np.nda
             scale, row_scales, log_range = 0.0, empty, (floor, top)
     codes[over] = OVER_CODE
     return HeatmapCodes(codes, mode, float(scale), row_scales, (float(log_range[0]), float(log_range[1])))
+
+
+def overflow_max(matrix: np.ndarray, encoded: HeatmapCodes) -> float | None:
+    """The largest true value among the cells beyond the colour scale, in the colour bar's units (a weight; with the
+    per-row scale, the weight ÷ its row's max); None when no cell is beyond it."""
+    over = encoded.codes == OVER_CODE
+    if not over.any():
+        return None
+    values = np.asarray(matrix, dtype=np.float64)
+    if encoded.mode == "row":
+        tops = encoded.row_scales.astype(np.float64) * TOP_CODE
+        values = values / np.where(tops > 0, tops, np.inf)[:, None]
+    return float(values[over].max())
+
+
+def scale_top(encoded: HeatmapCodes) -> float | None:
+    """The weight at the top of a single colour scale (linear or log), above which a cell is clipped; None for the
+    per-row scale, whose top is each row's own."""
+    if encoded.mode == "log":
+        return encoded.log_range[1]
+    return None if encoded.mode == "row" else encoded.scale * TOP_CODE
 
 
 def _nice_step(span: float, count: int = 4) -> float:

@@ -1,7 +1,11 @@
 """The attention heatmap as one SVG drawing: title, token axes, cells (one <rect> each, or one embedded PNG when
 there are many), colour bar; and the pieces other attention figures share (PNG of palette codes, colour bar, header).
 
-The drawing is the whole figure: the live view shows this very document, the static copy and exports hold it.
+The drawing is the whole figure: the live view shows this very document, the static copy and exports hold it. A long
+text is read through a window (a range of query rows and key columns): the colour scale stays the whole matrix's, so
+panning keeps colours comparable, and every token in a window of up to ~45 is labelled. Cells beyond the colour scale
+(clipped [CLS]/[SEP]) are drawn in the overflow colour with a hatch and an outline, and the colour bar's overflow end
+names their largest true value.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from bertviz_lab.widgets.figures import attention_data as D
+from bertviz_lab.widgets.figures.palette import OVERFLOW_COLOR
 from bertviz_lab.widgets.figures.text import escape, short_token
 
 LABEL_FONT = 11  # px, monospace: ~0.6 em a character
@@ -24,6 +29,9 @@ MAX_SIDE, MAX_CELL = 600, 28  # the matrix is at most MAX_SIDE px a side, at one
 LABEL_PITCH = 13  # px between two token labels; at small cells only every k-th token is labelled
 RECT_LIMIT = 64 * 64  # up to this many cells the SVG draws one <rect> each, beyond one embedded PNG
 BAR_W, BAR_MIN_H = 14, 160
+OVER_H, OVER_GAP = 14, 6  # px: the colour bar's overflow end, and the gap between it and the scale
+MIN_MARKED_CELL = 3  # px: from this cell size up, a clipped cell also carries an outline and a hatch (its ink,
+# heatmap.css's .bvl-clipped-mark, is the one that reads on the overflow colour: ink_on(OVERFLOW_COLOR))
 
 
 def png(codes: np.ndarray, palette: np.ndarray) -> bytes:
@@ -52,10 +60,14 @@ def cell_size(rows: int, cols: int) -> int:
     return max(1, min(MAX_CELL, MAX_SIDE // max(rows, cols, 1)))
 
 
-def tick_labels(tokens: Sequence[str], positions: Sequence[int], cell: int) -> list[tuple[int, str]]:
-    """(index, text) of the labels drawn along an axis: all where they fit, else every k-th with its position."""
+def tick_labels(tokens: Sequence[str], positions: Sequence[int], cell: int,
+                numbered: bool = False) -> list[tuple[int, str]]:
+    """(index, text) of the labels drawn along an axis: all where they fit (with their positions when `numbered`),
+    else every k-th with its position."""
     stride = max(1, math.ceil(LABEL_PITCH / cell))
     if stride == 1:
+        if numbered:
+            return [(i, f"{positions[i]}·{short_token(t)}") for i, t in enumerate(tokens)]
         return [(i, short_token(t)) for i, t in enumerate(tokens)]
     return [(i, f"{positions[i]}·{short_token(tokens[i])}") for i in range(0, len(tokens), stride)]
 
@@ -82,14 +94,33 @@ def heatmap_layout(rows: int, cols: int, row_ticks: Sequence[tuple[int, str]], c
             "total_h": total_h}
 
 
+def overflow_label(top: float) -> str:
+    """What the colour bar's overflow end says: the cells beyond the scale are clipped, and their largest value."""
+    return f"clipped, max {top:.3g}"
+
+
 def colorbar(x: float, y: float, height: float, palette: np.ndarray, ticks: Sequence[Sequence[Any]],
-             title: str) -> str:
-    """A vertical colour bar (code 0 at the bottom), ticks in real weights at their positions, a rotated title.
+             title: str, overflow: float | None = None) -> str:
+    """A vertical colour bar (code 0 at the bottom), ticks in real weights at their positions, a rotated title; with
+    `overflow` (the largest value beyond the scale) an overflow end on top, hatched as the clipped cells are, that
+    names it.
 
     The bands are data colours; frame, ticks and labels take the theme's colours from figure.css.
     """
     bands = 128  # stacked bands rather than a gradient: no element ids to clash between figures on one page
-    parts = ['<g class="bvl-colorbar"><g shape-rendering="crispEdges">']
+    parts = ['<g class="bvl-colorbar">']
+    labels = list(ticks)
+    if overflow is not None:
+        label = overflow_label(overflow)
+        parts.append(f'<g class="bvl-colorbar-overflow" data-max="{overflow:.6g}">'
+                     f'<rect x="{x}" y="{y}" width="{BAR_W}" height="{OVER_H}" fill="{OVERFLOW_COLOR}"/>'
+                     f'<path class="bvl-clipped-mark" d="{_hatch(x, y, BAR_W, OVER_H)}"/>'
+                     f'<rect class="bvl-rule" x="{x}" y="{y}" width="{BAR_W}" height="{OVER_H}" stroke-width="0.5"/>'
+                     f'<text class="bvl-colorbar-overflow-label bvl-mono" x="{x + BAR_W + 6}" y="{y + OVER_H - 3}" '
+                     f'font-size="{LABEL_FONT}">{escape(label)}</text></g>')
+        y, height = y + OVER_H + OVER_GAP, height - OVER_H - OVER_GAP
+        labels.append((0.0, label))
+    parts.append('<g shape-rendering="crispEdges">')
     for band in range(bands):
         red, green, blue = palette[round(band * D.TOP_CODE / (bands - 1))]
         y0, y1 = y + height * (1 - (band + 1) / bands), y + height * (1 - band / bands)
@@ -101,7 +132,7 @@ def colorbar(x: float, y: float, height: float, palette: np.ndarray, ticks: Sequ
         parts.append(f'<line class="bvl-rule" x1="{x + BAR_W}" y1="{ty:.1f}" x2="{x + BAR_W + 4}" y2="{ty:.1f}"/>'
                      f'<text class="bvl-colorbar-tick bvl-mono" x="{x + BAR_W + 6}" y="{ty + 4:.1f}" '
                      f'font-size="{LABEL_FONT}">{escape(label)}</text>')
-    cx, cy = x + BAR_W + 6 + _label_width(ticks) + 12, y + height / 2
+    cx, cy = x + BAR_W + 6 + _label_width(labels) + 12, y + height / 2
     parts.append(f'<text class="bvl-colorbar-title" transform="translate({cx:.1f},{cy:.1f}) rotate(90)" '
                  f'text-anchor="middle" font-size="12">{escape(title)}</text></g>')
     return "".join(parts)
@@ -120,44 +151,113 @@ def figure_header(css_class: str, box: dict[str, Any], title: str, note: str) ->
     return parts
 
 
+def _hatch(x: float, y: float, width: float, height: float) -> str:
+    """Path data of a box's hatch: its two diagonals' halves from the lower left, inside the box."""
+    return (f"M{x:g},{y + height:g}l{width:g},{-height:g}M{x:g},{y + height / 2:g}l{width / 2:g},{-height / 2:g}"
+            f"M{x + width / 2:g},{y + height:g}l{width / 2:g},{-height / 2:g}")
+
+
+def clipped_marks(codes: np.ndarray, left: float, top: float, cell: int) -> str:
+    """One path that outlines and hatches every cell beyond the colour scale (code 255), or '' when none is or the
+    cells are too small to carry a mark (their overflow colour still sets them apart). Each cell's outline is the
+    subpath `M{x},{y}h{side}v{side}h-{side}z`, inset half a pixel."""
+    rows, cols = np.nonzero(codes == D.OVER_CODE)
+    if not len(rows) or cell < MIN_MARKED_CELL:
+        return ""
+    side = cell - 1
+    parts = []
+    for r, c in zip(rows.tolist(), cols.tolist()):
+        x, y = left + c * cell + 0.5, top + r * cell + 0.5
+        parts.append(f"M{x:g},{y:g}h{side}v{side}h-{side}z" + (_hatch(x, y, side, side) if cell >= 8 else ""))
+    return f'<path class="bvl-clipped-mark" data-cells="{len(rows)}" d="{"".join(parts)}"/>'
+
+
+def window_slices(window: Sequence[int] | None, rows: int, cols: int) -> tuple[slice, slice]:
+    """The rows and columns (matrix indices) a window (row_start, row_end, col_start, col_end; ends excluded) shows;
+    None shows all."""
+    if window is None:
+        return slice(0, rows), slice(0, cols)
+    r0, r1, c0, c1 = (int(v) for v in window)
+    if not (0 <= r0 < r1 <= rows and 0 <= c0 < c1 <= cols):
+        raise ValueError(f"window {tuple(window)} must be (row_start, row_end, col_start, col_end) with "
+                         f"0 <= start < end <= {rows} rows and {cols} columns")
+    return slice(r0, r1), slice(c0, c1)
+
+
+def window_title(title: str, row_positions: Sequence[int], col_positions: Sequence[int],
+                 window: Sequence[int] | None) -> str:
+    """The title of a drawing with its window, by token position (ends included):
+    'layer 3 · … · queries 96–127 · keys 96–127 of 512'."""
+    if window is None:
+        return title
+    rows, cols = window_slices(window, len(row_positions), len(col_positions))
+    total = max(len(row_positions), len(col_positions))
+    return (f"{title} · queries {row_positions[rows.start]}–{row_positions[rows.stop - 1]} · "
+            f"keys {col_positions[cols.start]}–{col_positions[cols.stop - 1]} of {total}")
+
+
 def heatmap_svg(matrix: np.ndarray, row_tokens: Sequence[str], col_tokens: Sequence[str],
                 row_positions: Sequence[int], col_positions: Sequence[int], title: str, note: str = "",
                 mode: str = "linear", ignore_rows: np.ndarray | None = None,
-                ignore_cols: np.ndarray | None = None) -> str:
+                ignore_cols: np.ndarray | None = None, window: Sequence[int] | None = None,
+                selected: tuple[int, int] | None = None) -> str:
     """One attention matrix as a standalone SVG document: title, note, token axes, cells, frame, colour bar.
 
-    mode and ignore_rows/ignore_cols ([CLS]/[SEP] when clipped) choose the colours (attention_data.encode_heatmap).
-    The cell area (class bvl-cells) says where its cells are for hover: data-rows, data-cols, data-x, data-y (its
-    top-left corner) and data-cell (the side of one cell), all in the SVG's pixels.
+    mode and ignore_rows/ignore_cols ([CLS]/[SEP] when clipped) choose the colours (attention_data.encode_heatmap),
+    over the whole matrix; window (row_start, row_end, col_start, col_end; matrix indices, ends excluded) draws only
+    those rows and columns, and the title says which; selected (row, col) outlines that cell.
+    The cell area (class bvl-cells) says where its cells are for hover: data-rows, data-cols (the cells drawn),
+    data-row0, data-col0 (the first one's row and column in the matrix), data-x, data-y (its top-left corner) and
+    data-cell (the side of one cell), all in the SVG's pixels; data-top is the weight at the top of a single colour
+    scale (absent for the per-row scale).
     """
-    rows, cols = len(row_tokens), len(col_tokens)
-    values = np.asarray(matrix, dtype=np.float64).reshape(rows, cols)
+    all_rows, all_cols = len(row_tokens), len(col_tokens)
+    values = np.asarray(matrix, dtype=np.float64).reshape(all_rows, all_cols)
     encoded = D.encode_heatmap(values, mode, ignore_rows, ignore_cols)
+    row_span, col_span = window_slices(window, all_rows, all_cols)
+    title = window_title(title, row_positions, col_positions, window)
+    codes = encoded.codes[row_span, col_span]
+    shown = D.HeatmapCodes(codes, encoded.mode, encoded.scale, encoded.row_scales[row_span] if mode == "row"
+                           else encoded.row_scales, encoded.log_range)
+    over = D.overflow_max(values[row_span, col_span], shown)
     bar_ticks, bar_title = D.colorbar_ticks(encoded)
+    bar_labels = bar_ticks + ([(0.0, overflow_label(over))] if over is not None else [])
+    rows, cols = codes.shape
     cell = cell_size(rows, cols)
-    row_ticks = tick_labels(list(row_tokens), list(row_positions), cell)
-    col_ticks = tick_labels(list(col_tokens), list(col_positions), cell)
-    box = heatmap_layout(rows, cols, row_ticks, col_ticks, title, note, bar_ticks)
+    row_tokens, col_tokens = list(row_tokens)[row_span], list(col_tokens)[col_span]
+    row_positions, col_positions = list(row_positions)[row_span], list(col_positions)[col_span]
+    row_ticks = tick_labels(row_tokens, row_positions, cell, numbered=window is not None)
+    col_ticks = tick_labels(col_tokens, col_positions, cell, numbered=window is not None)
+    box = heatmap_layout(rows, cols, row_ticks, col_ticks, title, note, bar_labels)
     left, top = box["left"], box["top"]
     width, height = cols * cell, rows * cell
     parts = figure_header("bvl-heatmap", box, title, note)
-    area = (f'class="bvl-cells" data-rows="{rows}" data-cols="{cols}" data-x="{left}" data-y="{top}" '
-            f'data-cell="{cell}"')
+    scale_top = D.scale_top(encoded)
+    area = (f'class="bvl-cells" data-rows="{rows}" data-cols="{cols}" data-row0="{row_span.start}" '
+            f'data-col0="{col_span.start}" data-x="{left}" data-y="{top}" data-cell="{cell}"'
+            + (f' data-top="{scale_top:.6g}"' if scale_top is not None else ""))
     if rows * cols <= RECT_LIMIT:
         parts.append(f'<g {area} shape-rendering="crispEdges">')
-        colours = [f"#{r:02x}{g:02x}{b:02x}" for r, g, b in D.PALETTE]
+        colours = [f"#{r:02x}{g:02x}{b:02x}" for r, g, b in D.HEATMAP_PALETTE]
         for r in range(rows):
             for c in range(cols):
                 parts.append(f'<rect x="{left + c * cell}" y="{top + r * cell}" width="{cell}" height="{cell}" '
-                             f'fill="{colours[encoded.codes[r, c]]}"/>')
+                             f'fill="{colours[codes[r, c]]}"/>')
         parts.append("</g>")
     else:
-        data = base64.b64encode(png(encoded.codes, D.PALETTE)).decode("ascii")
+        data = base64.b64encode(png(codes, D.HEATMAP_PALETTE)).decode("ascii")
         parts.append(f'<image {area} x="{left}" y="{top}" width="{width}" height="{height}" '
                      'preserveAspectRatio="none" image-rendering="optimizeSpeed" style="image-rendering:pixelated" '
                      f'href="data:image/png;base64,{data}"/>')
+    parts.append(clipped_marks(codes, left, top, cell))
     parts.append(f'<rect class="bvl-rule bvl-frame" x="{left}" y="{top}" width="{width}" height="{height}" '
                  'stroke-width="0.5"/>')
+    if selected is not None:
+        r, c = selected[0] - row_span.start, selected[1] - col_span.start
+        if 0 <= r < rows and 0 <= c < cols:
+            at = f'x="{left + c * cell}" y="{top + r * cell}" width="{cell}" height="{cell}"'
+            parts.append(f'<g class="bvl-selected-cell" data-row="{selected[0]}" data-col="{selected[1]}">'
+                         f'<rect class="bvl-heatmap-mark-halo" {at}/><rect class="bvl-heatmap-mark-line" {at}/></g>')
     for r, text in row_ticks:
         y = top + (r + 0.5) * cell + LABEL_FONT * 0.35
         parts.append(f'<text class="bvl-token bvl-query" x="{left - 4}" y="{y:.1f}" text-anchor="end">'
@@ -169,6 +269,6 @@ def heatmap_svg(matrix: np.ndarray, row_tokens: Sequence[str], col_tokens: Seque
     axis = 'class="bvl-axis-title" font-size="12" text-anchor="middle"'
     parts.append(f'<text {axis} transform="translate(12,{top + height / 2:.1f}) rotate(-90)">query</text>')
     parts.append(f'<text {axis} x="{left + width / 2:.1f}" y="{top + height + box["col_label_h"] + 20}">key</text>')
-    parts.append(colorbar(box["bar_x"], top, box["bar_h"], D.PALETTE, bar_ticks, bar_title))
+    parts.append(colorbar(box["bar_x"], top, box["bar_h"], D.HEATMAP_PALETTE, bar_ticks, bar_title, over))
     parts.append("</svg>")
     return "".join(parts)

@@ -31,6 +31,9 @@ CURVE_COLORS = {
     "nsp_accuracy": "#d62728",
     "lr": "#7f7f7f",
 }
+# A heatmap cell beyond its colour scale (a clipped [CLS]/[SEP] weight) and the colour bar's overflow end: ColorBrewer
+# "Oranges", apart from every blue of the scale (and from its top, 3.4:1), reads on both grounds.
+OVERFLOW_COLOR = "#e6550d"
 HEAD_COLORS = ["#1f77b4", "#e07000", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#cc4fa6", "#7f7f7f",
                "#8f8f00", "#0f8fa0", "#6b6fd0", "#637939", "#8c6d31", "#c0504d", "#a8559b", "#3182bd"]
 
@@ -40,4 +43,5 @@ def reads_on_both_grounds(color: str) -> bool:
     return all(contrast_ratio(color, ground) >= MIN_LINE_CONTRAST for ground in GROUNDS)
 
 
-__all__ = ["COLORS", "CURVE_COLORS", "HEAD_COLORS", "GROUNDS", "MIN_TEXT_CONTRAST", "ink_on", "reads_on_both_grounds"]
+__all__ = ["COLORS", "CURVE_COLORS", "HEAD_COLORS", "OVERFLOW_COLOR", "GROUNDS", "MIN_TEXT_CONTRAST", "ink_on",
+           "reads_on_both_grounds"]

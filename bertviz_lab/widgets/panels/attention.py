@@ -4,6 +4,7 @@ view, each with its own toolbar, and the text's token saliency (an embedded Sali
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any, Iterator
 
 import ipywidgets as widgets
@@ -41,6 +42,17 @@ def trace_text(model: torch.nn.Module, tokenizer: Any, text: str,
     what the cut kept."""
     run = run_text(model, tokenizer, text, text_b, shapes=False)
     return run.trace, run.truncation
+
+
+def check_window(window: Any, tokens: int) -> tuple[int, int]:
+    """(start, end) of a window of token positions, checked: whole numbers, 0 <= start < end <= tokens."""
+    try:
+        start, end = (int(v) for v in window)
+    except (TypeError, ValueError):
+        raise TypeError(f"window must be (start, end), two token positions, got {window!r}.") from None
+    if not 0 <= start < end <= tokens:
+        raise ValueError(f"window {(start, end)} must have 0 <= start < end <= {tokens} (the tokens of this input).")
+    return start, end
 
 
 class HeadsShown:
@@ -86,6 +98,7 @@ class AttentionPanel(Panel):
         if special not in D.SPECIAL_MODES:
             raise ValueError(f"special must be one of {D.SPECIAL_MODES}, got {special!r}.")
         self._marking_selection = False
+        self._export_window: list[int] | None = None  # save(window=...) draws the heatmap with it
         if trace is None:
             if model is None or tokenizer is None or text is None:
                 raise TypeError("AttentionPanel needs a Trace, or a model, a tokenizer and a text.")
@@ -112,6 +125,7 @@ class AttentionPanel(Panel):
         self._shown_special = special if special != "hide" else "clip"
         self.message = lean(widgets.HTML)
         self.heatmap = lean(HeatmapView)
+        self.heatmap.observe(self._heatmap_zoomed, names=["window", "selected"])
         # The head, model and neuron views (and the model view's ablation row) are made when first shown, so a
         # panel opened on the heatmap sends the page none of their models; the state they share lives here.
         self._made: dict[str, widgets.Widget] = {}
@@ -188,6 +202,7 @@ class AttentionPanel(Panel):
         if name == "head view":
             view = lean(HeadView, num_heads=self._num_heads, heads=list(self._heads))
             view.observe(self._heads_clicked, names="heads")
+            view.observe(self._head_view_moved, names=["query", "first"])
             view.on_open(self._open_neuron_view)
             parts = [view]
         elif name == "model view":
@@ -325,6 +340,29 @@ class AttentionPanel(Panel):
             return
         self.special.value = "hide" if change["new"] else self._shown_special
 
+    def _head_view_moved(self, change: dict) -> None:
+        """The head view's keys or wheel moved its query or window: the query token follows (the neuron view's), and
+        the static copy and export show the new window."""
+        view = self._made.get("head view")
+        if change["name"] == "query" and view is not None and 0 <= change["new"] < len(view.query_tokens):
+            queries, _ = self.positions()
+            if change["new"] < len(queries):
+                with self._quietly():
+                    self.query.value = int(queries[change["new"]])
+        self._head_view_changed()
+
+    def _heatmap_zoomed(self, change: dict) -> None:
+        """The heatmap's window or selected cell changed (in a front end, or here): the static copy and exports
+        follow; a selected cell's query becomes the query token."""
+        if change["name"] == "selected" and len(change["new"]) == 2 and change["new"][0] in self._query_positions():
+            with self._quietly():
+                self.query.value = change["new"][0]
+        if not self._suspended and self.view.value == "heatmap":
+            self.figure_changed()
+
+    def _query_positions(self) -> list[int]:
+        return [value for _, value in self.query.options]
+
     def _head_view_changed(self) -> None:
         """The chips changed the heads shown: the static copy and export follow."""
         if not self._suspended and self.view.value == "head view":
@@ -438,8 +476,26 @@ class AttentionPanel(Panel):
             return self.saliency if self.saliency is not None else self.saliency_note
         return getattr(self, VIEW_WIDGETS[self.view.value])
 
+    def save(self, path: str | Path, scale: float = 1, theme: str = "light", caption: bool | str = False,
+             window: tuple[int, int] | None = None) -> Path:
+        """Write the figure on screen to `path` (SVG or PNG by its suffix, see Panel.save); the heatmap also takes
+        `window=(start, end)`: the query and key tokens at positions start..end-1 drawn, whatever the window on
+        screen (which stays as it is)."""
+        if window is None:
+            return super().save(path, scale, theme, caption)
+        if self.view.value != "heatmap":
+            raise ValueError(f"window= applies to the heatmap; the view on screen is the {self.view.value}.")
+        start, end = check_window(window, len(self.info.tokens))
+        self._export_window = [start, end, start, end]
+        try:
+            return super().save(path, scale, theme, caption)
+        finally:
+            self._export_window = None
+
     def to_svg(self) -> str:
         """The view on screen as a standalone SVG document."""
+        if self.view.value == "heatmap" and self._export_window:
+            return self.heatmap.drawing(self._export_window)[0]
         if self.view.value == "saliency" and self.saliency is None:
             return ('<svg xmlns="http://www.w3.org/2000/svg" class="bvl-fig bvl-saliency" width="640" height="40">'
                     f'<rect class="bvl-ground" width="100%" height="100%"/><text x="8" y="24">{escape(SALIENCY_NEEDS)}'
@@ -524,21 +580,19 @@ class AttentionPanel(Panel):
 
     def _draw_head_view(self) -> None:
         queries, keys = self.positions()
-        attention = self.attentions[self.layer.value][self.row]
+        attention = self.attentions[self.layer.value][self.row]  # (nh, T, T)
         k = min(self.head_view_k, len(keys))
-        index_parts, weight_parts = [], []
-        for head in range(attention.shape[0]):  # every head: the chips switch heads, and the kernel draws them
-            matrix = attention[head].float().numpy()[np.ix_(queries, keys)]
-            index = D.top_lines(matrix, k)[0]
-            index_parts.append(index)
-            weight_parts.append(np.take_along_axis(matrix, index.astype(np.intp), axis=1))
+        # every head (the chips switch heads, and the kernel draws them), all at once: (nh, Q, K) -> (nh, Q, k)
+        matrices = attention.index_select(1, torch.as_tensor(queries)).index_select(2, torch.as_tensor(keys))
+        weights, index = matrices.float().topk(k, dim=-1, sorted=False)
         tokens = self.info.tokens
         direction = self.direction.value
         title = f"layer {self.layer.value}" + (f" · {direction} (rows are a slice)" if direction != "all" else "")
         if self.special.value == "hide":
             title += " · [CLS]/[SEP] hidden"
-        self.head_view.show([tokens[i] for i in queries], [tokens[i] for i in keys], np.stack(index_parts),
-                            np.stack(weight_parts), title)
+        at = np.flatnonzero(queries == self.query.value)
+        self.head_view.show([tokens[i] for i in queries], [tokens[i] for i in keys], index.numpy().astype(np.uint16),
+                            weights.numpy(), title, query=int(at[0]) if len(at) else -1)
 
     def _draw_model_view(self) -> None:
         special, ablation, show = self.special.value, self.ablation_bar.ablation, self.ablation_bar.show.value

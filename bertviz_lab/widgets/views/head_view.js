@@ -1,4 +1,4 @@
-import { showFigure, redrawScheduler, svgEl } from "./shared.js";
+import { showFigure, redrawScheduler, svgEl, stepIndex } from "./shared.js";
 // The bertviz-style head view. The kernel draws the figure (figures/head_view.py: query tokens left, key tokens right,
 // a line per (query, key) of each shown head) and this module shows it and adds what a pointer and a keyboard do:
 // - a head chip (g.bvl-head-chip[data-head]) clicked, or Enter/Space on it, shows or hides that head; a double click
@@ -7,9 +7,15 @@ import { showFigure, redrawScheduler, svgEl } from "./shared.js";
 //   the figure and bvl-lit on its lines (head_view.css), no kernel round trip;
 // - a query token clicked (or Enter/Space), or a line clicked, asks the panel to open the neuron view on that query
 //   (message {type: "open", query, head}).
-// Data attributes the figure carries for this (and for tests): root data-heads and data-lines; chip data-head and
-// data-on; token data-side and data-index; line groups g[data-head] > g[data-q] > line[data-key]. The figure is parsed
-// as XML (showFigure); the only text set here is a query token's hover hint, with textContent.
+// - a long text shows a window of rows around the selected query: the arrow keys (Home, End and the page keys too) on
+//   a query token select the query above or below, and the window follows; the wheel moves the window alone. Both go
+//   to the kernel (`query`, `first`), which draws that window.
+// Data attributes the figure carries for this (and for tests): root data-heads, data-lines, data-query, data-first,
+// data-rows, data-queries; chip data-head and data-on; token data-side and data-index; line groups g[data-head] >
+// g[data-q] > line[data-key]. The view's element says what it shows: data-title (the drawing's title), data-draws,
+// data-query, data-first. The figure is parsed as XML (showFigure); the only text set here is a query token's hover
+// hint, with textContent.
+export const WHEEL_ROWS = 3; // rows the window moves a wheel step
 
 // The heads shown after a click on `head`'s chip: toggled, in ascending order.
 export function toggledHeads(heads, head) {
@@ -36,6 +42,21 @@ export function action(target, shown) {
   }
   if (target.kind === "line") return { open: { query: target.query, head: target.head } };
   return null;
+}
+
+// The query row a key selects from `current` (none yet: the window's first row) among `count`, the page keys stepping
+// a window of `rows`; null for a key that does not move the query.
+export function nextQuery(current, key, count, rows, first) {
+  if (!["ArrowUp", "ArrowDown", "PageUp", "PageDown", "Home", "End"].includes(key)) return null;
+  return current < 0 ? Math.min(first, count - 1) : stepIndex(current, key, count, rows);
+}
+
+// The first row of a window of `rows` among `count` that shows `query`, moved as little as it takes from `first`
+// (as figures/head_view.py's window_first).
+export function windowFirst(query, first, count, rows) {
+  if (query >= first + rows) first = query - rows + 1;
+  else if (query >= 0 && query < first) first = query;
+  return Math.max(0, Math.min(first, count - rows));
 }
 
 // The element of the figure an event landed on, as action() reads it (null: none that does anything).
@@ -82,9 +103,16 @@ function render({ model, el }) {
     for (const line of figure.querySelectorAll(linesOf(target.side, target.index))) line.classList.add("bvl-lit");
   }
 
+  let draws = 0;
   function draw() {
     figure = showFigure(root, model.get("svg"));
+    draws += 1;
+    root.dataset.draws = draws;
     if (!figure) return;
+    const title = figure.querySelector(".bvl-title");
+    Object.assign(root.dataset, { title: title ? title.textContent : "", query: figure.dataset.query || "-1",
+      first: figure.dataset.first || "0" });
+    figure.setAttribute("aria-label", "head view: the arrow keys on a query token select the query above or below");
     for (const chip of figure.querySelectorAll("g.bvl-head-chip")) {
       chip.setAttribute("tabindex", "0");
       chip.setAttribute("role", "button");
@@ -113,9 +141,25 @@ function render({ model, el }) {
       model.save_changes();
     }
   });
+  function move(query, first) {
+    model.set("query", query);
+    model.set("first", first);
+    model.save_changes();
+  }
+
   root.addEventListener("keydown", (event) => {
-    if (event.key !== "Enter" && event.key !== " ") return;
     const target = targetOf(event.target);
+    if (figure && target && target.kind === "token" && target.side === "query") {
+      const count = Number(figure.dataset.queries), rows = Number(figure.dataset.rows);
+      const query = nextQuery(Number(figure.dataset.query), event.key, count, rows, Number(figure.dataset.first));
+      if (query !== null) {
+        event.preventDefault(); // the arrows move the query, not the page
+        refocus = `text.bvl-token[data-side="query"][data-index="${query}"]`;
+        move(query, windowFirst(query, Number(figure.dataset.first), count, rows));
+        return;
+      }
+    }
+    if (event.key !== "Enter" && event.key !== " ") return;
     if (!target || target.kind === "line") return;
     event.preventDefault();
     if (target.kind === "chip") refocus = `g.bvl-head-chip[data-head="${target.head}"]`;
@@ -128,9 +172,22 @@ function render({ model, el }) {
   root.addEventListener("mouseover", hover);
   root.addEventListener("focusin", hover);
   root.addEventListener("mouseleave", () => highlight(null));
+  let wheelFirst = null; // the window asked for by the wheel and not drawn yet, so quick turns add up
+  root.addEventListener("wheel", (event) => {
+    if (!figure || !event.deltaY) return;
+    const count = Number(figure.dataset.queries), rows = Number(figure.dataset.rows);
+    if (count <= rows) return; // the whole text is drawn: the page scrolls
+    const from = wheelFirst === null ? Number(figure.dataset.first) : wheelFirst;
+    const first = Math.max(0, Math.min(count - rows, from + Math.sign(event.deltaY) * WHEEL_ROWS));
+    event.preventDefault();
+    if (first === from) return;
+    wheelFirst = first;
+    model.set("first", first);
+    model.save_changes();
+  }, { passive: false });
   root.addEventListener("focusout", () => highlight(null));
 
-  const schedule = redrawScheduler(draw);
+  const schedule = redrawScheduler(() => { wheelFirst = null; draw(); });
   model.on("change:svg", schedule);
   draw();
   return () => model.off("change:svg", schedule);

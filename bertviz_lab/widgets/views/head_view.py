@@ -17,12 +17,16 @@ class HeadView(anywidget.AnyWidget):
 
     The browser gets the drawing (`svg`) and the heads shown (`heads`): a chip clicked there changes `heads`, and
     the kernel draws again; hovering a token only dims the other lines. The lines' data stays in the kernel.
+    A long text shows a window of rows: `query` is the selected query row (-1: none), `first` the window's first row;
+    the arrow keys there (or the wheel, which moves only the window) write them, and the kernel draws that window.
     """
 
     _esm = esm("head_view.js")
     _css = css("head_view")
     svg = traitlets.Unicode("").tag(sync=True)  # the figure: exactly what to_svg() returns
     heads = traitlets.List(traitlets.Int()).tag(sync=True)  # the heads shown, chosen with the chips
+    query = traitlets.Int(-1).tag(sync=True)  # the selected query row, -1 for none
+    first = traitlets.Int(0).tag(sync=True)  # the first row of the window drawn
     # what is drawn, kept in the kernel (not sent): the panel and the tests read it
     num_heads = traitlets.Int(0)
     query_tokens = traitlets.List(traitlets.Unicode())
@@ -34,8 +38,9 @@ class HeadView(anywidget.AnyWidget):
         self._indices = np.zeros((0, 0, 1), np.uint16)
         self._weights = np.zeros((0, 0, 1), np.float32)
         self._open_listeners: list[Callable[[int, int], None]] = []
+        self._holding = False
         self.on_msg(self._front_end_message)
-        self.observe(lambda _: self._draw(), names="heads")
+        self.observe(lambda _: self._draw(), names=["heads", "query", "first"])
 
     @property
     def k(self) -> int:
@@ -43,22 +48,34 @@ class HeadView(anywidget.AnyWidget):
         return self._indices.shape[-1]
 
     def show(self, query_tokens: Sequence[str], key_tokens: Sequence[str], indices: np.ndarray, weights: np.ndarray,
-             title: str) -> None:
-        """Draw a layer's lines: indices and weights (num_heads, queries, k), each query's k strongest keys."""
+             title: str, query: int | None = None) -> None:
+        """Draw a layer's lines: indices and weights (num_heads, queries, k), each query's k strongest keys; `query`
+        selects a query row (None keeps the one selected), and the window moves to show it."""
         indices, weights = np.asarray(indices), np.asarray(weights, dtype=np.float32)
         if indices.ndim != 3 or indices.shape != weights.shape or indices.shape[1] != len(query_tokens):
             raise ValueError(f"indices {indices.shape} and weights {weights.shape} must both be (heads, "
                              f"{len(query_tokens)} queries, k)")
         if indices.size and int(indices.max()) >= len(key_tokens):
             raise ValueError(f"a line points at key {int(indices.max())}, but there are {len(key_tokens)} key tokens")
+        query = self.query if query is None else query
+        if not -1 <= query < len(query_tokens):
+            query = -1
         self._indices, self._weights = indices, weights
         self.query_tokens, self.key_tokens, self.title = list(query_tokens), list(key_tokens), title
         self.num_heads = indices.shape[0]
+        self._holding = True  # one drawing for the whole change, not one per trait
+        try:
+            self.query = query
+            self.first = figure.window_first(query, self.first, len(query_tokens))
+        finally:
+            self._holding = False
         self._draw()
 
     def _draw(self) -> None:
+        if self._holding:
+            return
         self.svg = figure.head_view_svg(self.query_tokens, self.key_tokens, self._indices, self._weights,
-                                        self.heads, self.title) if self.num_heads else ""
+                                        self.heads, self.title, self.query, self.first) if self.num_heads else ""
 
     def on_open(self, callback: Callable[[int, int], None]) -> None:
         """Call `callback(query_index, head)` when a query token (head: the first shown, or -1) or a line is clicked:
