@@ -133,7 +133,8 @@ class Problem:
 def saliency(model: nn.Module, inputs: Mapping[str, Any], target: Target, method: str = "integrated_gradients",
              steps: int = 64, baseline: str = "pad", *, tokenizer: Any = None,
              special_token_ids: Iterable[int] | None = None, mask_token_id: int | None = None,
-             internal_batch_size: int | None = None, memory_budget: int | str | None = None) -> torch.Tensor:
+             internal_batch_size: int | None = None, memory_budget: int | str | None = None,
+             progress: Callable[[int, int], None] | None = None) -> torch.Tensor:
     """Score each input token for `target` (B, T), so a view can show which words an output rests on.
 
     `target`: a callable from the model's output to (B,) scores, or "nsp" (the IsNext logit),
@@ -142,6 +143,8 @@ def saliency(model: nn.Module, inputs: Mapping[str, Any], target: Target, method
     else the model's config. `steps`: 1 to MAX_STEPS. `memory_budget` (bytes, or a size such as "512MB"; default
     1 GB) sizes the batches of points that go through the model at once; `internal_batch_size` caps them. The
     model runs in eval mode and is left as it was (modes, gradients, requires_grad); returns a float32 CPU tensor.
+    `progress(done, total)` is called after each batch of points with the steps done so far (integrated gradients:
+    of `steps`; gradient x input: one step), so a view can say how far a long run is.
     """
     check_choice("method", method, METHODS)
     check_choice("baseline", baseline, BASELINES)
@@ -160,9 +163,11 @@ def saliency(model: nn.Module, inputs: Mapping[str, Any], target: Target, method
         chunk = points_per_batch(model, embedding, input_ids.shape[1], budget, internal_batch_size)
         if method == "gradient_x_input":
             scores = gradient_x_input(problem, x, chunk)
+            if progress is not None:
+                progress(1, 1)
         else:
             base = embedding(baseline_ids(input_ids, inputs, ids, baseline)).detach()
-            scores = integrated_gradients(problem, x, base, steps, chunk)
+            scores = integrated_gradients(problem, x, base, steps, chunk, progress)
     return scores.sum(-1).detach().to("cpu", torch.float32)
 
 
@@ -175,8 +180,9 @@ def gradient_x_input(problem: Problem, x: torch.Tensor, chunk: int) -> torch.Ten
 
 
 def integrated_gradients(problem: Problem, x: torch.Tensor, base: torch.Tensor, steps: int,
-                         chunk: int) -> torch.Tensor:
-    """(x - base) * the Gauss-Legendre mean of gradients on the straight path, `chunk` points per forward."""
+                         chunk: int, progress: Callable[[int, int], None] | None = None) -> torch.Tensor:
+    """(x - base) * the Gauss-Legendre mean of gradients on the straight path, `chunk` points per forward;
+    `progress(steps done, steps)` after each forward."""
     alphas, weights = gauss_legendre(steps, x.device)
     B, delta = x.shape[0], x - base
     total = torch.zeros(x.shape, dtype=torch.promote_types(x.dtype, torch.float32), device=x.device)
@@ -185,6 +191,8 @@ def integrated_gradients(problem: Problem, x: torch.Tensor, base: torch.Tensor, 
         points = base[rows] + alphas[step].to(x.dtype)[:, None, None] * delta[rows]  # (N, T, C)
         grads = problem.gradients(points, rows)
         total.index_add_(0, rows, weights[step].to(total.dtype)[:, None, None] * grads.to(total.dtype))
+        if progress is not None:
+            progress((int(flat[-1]) + 1) // B, steps)  # steps every row has finished
     return total * delta
 
 

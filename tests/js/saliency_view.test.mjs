@@ -1,7 +1,7 @@
 // The saliency view's pure functions (saliency_view.js): a score's text, the hover text, keyboard moves.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { nextToken, scoreText, tokenTip } from "../../bertviz_lab/widgets/views/saliency_view.js";
+import { nextToken, progressText, scoreText, tokenTip } from "../../bertviz_lab/widgets/views/saliency_view.js";
 
 test("scoreText writes seven significant digits as Python's {:.7g}", () => {
   const cases = [[0, "0"], [3, "3"], [0.1, "0.1"], [-2.5, "-2.5"], [123456.7, "123456.7"], [1234567.8, "1234568"],
@@ -26,4 +26,10 @@ test("nextToken follows the arrow keys, Home and End, and stops at the ends", ()
   assert.equal(nextToken(0, "End", 5), 4);
   assert.equal(nextToken(0, "Enter", 5), null);
   assert.equal(nextToken(0, "ArrowRight", 0), null);
+});
+
+test("progressText says how many steps of a run are done, and nothing without steps", () => {
+  assert.equal(progressText("Integrated gradients", 12, 64), "Integrated gradients: 12/64 steps");
+  assert.equal(progressText("Integrated gradients", 70, 64), "Integrated gradients: 64/64 steps");
+  assert.equal(progressText("Gradient × input", 0, 0), "");
 });

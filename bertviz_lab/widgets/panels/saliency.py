@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +35,9 @@ BASELINE_NAMES = {"pad": "[PAD]", "mask": "[MASK]"}
 DEFAULT_TEXT = "The cat sat on the mat because it was warm."
 DEFAULT_MASKED_TEXT = "The cat sat on the [MASK] because it was warm."
 CACHE_SIZE = 32  # computed score vectors kept per panel
+PROGRESS_UPDATES = 8  # integrated gradients goes through the model in about this many batches, one update each
+MIN_BATCH = 4  # points per batch at least (fewer would make a short run slower than it needs to be)
+PROGRESS_INTERVAL_S = 0.1  # at most one progress message per this many seconds (the last one is always sent)
 
 # the panel -------------------------------------------------------------------------------------------------------
 def _forward(model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]) -> Any:
@@ -71,7 +75,8 @@ class SaliencyPanel(Panel):
     (gradient × input or integrated gradients), the baseline and the steps, and an export button.
 
     Scores are computed once per text, target, method, baseline and steps (and kept); changes made in the toolbar
-    compute in the background with the view showing "computing…", so the notebook stays usable meanwhile.
+    compute in the background with the view showing "computing…" over the previous figure, dimmed, and how many
+    steps of integrated gradients are done, so the notebook stays usable meanwhile.
     Problems (a target the text or model cannot give, a text the model cannot read) are shown in the panel.
     """
 
@@ -328,7 +333,9 @@ class SaliencyPanel(Panel):
                 self._pending = None
                 self._draw(job, kept)
                 return
-            self.view.computing(f"{job.title} · {job.subtitle}")
+            integrated = job.method == "integrated_gradients"
+            self.view.computing(f"{job.title} · {job.subtitle}", "Integrated gradients" if integrated else "",
+                                job.steps if integrated else 0)
             if background:
                 self._pending = job
                 if self._worker is None or not self._worker.is_alive():
@@ -352,14 +359,34 @@ class SaliencyPanel(Panel):
                 self._draw(job, scores)
 
     def _compute(self, job: _Job) -> np.ndarray:
+        points = job.steps * int(job.encoding["input_ids"].shape[0])
+        batch = max(MIN_BATCH, -(-points // PROGRESS_UPDATES))  # a few batches, so the view can say how far it is
         with model_lock(self.model):  # no other panel's run on this model meanwhile (its trace would see ours)
             scores = saliency(self.model, job.encoding, job.target, method=job.method, steps=job.steps,
-                              baseline=job.baseline, tokenizer=self.tokenizer)[0].numpy()
+                              baseline=job.baseline, tokenizer=self.tokenizer, internal_batch_size=batch,
+                              progress=self._progress_of(job))[0].numpy()
         with self._lock:
             self._cache[job.key] = scores
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
         return scores
+
+    def _progress_of(self, job: _Job) -> Any:
+        """saliency()'s progress callback for `job`: the view's progress line follows while `job` is the one shown
+        computing, at most every PROGRESS_INTERVAL_S seconds (each message crosses to the browser as it is sent,
+        also from the notebook's own thread while the cell runs)."""
+        sent = [float("-inf")]
+
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if done < total and now - sent[0] < PROGRESS_INTERVAL_S:
+                return
+            sent[0] = now
+            with self._lock:
+                if self._wanted == job.key:
+                    self.view.progress(done, total)
+
+        return progress
 
     def _work(self) -> None:
         """The worker thread: compute the newest request until none is left."""

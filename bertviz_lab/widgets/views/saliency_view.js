@@ -3,7 +3,9 @@ import { showFigure, stepIndex, tooltip, typed, redrawScheduler } from "./shared
 // The saliency view: shows the kernel's drawing (figures/saliency.py, the same SVG the static copy and exports hold)
 // and adds what needs no kernel: hover over a token box, or focus on it, shows the whole token, its position and its
 // exact score from the float32 `scores` buffer the view holds. The tokens are one tab stop: the arrow keys, Home and
-// End move the focus between them.
+// End move the focus between them. While a run is under way the drawing says "computing …" over the previous tokens,
+// dimmed, and a progress line above it says how many of the run's steps are done ("Integrated gradients: 12/64
+// steps", from the synced progress_* traits the kernel updates as the run goes).
 //
 // What it reads from the drawing (data- attributes the figure writes):
 //   svg.bvl-saliency   data-status (ready | computing | error), data-title, data-subtitle, data-tokens
@@ -31,6 +33,12 @@ export function tokenTip(position, token, score) {
   return `${position} · ${token}\nscore ${scoreText(score)}`;
 }
 
+// The progress line of a run under way, or "" where there is none to show.
+export function progressText(label, done, total) {
+  if (!(total > 0)) return "";
+  return `${label}: ${Math.min(done, total)}/${total} steps`;
+}
+
 // The token a key moves the focus to from `current` among `count`, or null for a key that does not move it.
 export function nextToken(current, key, count) {
   return stepIndex(current, key, count);
@@ -42,7 +50,13 @@ function render({ model, el }) {
   const holder = document.createElement("div");
   const tip = tooltip();
   tip.setAttribute("aria-live", "polite"); // a focused token's score is read out
-  outer.append(holder, tip);
+  const progress = document.createElement("div");
+  progress.className = "bvl-saliency-progress";
+  progress.setAttribute("role", "status");
+  const bar = document.createElement("progress");
+  const said = document.createElement("span");
+  progress.append(bar, said);
+  outer.append(progress, holder, tip);
   el.appendChild(outer);
   let boxes = [], tokens = [], scores = new Float32Array(0);
 
@@ -75,6 +89,18 @@ function render({ model, el }) {
       box.setAttribute("aria-label", `${box.getAttribute("data-position")} · ${tokens[i]}`);
     });
     if (focused !== null && boxes[Number(focused)]) boxes[Number(focused)].focus();
+    drawProgress(figure);
+  }
+
+  function drawProgress(figure = holder.querySelector("svg")) {
+    const busy = Boolean(figure) && figure.getAttribute("data-status") === "computing";
+    const total = model.get("progress_total"), done = model.get("progress_done");
+    const text = busy ? progressText(model.get("progress_label"), done, total) : "";
+    outer.classList.toggle("bvl-busy", busy);
+    progress.style.display = text ? "" : "none";
+    bar.max = Math.max(1, total);
+    bar.value = Math.min(done, total);
+    said.textContent = text;
   }
 
   function target(event) {
@@ -104,9 +130,15 @@ function render({ model, el }) {
     boxes[next].focus();
   });
   const schedule = redrawScheduler(draw);
+  const scheduleProgress = redrawScheduler(() => drawProgress());
+  const progressTraits = ["change:progress_done", "change:progress_total", "change:progress_label"];
   model.on("change:svg", schedule);
+  for (const name of progressTraits) model.on(name, scheduleProgress);
   draw();
-  return () => model.off("change:svg", schedule);
+  return () => {
+    model.off("change:svg", schedule);
+    for (const name of progressTraits) model.off(name, scheduleProgress);
+  };
 }
 
 export default { render };
