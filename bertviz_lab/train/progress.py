@@ -1,9 +1,9 @@
-"""Log lines and the tqdm progress bar on one terminal: while a bar is shown, console log handlers write above it.
+"""Log lines and the tqdm progress bar on one terminal: while a bar is shown, console log lines go above it.
 
 A plain StreamHandler writes its line right after the bar's text (the bar has no newline), so `step 50: ...` would
-share a line with `pretraining: 17%|...`. `log_above(bar)` points each console handler of a logger and its ancestors
-at a stream that writes with `tqdm.write` (clear the bar, write the line, redraw the bar) and puts the handlers'
-streams back afterwards, also on error. Handlers, formatters and levels stay the caller's.
+share a line with `pretraining: 17%|...`. `log_above(bar, logger)` hands the console handlers of the logger and of
+the ancestors it propagates to to tqdm's own `logging_redirect_tqdm` (clear the bar, write the line, redraw the bar),
+and puts them back afterwards, also on error. Formatters, filters and levels stay the caller's.
 """
 
 from __future__ import annotations
@@ -13,33 +13,22 @@ import logging
 import sys
 from typing import Any, Iterator
 
-
-class _AboveBar:
-    """A write-only stream that hands each write to tqdm.write, so it lands above the bars on the same console."""
-
-    def __init__(self, bar_class: type, stream: Any) -> None:
-        self._bar_class, self._stream = bar_class, stream
-
-    def write(self, text: str) -> int:
-        self._bar_class.write(text, file=self._stream, end="")
-        return len(text)
-
-    def flush(self) -> None:
-        self._stream.flush()
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 
 def _is_console(handler: logging.Handler) -> bool:
-    """A handler that writes to the terminal (stdout or stderr), not to a file."""
-    return (isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
-            and handler.stream in (sys.stdout, sys.stderr))
+    """A handler that writes to the terminal: what logging_redirect_tqdm replaces."""
+    return isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stdout, sys.stderr)
 
 
-def console_handlers(logger: logging.Logger) -> list[logging.StreamHandler]:
-    """The console handlers a record of `logger` reaches: its own and its ancestors' while they propagate."""
-    found: list[logging.StreamHandler] = []
+def console_loggers(logger: logging.Logger) -> list[logging.Logger]:
+    """The loggers a record of `logger` reaches (itself, then its ancestors while they propagate) that hold a console
+    handler: redirecting any other would add a console handler it did not have."""
+    found: list[logging.Logger] = []
     current: logging.Logger | None = logger
     while current is not None:
-        found += [handler for handler in current.handlers if _is_console(handler)]
+        if any(_is_console(handler) for handler in current.handlers):
+            found.append(current)
         current = current.parent if current.propagate else None
     return found
 
@@ -50,10 +39,9 @@ def log_above(bar: Any, logger: logging.Logger) -> Iterator[None]:
     if getattr(bar, "disable", True):
         yield
         return
-    swapped = [(handler, handler.setStream(_AboveBar(type(bar), handler.stream)))
-               for handler in console_handlers(logger)]
-    try:
+    loggers = console_loggers(logger)
+    levels = [next(h for h in lg.handlers if _is_console(h)).level for lg in loggers]
+    with logging_redirect_tqdm(loggers, tqdm_class=type(bar)):
+        for redirected, level in zip(loggers, levels):
+            redirected.handlers[-1].setLevel(level)  # tqdm's handler (added last) keeps the console handler's level
         yield
-    finally:
-        for handler, stream in reversed(swapped):
-            handler.setStream(stream)
