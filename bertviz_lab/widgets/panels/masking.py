@@ -101,13 +101,12 @@ class MaskingPreview(Panel):
         self.view = MaskingView()
         self.model_choice = lean(widgets.Dropdown, options=self._model_options(), value=CURRENT,
                                  description="predict with", style=LABELLED, layout={"width": "auto"})
-        self.model_name = widgets.Text(placeholder="Hub name or folder, e.g. bert-base-uncased",
-                                       layout=widgets.Layout(width="320px"))
+        self.model_name = widgets.Text(description="name", placeholder="e.g. bert-base-uncased, or a folder",
+                                       style=LABELLED, layout=widgets.Layout(width="340px"))
         self.load_button = widgets.Button(description="load", icon="download", layout=widgets.Layout(width="auto"))
         self.model_message = lean(widgets.HTML)
         self.model_choice.observe(lambda change: self._model_chosen(change["new"]), names="value")
         self.load_button.on_click(lambda _: self._load_named())
-        self.model_name.continuous_update = False
         self.resample.on_click(lambda _: setattr(self.seed, "value", self.seed.value + 1))
         self.mask_share.observe(self._keep_split_valid, names="value")
         self.random_share.observe(self._keep_split_valid, names="value")
