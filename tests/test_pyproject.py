@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import pytest
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
 def test_ruffs_target_version_is_the_oldest_python_required():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     settings = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
     oldest = re.fullmatch(r">=\s*3\.(\d+)", settings["project"]["requires-python"])
     assert oldest, settings["project"]["requires-python"]
