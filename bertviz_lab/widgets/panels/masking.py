@@ -3,10 +3,11 @@ to a text, and see what a masked-LM model of your choice predicts there."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import ipywidgets as widgets
 import torch
@@ -83,8 +84,7 @@ class MaskingPreview(Panel):
         self._predictions: list[Prediction] = []
         self._model_source: Callable[[], Any] | None = None
         self._lock = threading.RLock()  # the training thread and the notebook may both redraw
-        self._holding = 0  # > 0 while the panel sets its own controls: their observers leave the redraw to it
-        self._showing = False  # True while the model row is set to show the model in use (not a user's choice)
+        self._holding = 0  # > 0 while the panel sets its own controls (see _held)
         self.mode = toggle_buttons([("choose", "choose"), ("sample 80/10/10", "sample")], "choose",
                                    ["mask the tokens you click and the [MASK]s you type",
                                     "BERT's random masking: select p, then 80% [MASK], 10% random, 10% kept"])
@@ -122,8 +122,7 @@ class MaskingPreview(Panel):
         models.add_class("bvl-toolbar")
         super().__init__([toolbar, models, self.view])
         with self._lock:
-            self._holding += 1
-            try:
+            with self._held():
                 if run is not None and run.reads(self.model, self.tokenizer):
                     self.show_run(run, redraw=False)
                 else:
@@ -132,9 +131,16 @@ class MaskingPreview(Panel):
                     self.next_sentence = self._next_sentence()
                 self.mode.value = mode or ("choose" if self.typed_positions else "sample")
                 self._show_model_controls()
-            finally:
-                self._holding -= 1
             self.update()
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        """While the panel sets its own controls, their observers leave the redraw to it (and take no user action)."""
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
 
     # inputs and models -------------------------------------------------------------------------------------
     def set_text(self, text: str, text_b: str | None = None) -> None:
@@ -170,11 +176,8 @@ class MaskingPreview(Panel):
         if not same:
             self._set_chosen([])
             if old is not None and self.typed_positions:
-                self._holding += 1  # the caller redraws
-                try:
+                with self._held():  # the caller redraws
                     self.mode.value = "choose"
-                finally:
-                    self._holding -= 1
 
     @property
     def typed_positions(self) -> list[int]:
@@ -263,7 +266,7 @@ class MaskingPreview(Panel):
 
     # the model row: what a click there does --------------------------------------------------------------
     def _model_chosen(self, choice: str) -> None:
-        if self._showing:
+        if self._holding:
             return
         if choice == NAMED:
             self._show_model_controls(choosing_name=True)
@@ -287,15 +290,12 @@ class MaskingPreview(Panel):
         """The row shows the model in use (its choices listed anew with `options`); the name box and its button
         only while a name is being chosen or used."""
         named = choosing_name or self.source not in (CURRENT, TRAINING)
-        self._showing = True
-        try:
+        with self._held():
             if options:
                 self.model_choice.options = self._model_options()
             self.model_choice.value = NAMED if named else self.source
             if self.source not in (CURRENT, TRAINING):
                 self.model_name.value = self.source
-        finally:
-            self._showing = False
         self.model_name.layout.display = None if named else "none"
         self.load_button.layout.display = None if named else "none"
 
@@ -321,11 +321,8 @@ class MaskingPreview(Panel):
     def _set_chosen(self, positions: list[int]) -> None:
         """The user's masked positions, here and in the view (the view's change then does nothing more)."""
         self.chosen = sorted(set(positions))
-        self._holding += 1
-        try:
+        with self._held():
             self.view.chosen = list(self.chosen)
-        finally:
-            self._holding -= 1
 
     def _chosen_in_view(self, change: dict) -> None:
         """A chip clicked in a front end: mask or unmask those tokens (in the choose mode, which a click selects)."""
@@ -334,12 +331,9 @@ class MaskingPreview(Panel):
         with self._lock:
             can = set(self.toggleable_positions)
             wanted = [p for p in change["new"] if isinstance(p, int) and p in can]
-            self._holding += 1
-            try:
+            with self._held():
                 self._set_chosen(wanted)
                 self.mode.value = "choose"
-            finally:
-                self._holding -= 1
             self.update()
 
     def toggle(self, position: int) -> None:
