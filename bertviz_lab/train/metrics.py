@@ -1,5 +1,9 @@
 """The metrics record a Trainer hands to its callbacks after every optimizer step, and the metrics file (JSON lines,
-one record per step) it writes them to."""
+one record per step) it writes them to.
+
+A metrics file holds one run: the record of step 1 starts it anew (a fresh run, also one restarted in a notebook,
+never adds its steps to an earlier run's lines); a resumed run first rewrites it to its checkpoint's steps
+(rewrite_records) and then adds its own."""
 
 from __future__ import annotations
 
@@ -84,12 +88,20 @@ def _write_failed(error: OSError, path: Path) -> WriteError:
     return WriteError(code, f"metrics_file {clip(str(path))} could not be written ({why}).")
 
 
+def starts_run(record: MetricsRecord) -> bool:
+    """True for the first step of a run, whose line replaces whatever the metrics file held."""
+    return record.step == 1
+
+
 def append_record(path: str | os.PathLike, record: MetricsRecord) -> None:
-    """Add one step's line to the metrics file; a failed write (a full disk) is a WriteError naming the file."""
+    """Add one step's line to the metrics file (step 1 starts the file anew; a link, pipe or device such as
+    /dev/stdout is only ever appended to); a failed write (a full disk) is a WriteError naming the file."""
     path = Path(path)
+    # /dev/stdout is a link to whatever the shell redirected it to: never truncated
+    fresh = starts_run(record) and not path.is_symlink() and (not path.exists() or path.is_file())
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as handle:
+        with open(path, "w" if fresh else "a", encoding="utf-8") as handle:
             handle.write(_line(record))
     except OSError as error:
         raise _write_failed(error, path) from error

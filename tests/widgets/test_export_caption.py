@@ -15,6 +15,7 @@ import torch
 
 from bertviz_lab.widgets.figures.caption import CAPTION_HEIGHT, caption_line, shortened, with_caption
 from bertviz_lab.widgets.figures.charts import svg_open
+from bertviz_lab.widgets.panels import model_label
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.model_label import count_text, model_name, model_summary, remember_name
 from bertviz_lab.widgets.panels.panel import Panel
@@ -38,7 +39,9 @@ class Figure(Panel):
 
 @pytest.fixture
 def named_model(pretraining_model):
-    return remember_name(pretraining_model, "tiny <bert> & co")
+    """The session's tiny model under a hostile name, for this test only."""
+    yield remember_name(pretraining_model, "tiny <bert> & co")
+    model_label._names.pop(pretraining_model, None)
 
 
 def png_size(data: bytes) -> tuple[int, int]:

@@ -327,10 +327,9 @@ def test_training_panel_start_trains_in_the_background_and_stops_at_the_last_ste
     assert panel.trainer.step == 4 and panel.curves.records == 4
     assert len(panel.curves.history["eval_nsp_loss"]) == 1
     assert panel.message.value == "" and panel.curves.status.value.startswith("step 4 of 6 · finished · ")
-    panel.start_button.click()  # the remaining 2 steps
+    panel.resume_button.click()  # the remaining 2 steps
     assert panel.trainer.join(timeout=60) and panel.trainer.step == 6 and panel.curves.records == 6
-    panel.start_button.click()
-    assert "last step" in panel.message.value
+    assert panel.resume_button.disabled and "last step" in panel.resume_button.tooltip
     assert wait_until(lambda: last_x(panel.curves, "lr") == 6)
     assert panel.static_html() == panel.curves.static_html()
 

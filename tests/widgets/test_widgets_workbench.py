@@ -179,3 +179,26 @@ def test_the_masking_tab_takes_the_training_tabs_model(backbone, tokenizer):
     bench.text_box.value = "Dogs bark at night."
     bench.run()  # the new text reaches the masking tab, read with the training run's tokenizer
     assert bench.error.value == "" and masking.text == "Dogs bark at night." and masking.predictions()
+
+
+def test_the_header_names_the_model_its_size_and_its_heads(tokenizer):
+    from widgets_testlib import tiny_config
+
+    from bertviz_lab.widgets.panels.model_label import count_text, remember_name
+    from bertviz_lab.widgets.panels.models import default_model_and_tokenizer
+    from bertviz_lab.widgets.panels.workbench import header_html
+
+    model, _ = default_model_and_tokenizer()
+    count = sum(p.numel() for p in model.parameters())
+    assert count_text(count) == "22.7 M parameters"  # all-MiniLM-L6-v2's model card: 22.7M parameters
+    assert unescape(re.sub("<[^>]+>", "", header_html(model))) == (
+        "model: all-MiniLM-L6-v2 · 22.7 M parameters · 6 layers × 12 heads")
+    backbone = remember_name(BERT(tiny_config(tokenizer.vocab_size)).eval(), "<img src=x onerror=alert(1)>")
+    bench = Workbench(backbone, tokenizer, text="The cat sat on the mat.")
+    header = bench.model_header.value
+    assert "&lt;img src=x onerror=alert(1)&gt;" in header and "<img" not in header
+    layers, heads = backbone.config.num_hidden_layers, backbone.config.num_attention_heads
+    assert f"{count_text(sum(p.numel() for p in backbone.parameters()))} · {layers} layers × {heads} heads" in header
+    assert bench.children[0].children[0] is bench.model_header  # the first line of the workbench
+    assert header in bench.static_html()
+    assert bench.caption() == "<img src=x onerror=alert(1)> · “The cat sat on the mat.”"

@@ -158,6 +158,29 @@ class LossCurves(Panel):
             self.chart.svg = self.figure()  # the x axes now reach the run's last step
         return self
 
+    def reset(self) -> None:
+        """Forget every record and let go of the trainer: a fresh run's curves start empty at step 0."""
+        with self._draw_lock:
+            with self._lock:
+                if self._pending is not None:
+                    self._pending.cancel()
+                    self._pending = None
+                self.history = {key: [] for key in KEYS}
+                self.records = self._drawn_records = 0
+                self._drawn = [0] * len(KEYS)
+                self._last_values, self._state = {}, ""
+            if self.trainer is not None and self in self.trainer.callbacks:
+                self.trainer.callbacks.remove(self)
+            self.trainer = None
+            self.stop_button.layout.display = "none"
+            figure = self.figure()
+            with self.chart.hold_sync():  # one message
+                for key in KEYS:
+                    setattr(self.chart, key, b"")
+                self.chart.svg = figure
+            self.status.value = escape(self.status_text())
+        self.figure_changed()
+
     def on_train_end(self, trainer: Any) -> None:
         """Trainer hook: hide the Stop button, redraw the last records and say how the run ended."""
         self.stop_button.layout.display = "none"

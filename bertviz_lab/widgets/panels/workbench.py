@@ -13,6 +13,7 @@ from bertviz_lab.widgets.panels.architecture import ArchitecturePanel
 from bertviz_lab.widgets.panels.attention import AttentionPanel
 from bertviz_lab.widgets.panels.device_picker import DevicePicker
 from bertviz_lab.widgets.panels.masking import MaskingPreview
+from bertviz_lab.widgets.panels.model_label import model_name, model_summary
 from bertviz_lab.widgets.panels.models import model_and_tokenizer
 from bertviz_lab.widgets.panels.panel import Panel, error_html
 from bertviz_lab.widgets.panels.predictions import Predictions
@@ -35,6 +36,8 @@ class Workbench(Panel):
         if tab not in TABS:
             raise ValueError(f"tab must be one of {TABS}, got {tab!r}.")
         self.model, self.tokenizer = model_and_tokenizer(model, tokenizer)
+        # which model is loaded, its size and its heads: the first thing the workbench says
+        self.model_header = widgets.HTML(header_html(self.model))
         self.text_box = widgets.Textarea(value=text, description="text", layout=widgets.Layout(width="70%"))
         self.text_b_box = widgets.Text(value=text_b or "", description="sentence B", placeholder="(optional)",
                                        layout=widgets.Layout(width="70%"))
@@ -47,6 +50,7 @@ class Workbench(Panel):
         self.architecture = ArchitecturePanel(self.model, inputs=run.encoded.inputs, trace=run.trace)
         self.training = TrainingPanel()
         self.masking.offer_model_from(self.training.ensure_trainer)  # a model with an MLM head, on request
+        self.training.on_new_trainer.append(self._training_restarted)
         self.device = DevicePicker(self.model, on_change=self._rerun)
         self.tabs = widgets.Tab(children=[self.attention, self.masking, self.architecture, self.training, self.device])
         for index, title in enumerate(("Attention", "Masking", "Architecture", "Training", "Device")):
@@ -56,8 +60,8 @@ class Workbench(Panel):
             panel.on_figure_changed(self.figure_changed)
         self.tabs.observe(lambda _: self.figure_changed(), names="selected_index")
         self.run_button.on_click(lambda _: self.run())
-        header = widgets.VBox([widgets.HBox([self.text_box, self.run_button]), self.text_b_box, self.error,
-                               self.predictions])
+        header = widgets.VBox([self.model_header, widgets.HBox([self.text_box, self.run_button]), self.text_b_box,
+                               self.error, self.predictions])
         super().__init__([header, self.tabs])
 
     def forward(self, text: str, text_b: str | None = None) -> TextRun:
@@ -80,6 +84,15 @@ class Workbench(Panel):
         except ValueError as error:
             self.error.value = error_html(error)
 
+    def _training_restarted(self, old: Any, new: Any) -> None:
+        """The masking tab that followed the Training tab's old run follows its fresh one."""
+        if old is not None and getattr(self.masking, "trainer", None) is old:
+            self.masking.follow(new)
+
+    def caption_parts(self) -> tuple[str, str | None, str | None]:
+        """The model and the text box's text, for an export's caption."""
+        return model_name(self.model), self.text_box.value, self.text_b_box.value.strip() or None
+
     def _rerun(self, device: torch.device) -> None:
         """After a device move, the panels' text runs again, once, on the new device."""
         self.show(self.forward(self.attention.text, self.attention.text_b))
@@ -97,7 +110,15 @@ class Workbench(Panel):
             for name, panel in self.panels().items())
         text = escape(self.text_box.value) + (f" · <b>B</b>: {escape(self.text_b_box.value)}"
                                                if self.text_b_box.value.strip() else "")
-        return f"<div class='bvl-workbench'><p><b>text</b>: {text}</p>{self.predictions.value}{sections}</div>"
+        return (f"<div class='bvl-workbench'>{self.model_header.value}<p><b>text</b>: {text}</p>"
+                f"{self.predictions.value}{sections}</div>")
+
+
+def header_html(model: torch.nn.Module) -> str:
+    """"<b>all-MiniLM-L6-v2</b> · 22.7 M parameters · 6 layers × 12 heads", escaped."""
+    name, _, rest = model_summary(model).partition(" · ")
+    details = f" · {escape(rest)}" if rest else ""
+    return f"<div class='bvl-model-header'>model: <b>{escape(name)}</b>{details}</div>"
 
 
 def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
