@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  formatValue, hoverLines, nearestIndex, pixelOf, plotOf, stepAt, xPixel,
+  chartSteps, formatValue, hoverLines, nearestIndex, nextCursor, pixelOf, plotOf, stepAt, xPixel,
 } from "../../bertviz_lab/widgets/views/loss_curves.js";
 
 // a plot frame as the kernel draws it: attributes as strings, read through getAttribute
@@ -64,4 +64,29 @@ test("hoverLines names each series' value at its nearest point, and that point's
   assert.equal(hovered.step, 2);
   assert.deepEqual(hovered.lines, ["step 2", "train MLM: 2.5", "eval MLM: 4 (step 0)"]);
   assert.equal(hoverLines(3, [{ name: "none yet", xy: new Float32Array(0) }]), null);
+});
+
+test("chartSteps lists every step a chart's series draw a point at, ascending, once each", () => {
+  const train = new Float32Array([1, 2.0, 2, 1.5, 3, 1.2, 4, 1.1]);
+  const evaluation = new Float32Array([2, 1.9, 4, 1.4, 6, 1.3]);
+  assert.deepEqual(chartSteps([train, evaluation]), [1, 2, 3, 4, 6]);
+  assert.deepEqual(chartSteps([new Float32Array(0)]), []);
+  assert.deepEqual(chartSteps([]), []);
+});
+
+test("nextCursor: left and right move along the steps, up and down between charts, the first key starts it", () => {
+  assert.deepEqual(nextCursor({ chart: 0, step: -1 }, "ArrowRight", 4, 10), { chart: 0, step: 0 });
+  assert.deepEqual(nextCursor({ chart: 0, step: -1 }, "ArrowLeft", 4, 10), { chart: 0, step: 9 });
+  assert.deepEqual(nextCursor({ chart: 0, step: 3 }, "ArrowRight", 4, 10), { chart: 0, step: 4 });
+  assert.deepEqual(nextCursor({ chart: 0, step: 9 }, "ArrowRight", 4, 10), { chart: 0, step: 9 });
+  assert.deepEqual(nextCursor({ chart: 0, step: 3 }, "ArrowLeft", 4, 10), { chart: 0, step: 2 });
+  assert.deepEqual(nextCursor({ chart: 0, step: 3 }, "End", 4, 10), { chart: 0, step: 9 });
+  assert.deepEqual(nextCursor({ chart: 0, step: 3 }, "Home", 4, 10), { chart: 0, step: 0 });
+  assert.deepEqual(nextCursor({ chart: 0, step: 2 }, "PageDown", 4, 30), { chart: 0, step: 12 });
+  assert.deepEqual(nextCursor({ chart: 1, step: 3 }, "ArrowDown", 4, 10), { chart: 2, step: 3 });
+  assert.deepEqual(nextCursor({ chart: 3, step: 3 }, "ArrowDown", 4, 10), { chart: 3, step: 3 });
+  assert.deepEqual(nextCursor({ chart: 0, step: 3 }, "ArrowUp", 4, 10), { chart: 0, step: 3 });
+  assert.equal(nextCursor({ chart: 0, step: 3 }, "Enter", 4, 10), null);
+  assert.equal(nextCursor({ chart: 0, step: -1 }, "ArrowRight", 4, 0), null);
+  assert.equal(nextCursor({ chart: 0, step: -1 }, "ArrowDown", 0, 0), null);
 });

@@ -1,7 +1,9 @@
 // The neuron view's pure functions (neuron_view.js): which cell or key row a point is in, keyboard moves, hover text.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { cellAt, cellTip, nextRow, rowAt, rowTip, valueText } from "../../bertviz_lab/widgets/views/neuron_view.js";
+import {
+  cellAt, cellTip, dimensionTip, nextDimension, nextRow, rowAt, rowTip, valueText,
+} from "../../bertviz_lab/widgets/views/neuron_view.js";
 
 const block = { x: 100, y: 50, rows: 3, cols: 4, cellW: 8, rowH: 12 };
 const rows = { x: 100, y: 50, rowH: 12, rows: 3, right: 400 };
@@ -25,11 +27,12 @@ test("rowAt finds the key row across the whole row, and -1 outside", () => {
   for (const [x, y] of [[99, 55], [400, 55], [150, 49], [150, 86]]) assert.equal(rowAt(x, y, rows), -1);
 });
 
-test("nextRow follows the arrow keys, Home, End and pages, and stops at the ends", () => {
+test("nextRow follows the up and down arrows, Home, End and pages, and stops at the ends", () => {
   assert.equal(nextRow(1, "ArrowDown", 3), 2);
   assert.equal(nextRow(2, "ArrowDown", 3), 2);
   assert.equal(nextRow(1, "ArrowUp", 3), 0);
-  assert.equal(nextRow(0, "ArrowLeft", 3), 0);
+  assert.equal(nextRow(1, "ArrowLeft", 3), null); // left and right move along the dimensions
+  assert.equal(nextRow(1, "ArrowRight", 3), null);
   assert.equal(nextRow(0, "End", 30), 29);
   assert.equal(nextRow(20, "Home", 30), 0);
   assert.equal(nextRow(25, "PageDown", 30), 29);
@@ -50,4 +53,18 @@ test("rowTip and cellTip name the key, the dimension and the exact numbers", () 
   assert.equal(rowTip(9, "<b>", 1.25, 0.0625), "key 9·<b>\nq·k/√d = 1.25\nsoftmax = 0.0625");
   assert.equal(cellTip("key 3·cat", 7, "products", -0.5), "key 3·cat\ndimension 7\nq ⊙ k = -0.5");
   assert.equal(cellTip("query", 0, "q", 2), "query\ndimension 0\nq = 2");
+});
+
+test("nextDimension moves along a row's dimensions with left and right, -1 being the row as a whole", () => {
+  assert.equal(nextDimension(-1, "ArrowRight", 4), 0);
+  assert.equal(nextDimension(0, "ArrowRight", 4), 1);
+  assert.equal(nextDimension(3, "ArrowRight", 4), 3);
+  assert.equal(nextDimension(0, "ArrowLeft", 4), -1);
+  assert.equal(nextDimension(-1, "ArrowLeft", 4), -1);
+  assert.equal(nextDimension(2, "ArrowDown", 4), null);
+  assert.equal(nextDimension(-1, "ArrowRight", 0), null);
+});
+
+test("dimensionTip gives q, k and their product at one dimension of a key's row", () => {
+  assert.equal(dimensionTip("key 2·<i>", 5, 0.5, -2, -1), "key 2·<i>\ndimension 5\nq = 0.5\nk = -2\nq ⊙ k = -1");
 });

@@ -23,12 +23,14 @@ COLORS = {
     "sentence_a": "#1f77b4",
     "sentence_b": "#9467bd",
 }
-# The loss curves' series: lines on the figure's ground (light or dark), so each reads on both.
+# The loss curves' series: lines on the figure's ground (light or dark), so each reads on both. A task keeps its
+# colour in every chart (MLM blue, NSP orange): a blue and an orange stay apart for readers with red-green colour
+# blindness, where a green and a red accuracy curve looked alike (tests/widgets/test_colour_vision.py).
 CURVE_COLORS = {
     "mlm": "#1f77b4",
     "nsp": "#d95f02",
-    "mlm_accuracy": "#2ca02c",
-    "nsp_accuracy": "#d62728",
+    "mlm_accuracy": "#1f77b4",
+    "nsp_accuracy": "#d95f02",
     "lr": "#7f7f7f",
 }
 # A heatmap cell beyond its colour scale (a clipped [CLS]/[SEP] weight) and the colour bar's overflow end: ColorBrewer

@@ -1,8 +1,11 @@
-import { showFigure, tooltip, typed, redrawScheduler, svgEl } from "./shared.js";
+import { showFigure, stepIndex, tooltip, typed, redrawScheduler, svgEl } from "./shared.js";
 // Live training curves: the kernel's drawing (the `svg` trait, the same figure the static copy and exports hold), and
 // a hover that needs no kernel: each chart's plot frame (class bvl-plot) carries its data ranges (data-x0, data-x1,
 // data-y0, data-y1, data-log-y) and series keys (data-keys), and its x, y, width and height are its pixel box; the
 // values come from the synced float32 (x, y) series.
+// The keyboard reads the same values: the curves are one tab stop; the left and right arrows (Home, End, the page
+// keys ten at a time) move a step cursor over the drawn steps of a chart, the up and down arrows to the chart before
+// or after, Escape hides the cursor. The hover box shows what hover shows, beside the cursor.
 
 // The plot frame's ranges, pixel box and series keys, read from its attributes.
 export function plotOf(frame) {
@@ -71,6 +74,28 @@ export function hoverLines(step, series) {
     ...lines.map(({ name, x, y }) => `${name}: ${formatValue(y)}` + (x === shown ? "" : ` (step ${formatValue(x)})`))] };
 }
 
+// Every step a chart draws a point at, ascending and once each, from its series' interleaved (x, y) pairs.
+export function chartSteps(seriesXY) {
+  const steps = new Set();
+  for (const xy of seriesXY) for (let i = 0; i + 1 < xy.length; i += 2) steps.add(xy[i]);
+  return [...steps].sort((a, b) => a - b);
+}
+
+// Where a key moves the keyboard's cursor: {chart, step} (indices) among `charts` charts and `steps` steps of the
+// current one (-1: no step yet), or null for a key that does not move it. Up and down change the chart (the cursor
+// goes to the same step there), the others move along the steps.
+export function nextCursor({ chart, step }, key, charts, steps) {
+  if (key === "ArrowUp" || key === "ArrowDown") {
+    if (!charts) return null;
+    return { chart: Math.max(0, Math.min(charts - 1, chart + (key === "ArrowDown" ? 1 : -1))), step };
+  }
+  if (step < 0 && ["ArrowRight", "ArrowLeft", "PageDown", "PageUp"].includes(key)) {
+    return steps ? { chart, step: key === "ArrowRight" || key === "PageDown" ? 0 : steps - 1 } : null;
+  }
+  const to = stepIndex(step, key, steps, 10);
+  return to === null ? null : { chart, step: to };
+}
+
 function render({ model, el }) {
   const root = document.createElement("div");
   root.className = "bvl-loss-curves bvl-view";
@@ -84,26 +109,29 @@ function render({ model, el }) {
     return cache.get(key);
   };
   let pointer = null;  // the last pointer position over the figure, so a redraw keeps the hover in place
+  let keys = null;  // the keyboard's cursor {chart, at}: the chart's index, the step it is at
 
   function hide() {
     root.querySelectorAll(".bvl-cursor, .bvl-cursor-dot").forEach((mark) => mark.remove());
     tip.style.display = "none";
   }
 
-  function hover() {
-    hide();
-    if (!pointer) return;
-    const target = document.elementFromPoint(pointer.x, pointer.y);
-    const chart = target && root.contains(target) ? target.closest("svg[data-chart]") : null;
-    const frame = chart && chart.querySelector(".bvl-plot");
-    if (!frame) return;
-    const plot = plotOf(frame), box = frame.getBoundingClientRect();
-    const step = stepAt((pointer.x - box.left) / box.width, plot);
-    if (step === null) return;
+  function charts() {
+    return [...root.querySelectorAll("svg[data-chart]")].filter((chart) => chart.querySelector(".bvl-plot"));
+  }
+
+  function shownSeries(plot) {
     const names = model.get("names") || {};
-    const shown = plot.keys.map((key) => ({ key, name: names[key] || key, xy: series(key) }));
+    return plot.keys.map((key) => ({ key, name: names[key] || key, xy: series(key) }));
+  }
+
+  // the cursor line, a dot on each series and the hover box at `step` of `chart`; the box at (x, y) in page pixels,
+  // or beside the cursor line where they are not given
+  function mark(chart, step, x, y) {
+    const frame = chart.querySelector(".bvl-plot");
+    const plot = plotOf(frame), shown = shownSeries(plot);
     const hovered = hoverLines(step, shown);
-    if (!hovered) return;
+    if (!hovered) return false;
     const at = xPixel(hovered.step, plot);
     svgEl(chart, "line", { class: "bvl-cursor", x1: at, x2: at, y1: plot.top, y2: plot.top + plot.height });
     for (const { key, xy } of shown) {
@@ -114,31 +142,108 @@ function render({ model, el }) {
         fill: line.getAttribute("stroke") });
     }
     tip.textContent = hovered.lines.join("\n");
-    const host = el.getBoundingClientRect();
+    const host = el.getBoundingClientRect(), box = frame.getBoundingClientRect();
+    if (x === undefined) {
+      x = box.left + ((at - plot.left) / plot.width) * box.width;
+      y = box.top + box.height / 3;
+    }
     tip.style.display = "block";
-    tip.style.left = `${pointer.x - host.left + 14}px`;
-    tip.style.top = `${pointer.y - host.top + 14}px`;
+    tip.style.left = `${x - host.left + 14}px`;
+    tip.style.top = `${y - host.top + 14}px`;
+    return true;
+  }
+
+  function hover() {
+    hide();
+    if (!pointer) return;
+    const target = document.elementFromPoint(pointer.x, pointer.y);
+    const chart = target && root.contains(target) ? target.closest("svg[data-chart]") : null;
+    const frame = chart && chart.querySelector(".bvl-plot");
+    if (!frame) return;
+    const box = frame.getBoundingClientRect();
+    const step = stepAt((pointer.x - box.left) / box.width, plotOf(frame));
+    if (step !== null) mark(chart, step, pointer.x, pointer.y);
+  }
+
+  // the steps the chart at `index` draws, and that chart (none: [], null)
+  function stepsOf(index) {
+    const chart = charts()[index];
+    if (!chart) return { chart: null, steps: [] };
+    return { chart, steps: chartSteps(shownSeries(plotOf(chart.querySelector(".bvl-plot"))).map(({ xy }) => xy)) };
+  }
+
+  // the index of the step nearest `at` among `steps` (-1 where there is no step or no `at`)
+  function nearestStep(steps, at) {
+    if (at === null || !steps.length) return -1;
+    return steps.reduce((best, value, i) => (Math.abs(value - at) < Math.abs(steps[best] - at) ? i : best), 0);
+  }
+
+  // the keyboard's cursor drawn again (after a key or a redraw): at its step, or the nearest one the chart draws
+  function showKeys() {
+    if (!keys || pointer) return;
+    hide();
+    const { chart, steps } = stepsOf(keys.chart);
+    const index = nearestStep(steps, keys.at);
+    if (!chart || index < 0) return;
+    keys.at = steps[index];
+    root.dataset.cursor = `${keys.chart}:${keys.at}`;
+    mark(chart, keys.at);
+  }
+
+  function onKey(event) {
+    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    if (event.key === "Escape" && keys) {
+      keys = null;
+      delete root.dataset.cursor;
+      hide();
+      event.preventDefault();
+      return;
+    }
+    const current = keys || { chart: 0, at: null };
+    const { steps } = stepsOf(current.chart);
+    const to = nextCursor({ chart: current.chart, step: nearestStep(steps, current.at) }, event.key, charts().length,
+      steps.length);
+    if (!to) return;
+    event.preventDefault();
+    event.stopPropagation(); // the notebook's own keys (arrows move between cells) stay out
+    keys = { chart: to.chart, at: to.chart === current.chart && to.step >= 0 ? steps[to.step] : current.at };
+    if (keys.at === null) { // a first key that changes the chart: its first step
+      const first = stepsOf(to.chart).steps;
+      keys.at = first.length ? first[0] : null;
+    }
+    showKeys();
   }
 
   function draw() {
     showFigure(root, model.get("svg"));
-    hover();
+    if (pointer) hover();
+    else showKeys();
   }
   const schedule = redrawScheduler(draw);
-  const keys = Object.keys(model.get("names") || {});
-  const forget = keys.map((key) => [`change:${key}`, () => { cache.delete(key); if (pointer) hover(); }]);
+  const seriesKeys = Object.keys(model.get("names") || {});
+  const forget = seriesKeys.map((key) => [`change:${key}`, () => { cache.delete(key); if (pointer) hover(); }]);
   model.on("change:svg", schedule);
   for (const [name, handler] of forget) model.on(name, handler);
   const move = (event) => { pointer = { x: event.clientX, y: event.clientY }; hover(); };
-  const leave = () => { pointer = null; hide(); };
+  const leave = () => { pointer = null; hide(); showKeys(); };
+  const blur = () => { keys = null; delete root.dataset.cursor; if (!pointer) hide(); };
+  root.tabIndex = 0;
+  root.setAttribute("role", "group");
+  root.setAttribute("aria-label", "training curves: left and right arrows move along the steps, up and down " +
+    "between the charts, the values are read out; Escape hides them");
+  tip.setAttribute("aria-live", "polite");
   root.addEventListener("pointermove", move);
   root.addEventListener("pointerleave", leave);
+  root.addEventListener("keydown", onKey);
+  root.addEventListener("focusout", blur);
   draw();
   return () => {
     model.off("change:svg", schedule);
     for (const [name, handler] of forget) model.off(name, handler);
     root.removeEventListener("pointermove", move);
     root.removeEventListener("pointerleave", leave);
+    root.removeEventListener("keydown", onKey);
+    root.removeEventListener("focusout", blur);
   };
 }
 

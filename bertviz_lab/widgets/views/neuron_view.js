@@ -3,8 +3,10 @@ import { showFigure, stepIndex, svgEl, tooltip, typed, redrawScheduler } from ".
 // The neuron view: shows the kernel's drawing (figures/neuron.py, the same SVG the static copy and exports hold) and
 // adds what needs no kernel: hover over a vector cell or a key row shows the exact numbers from the float32 buffers
 // the view holds (q, k, products, scores, weights); a key row or key token clicked, or Enter on a focused row, asks
-// the kernel to make that key the query. The key rows are one tab stop: the arrow keys, Home, End and the page keys
-// move a row cursor (its numbers shown as on hover), Enter or Space makes its key the query.
+// the kernel to make that key the query. The key rows are one tab stop, and the keyboard reads what hover reads: the
+// up and down arrows, Home, End and the page keys move a row cursor (the row's score and weight shown in the hover
+// box), the left and right arrows move along the row's dimensions (q, k and q ⊙ k of that dimension shown, the cells
+// framed), Enter or Space makes the row's key the query, Escape takes the cursor back to the query's row.
 //
 // What it reads from the drawing (data- attributes the figure writes):
 //   svg.bvl-neuron          data-title, data-query (the query's position), data-rows, data-head-size
@@ -32,10 +34,18 @@ export function rowAt(x, y, rows) {
   return x >= rows.x && x < rows.right && row >= 0 && row < rows.rows ? row : -1;
 }
 
-// The row a key moves to from `current` among `count` rows (the page keys step ten), or null for a key that does not
-// move.
+// The row a key moves to from `current` among `count` rows (up/down arrows, Home, End; the page keys step ten), or
+// null for a key that does not move the row.
 export function nextRow(current, key, count) {
-  return stepIndex(current, key, count, 10);
+  return ["ArrowUp", "ArrowDown", "PageUp", "PageDown", "Home", "End"].includes(key) ?
+    stepIndex(current, key, count, 10) : null;
+}
+
+// The dimension the left and right arrows move to from `current` among `count` (-1: the row as a whole, before the
+// first dimension), or null for another key.
+export function nextDimension(current, key, count) {
+  if (!count || (key !== "ArrowLeft" && key !== "ArrowRight")) return null;
+  return Math.max(-1, Math.min(count - 1, current + (key === "ArrowRight" ? 1 : -1)));
 }
 
 // The hover text of a key row: which key, its score and its softmax weight.
@@ -47,6 +57,11 @@ export function rowTip(position, token, score, weight) {
 export function cellTip(who, dimension, block, value) {
   const name = block === "products" ? "q ⊙ k" : block;
   return `${who}\ndimension ${dimension}\n${name} = ${valueText(value)}`;
+}
+
+// What the keyboard's cell says: whose row, which dimension, and q, k and q ⊙ k there.
+export function dimensionTip(who, dimension, q, k, product) {
+  return `${who}\ndimension ${dimension}\nq = ${valueText(q)}\nk = ${valueText(k)}\nq ⊙ k = ${valueText(product)}`;
 }
 
 function numbers(element, names) {
@@ -80,15 +95,34 @@ function render({ model, el }) {
     if (Number.isInteger(position)) model.send({ type: "query", position });
   }
 
-  // the keyboard's row: a frame over the row, its numbers in the hover box
-  function moveCursor(r) {
-    const { rows, tokens, positions, scores, weights, cursor } = current;
+  // the keyboard's place: a frame over row `r` (and over dimension `c` of its k and q ⊙ k, c >= 0), its numbers in
+  // the hover box beside it, as hover shows them
+  function moveCursor(r, c) {
+    const { rows, tokens, positions, scores, weights, cursor, cells, blocks } = current;
     current.row = r;
+    current.col = c;
     for (const [name, value] of Object.entries({ x: rows.x - 1, y: rows.y + r * rows.rowH - 0.5,
       width: rows.right - rows.x + 2, height: rows.rowH + 1 })) cursor.setAttribute(name, value);
     cursor.setAttribute("visibility", "visible");
-    current.group.setAttribute("aria-label", `key ${positions[r]}·${tokens[r]}: Enter makes it the query`);
-    place(rowTip(positions[r], tokens[r], scores[r], weights[r]), rows.right, rows.y + (r + 1) * rows.rowH);
+    const key = `key ${positions[r]}·${tokens[r]}`;
+    outer.dataset.cursor = `${r}:${c}`;
+    if (c < 0) {
+      for (const cell of cells) cell.setAttribute("visibility", "hidden");
+      current.group.setAttribute("aria-label", `${key}: Enter makes it the query, arrows move`);
+      place(rowTip(positions[r], tokens[r], scores[r], weights[r]), rows.right, rows.y + (r + 1) * rows.rowH);
+      return;
+    }
+    const framed = blocks.filter((block) => block.name !== "q");
+    framed.forEach((block, index) => {
+      for (const [name, value] of Object.entries({ x: block.x + c * block.cellW - 1, y: block.y + r * block.rowH - 1,
+        width: block.cellW + 2, height: block.rowH + 2 })) cells[index].setAttribute(name, value);
+      cells[index].setAttribute("visibility", "visible");
+    });
+    const d = framed.length ? framed[0].cols : 0;
+    const text = dimensionTip(key, c, current.q[c], current.k[r * d + c], current.products[r * d + c]);
+    current.group.setAttribute("aria-label", text.replaceAll("\n", ", "));
+    const last = framed[framed.length - 1];
+    place(text, last ? last.x + (c + 1) * last.cellW : rows.right, rows.y + (r + 1) * rows.rowH);
   }
 
   function draw() {
@@ -104,14 +138,18 @@ function render({ model, el }) {
       name: image.dataset.block, ...numbers(image, { x: "data-x", y: "data-y", rows: "data-rows",
         cols: "data-cols", cellW: "data-cell-w", rowH: "data-row-h" }) }));
     const cursor = svgEl(group, "rect", { class: "bvl-row-cursor", visibility: "hidden" });
-    current = { rows, blocks, group, cursor, tokens: model.get("key_tokens"), positions: model.get("key_positions"),
+    const cells = blocks.filter((block) => block.name !== "q")
+      .map(() => svgEl(figure, "rect", { class: "bvl-cell-cursor", visibility: "hidden" }));
+    current = { rows, blocks, group, cursor, cells, col: -1, tokens: model.get("key_tokens"),
+      positions: model.get("key_positions"),
       q: typed(model.get("q"), Float32Array), k: typed(model.get("k"), Float32Array),
       products: typed(model.get("products"), Float32Array), scores: typed(model.get("scores"), Float32Array),
       weights: typed(model.get("weights"), Float32Array) };
     current.row = Math.max(0, current.positions.indexOf(Number(figure.dataset.query)));
     group.setAttribute("tabindex", "0");
     group.setAttribute("role", "group");
-    group.setAttribute("aria-label", "key rows: arrow keys move, Enter makes a key the query");
+    group.setAttribute("aria-label", "key rows: up and down arrows move between keys, left and right along a " +
+      "key's dimensions, Enter makes the key the query, Escape goes back to the query");
     if (focused) group.focus();
   }
 
@@ -147,24 +185,29 @@ function render({ model, el }) {
   }
 
   function onKey(event) {
-    if (!current || event.target !== current.group) return;
+    if (!current || event.target !== current.group || event.altKey || event.ctrlKey || event.metaKey) return;
+    const count = current.rows.rows, dimensions = current.q.length;
+    let to = null;
     if (event.key === "Enter" || event.key === " ") {
-      event.preventDefault();
       ask(current.positions[current.row]);
-      return;
+    } else if (event.key === "Escape") {
+      to = [Math.max(0, current.positions.indexOf(Number(figure.dataset.query))), -1];
+    } else {
+      const row = nextRow(current.row, event.key, count), col = nextDimension(current.col, event.key, dimensions);
+      if (row === null && col === null) return;
+      to = [row === null ? current.row : row, col === null ? current.col : col];
     }
-    const next = nextRow(current.row, event.key, current.rows.rows);
-    if (next === null) return;
     event.preventDefault();
-    moveCursor(next);
+    event.stopPropagation(); // the notebook's own keys (Enter edits a cell, arrows move between cells) stay out
+    if (to) moveCursor(...to);
   }
 
   function onFocus(event) {
-    if (current && event.target === current.group) moveCursor(current.row);
+    if (current && event.target === current.group) moveCursor(current.row, current.col);
   }
 
   function onBlur() {
-    if (current) current.cursor.setAttribute("visibility", "hidden");
+    if (current) for (const mark of [current.cursor, ...current.cells]) mark.setAttribute("visibility", "hidden");
     hide();
   }
 
