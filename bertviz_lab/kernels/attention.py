@@ -1,81 +1,73 @@
-"""Attention backends with one signature, and the call that picks one of them.
+"""Attention backends: functions of tensors that `choice.choose` gives each attention layer once, for the device
+and dtype of its weights (as Hugging Face's `config._attn_implementation`).
 
-Every backend takes (q, k, v, mask, scale, dropout_p, probs_point) with q (B, nh, T, hs), k and v (B, nh, S, hs)
-and an additive mask broadcastable to (B, nh, T, S), and returns (context (B, nh, T, hs), probabilities or None).
-`probs_point` is the layer's `probs` HookPoint when someone watches it: the backend then computes the
-probabilities and passes them through it, and the context is taken with what its hooks return.
+A backend takes q (B, nh, T, hs), k and v (B, nh, S, hs), an additive mask broadcastable to (B, nh, T, S) or None,
+the scale and the dropout probability, and answers (softmax(scale * q @ k.T + mask) @ v as (B, nh, T, hs), None);
+with `probabilities`, (that output, the probabilities (B, nh, T, S) from the same pass), or None where it does not
+form them. "eager", the math written out, is the model's own (bertviz_lab.model.layers) and the reference every
+backend equals.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import torch
 import torch.nn.functional as F
 
-from bertviz_lab.kernels import avx2, choice
+from bertviz_lab.kernels import avx2
 
-Attention = tuple[torch.Tensor, torch.Tensor | None]
-
-
-class ProbsPoint(Protocol):
-    """What attention needs of a HookPoint (bertviz_lab.model.hook_points)."""
-
-    is_watched: bool
-    is_read_only: bool
-
-    def __call__(self, probs: torch.Tensor, *, handed_over: bool = False) -> torch.Tensor: ...
+Attended = tuple[torch.Tensor, torch.Tensor | None]  # (output (B, nh, T, hs), probabilities (B, nh, T, S) or None)
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
-              dropout_p: float = 0.0, probs_point: ProbsPoint | None = None) -> Attention:
-    """softmax(scale * q @ k.T + mask) @ v on the backend `choice.attention_backend` picks for this call."""
-    watched = probs_point is not None and probs_point.is_watched
-    backend = BACKENDS[choice.attention_backend(q, mask, dropout_p, watched)]
-    return backend(q, k, v, mask, scale, dropout_p, probs_point if watched else None)
+def cpu_autocast() -> bool:
+    """Whether CPU autocast is on (the fp32 kernels then stand aside)."""
+    try:
+        return torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4
+        return torch.is_autocast_cpu_enabled()
 
 
-def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
-         dropout_p: float, probs_point: ProbsPoint | None) -> Attention:
-    """PyTorch's fused attention (flash, memory-efficient or math): it never forms the probabilities."""
-    if probs_point is not None:
-        raise ValueError("SDPA does not form the attention probabilities that a watched layer needs")
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale), None
+class AttentionBackend:
+    """PyTorch's fused attention (flash, memory-efficient or math); it never forms the probabilities."""
+
+    name = "sdpa"
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+                 dropout_p: float = 0.0, probabilities: bool = False) -> Attended | None:
+        if probabilities:
+            return None
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale), None
+
+    def __reduce__(self) -> tuple:
+        return backend, (self.name,)  # copies and pickles of a model share the one instance
+
+    def __repr__(self) -> str:
+        return f"<attention backend {self.name!r}>"
 
 
-def explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
-             dropout_p: float, probs_point: ProbsPoint | None) -> Attention:
-    """The softmax written out, so that the probabilities exist to be watched (and replaced)."""
-    # in place where autograd allows: one (B, nh, T, S) buffer instead of up to four
-    scores = (q @ k.transpose(-2, -1)).mul_(scale)  # (B, nh, T, S)
-    if mask is not None:
-        scores.add_(mask)
-    if scores.dtype == torch.float32 and not scores.requires_grad:
-        probs = torch.softmax(scores, dim=-1, out=scores)
-    else:
-        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    if probs_point is not None:
-        probs = probs_point(probs)
-    return F.dropout(probs, dropout_p, training=dropout_p > 0) @ v, probs  # (B, nh, T, hs)
+class AVX2Attention(AttentionBackend):
+    """avx2.c's one-pass attention, for a layer of fp32 CPU weights with a head size that is a multiple of 16.
+    Autograd, dropout, autocast and torch.compile traces, which it has no part for, run on SDPA."""
+
+    name = "avx2"
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+                 dropout_p: float = 0.0, probabilities: bool = False) -> Attended | None:
+        if dropout_p or torch.is_grad_enabled() or torch.compiler.is_compiling() or cpu_autocast():
+            return SDPA(q, k, v, mask, scale, dropout_p, probabilities)
+        B, nh, T, hs = q.shape
+        if probabilities:
+            out, probs = avx2.attention(q, k, v, mask, scale, with_probabilities=True)
+        else:
+            out, probs = avx2.attention(q, k, v, mask, scale), None
+        return out.view(B, T, nh, hs).transpose(1, 2), probs  # the kernel writes (B, T, nh * hs)
 
 
-def avx2_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
-                dropout_p: float, probs_point: ProbsPoint | None) -> Attention:
-    """avx2.c's attention (fp32 CPU inference, no dropout). Hooks that only read get the probabilities from the
-    same pass, handed over, and the kernel's context stands: a traced forward equals the untraced one bit for bit.
-    Hooks that may change them get the kernel's probabilities and the context is their product with v."""
-    if dropout_p:
-        raise ValueError(f"the AVX2 attention kernel has no dropout, got dropout_p={dropout_p}")
-    B, nh, T, hs = q.shape
-    if probs_point is None:
-        context, probs = avx2.attention(q, k, v, mask, scale), None
-    elif probs_point.is_read_only:
-        context, probs = avx2.attention(q, k, v, mask, scale, with_probabilities=True)
-        probs_point(probs, handed_over=True)
-    else:
-        probs = probs_point(avx2.attention_probabilities(q, k, mask, scale))
-        return probs @ v, probs
-    return context.view(B, T, nh, hs).transpose(1, 2), probs  # the kernel writes (B, T, nh * hs)
+SDPA = AttentionBackend()
+BACKENDS: dict[str, AttentionBackend | None] = {"eager": None, "sdpa": SDPA, "avx2": AVX2Attention()}
 
 
-BACKENDS = {"sdpa": sdpa, "explicit": explicit, "avx2": avx2_kernel}
+def backend(name: str) -> AttentionBackend | None:
+    """The backend called `name` (None for "eager", the layer's own math)."""
+    if name not in BACKENDS:
+        raise ValueError(f"no attention backend {name!r}; there are {', '.join(BACKENDS)}.")
+    return BACKENDS[name]

@@ -1,10 +1,12 @@
-"""The one place that decides, per call, which backend runs attention, a linear layer, residual add + LayerNorm
-and the first feed-forward layer's GELU; every rule the fast paths obey is here.
+"""The one place that decides which backend runs attention, a linear layer, residual add + LayerNorm and the
+first feed-forward layer's GELU; every rule the fast paths obey is here.
 
-Each fast path computes the same function as the plain modules and is taken only where it is faster and where no
-one could tell it apart: inference (no autograd, no active dropout), not inside a torch.compile trace, and no hook
-on a module it would replace. BERTVIZ_LAB_FUSED_KERNELS=0, or `disabled()`, turns every one off;
-BERTVIZ_LAB_CPU_GEMM=auto|avx2|onednn|off picks the CPU's packed GEMM.
+Attention is chosen once per layer (`choose`: when a model is built or moved, and again for every live layer when
+`override` or `disabled` changes the rules), from the device and dtype of its weights and its head size. Each
+fast path computes the same function as the plain modules and is taken only where it is faster and where no one
+could tell it apart: inference (no autograd, no active dropout), not inside a torch.compile trace, and no hook on a
+module it would replace. BERTVIZ_LAB_FUSED_KERNELS=0, or `disabled()`, turns every one off;
+BERTVIZ_LAB_CPU_GEMM=auto|avx2|onednn|off picks the CPU's packed GEMM; `override(...)` picks either for a block.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import weakref
 from typing import Iterator
 
 import torch
 from torch import nn
 from torch.nn.modules import module as _module
 
-from bertviz_lab.kernels import build
+from bertviz_lab.kernels import attention, build
+from bertviz_lab.kernels.attention import cpu_autocast
 from bertviz_lab.model.config import TANH_GELU_NAMES
 
 try:
@@ -46,10 +50,73 @@ def disabled() -> Iterator[None]:
     """Run plain PyTorch inside the block (to compare against, or to rule the fast paths out)."""
     global ENABLED
     before, ENABLED = ENABLED, False
+    _choose_again()
     try:
         yield
     finally:
         ENABLED = before
+        _choose_again()
+
+
+_forced_attention: str | None = None  # override(attention=...)
+
+
+@contextlib.contextmanager
+def override(*, attention: str | None = None, cpu_gemm: str | None = None) -> Iterator[None]:
+    """Inside the block every attention layer runs `attention` ("eager", "sdpa" or "avx2"; a layer the kernel
+    cannot run keeps SDPA) and the linear layers `cpu_gemm` ("avx2", "onednn" or "off"); both as before on exit,
+    also after an error. Asking for a backend this machine cannot run is an error saying why."""
+    global _forced_attention, _cpu_backend
+    if attention is not None and attention not in _ATTENTION_NAMES:
+        raise ValueError(f"override(attention={attention!r}): use one of {', '.join(_ATTENTION_NAMES)}.")
+    if cpu_gemm is not None and cpu_gemm not in CPU_GEMM_CHOICES[1:]:
+        raise ValueError(f"override(cpu_gemm={cpu_gemm!r}): use avx2, onednn or off.")
+    gemm = _cpu_backend if cpu_gemm is None else (None if cpu_gemm == "off" else cpu_gemm)
+    if "avx2" in (attention, gemm) and build.library() is None:
+        raise ValueError(f"the AVX2 kernels cannot run here: {build.unsupported_reason() or build.failure()}")
+    if gemm == "onednn" and not ONEDNN_PACKING:
+        raise ValueError("oneDNN's packed GEMM needs an x86 CPU and a PyTorch with oneDNN's packed linear.")
+    before = _forced_attention, _cpu_backend
+    _forced_attention, _cpu_backend = attention if attention is not None else _forced_attention, gemm
+    _choose_again()
+    try:
+        yield
+    finally:
+        _forced_attention, _cpu_backend = before
+        _choose_again()
+
+
+_ATTENTION_NAMES = tuple(attention.BACKENDS)
+_layers: weakref.WeakSet = weakref.WeakSet()  # every attention layer given a backend, to choose again
+
+
+def choose(model: nn.Module) -> None:
+    """Give every attention layer of `model` (a module with `attention_backend` and `head_size`) the backend for
+    the device and dtype of its weights now; called when a model is built or moved."""
+    for module in model.modules():
+        if hasattr(module, "attention_backend") and hasattr(module, "head_size"):
+            _layers.add(module)
+            _assign(module)
+
+
+def _assign(layer: nn.Module) -> None:
+    weight = next(layer.parameters(), None)
+    name = "sdpa" if weight is None else attention_backend_name(weight.device, weight.dtype, layer.head_size)
+    layer.attention_backend = attention.BACKENDS[name]
+
+
+def _choose_again() -> None:
+    for layer in list(_layers):
+        _assign(layer)
+
+
+def attention_backend_name(device: torch.device, dtype: torch.dtype, head_size: int) -> str:
+    """"avx2" for fp32 CPU weights with a head size that is a multiple of 16 where the kernel runs (1.2-1.3x SDPA's
+    CPU flash kernel from 128 tokens), else "sdpa"; what `override` asks for where it applies."""
+    kernel_fits = device.type == "cpu" and dtype == torch.float32 and head_size % 16 == 0
+    if _forced_attention is not None:
+        return _forced_attention if _forced_attention != "avx2" or kernel_fits else "sdpa"
+    return "avx2" if ENABLED and kernel_fits and cpu_backend() == "avx2" else "sdpa"
 
 
 def unhooked(*modules: nn.Module) -> bool:
@@ -64,42 +131,29 @@ def inference_outside_compile() -> bool:
     return ENABLED and not torch.is_grad_enabled() and not torch.compiler.is_compiling()
 
 
-def cpu_autocast() -> bool:
-    try:
-        return torch.is_autocast_enabled("cpu")
-    except TypeError:  # torch < 2.4
-        return torch.is_autocast_cpu_enabled()
-
-
 def cpu_backend() -> str | None:
     """The packed GEMM for fp32 CPU inference: "avx2" (avx2.c, built on first use) where it can run, else "onednn"
     on x86, else None for plain `addmm`; BERTVIZ_LAB_CPU_GEMM picks one for comparisons."""
     global _cpu_backend
     if _cpu_backend is _UNSET:
-        wanted = os.environ.get("BERTVIZ_LAB_CPU_GEMM", "auto")
-        if wanted not in CPU_GEMM_CHOICES:
-            raise ValueError(f"BERTVIZ_LAB_CPU_GEMM={wanted!r}: use auto, avx2, onednn or off")
-        if wanted in ("auto", "avx2") and build.library() is not None:
-            _cpu_backend = "avx2"
-        elif wanted in ("auto", "onednn") and ONEDNN_PACKING:
-            _cpu_backend = "onednn"
-        else:
-            _cpu_backend = None
+        _cpu_backend = cpu_gemm_from_environment()
     return _cpu_backend
+
+
+def cpu_gemm_from_environment() -> str | None:
+    """What BERTVIZ_LAB_CPU_GEMM (default auto) picks on this machine: "avx2", "onednn" or None."""
+    wanted = os.environ.get("BERTVIZ_LAB_CPU_GEMM", "auto")
+    if wanted not in CPU_GEMM_CHOICES:
+        raise ValueError(f"BERTVIZ_LAB_CPU_GEMM={wanted!r}: use auto, avx2, onednn or off")
+    if wanted in ("auto", "avx2") and build.library() is not None:
+        return "avx2"
+    if wanted in ("auto", "onednn") and ONEDNN_PACKING:
+        return "onednn"
+    return None
 
 
 _UNSET = object()
 _cpu_backend: str | None | object = _UNSET
-
-
-def attention_backend(q: torch.Tensor, mask: torch.Tensor | None, dropout_p: float, watched: bool) -> str:
-    """"avx2" (fp32 CPU inference, no dropout, head size a multiple of 16, additive fp32 mask or none: 1.2-1.3x
-    SDPA's CPU flash kernel from 128 tokens), else "explicit" where the probabilities are watched, else "sdpa"."""
-    if (dropout_p == 0.0 and q.dtype == torch.float32 and q.device.type == "cpu" and q.shape[-1] % 16 == 0
-            and (mask is None or (mask.dtype == torch.float32 and mask.dim() == 4))
-            and inference_outside_compile() and not cpu_autocast() and cpu_backend() == "avx2"):
-        return "avx2"
-    return "explicit" if watched else "sdpa"
 
 
 def linear_backend(x: torch.Tensor, weight: torch.Tensor) -> str | None:

@@ -83,15 +83,17 @@ def _cpu_rows() -> list[BackendChoice]:
     backend = choice.cpu_backend()
     on_avx2 = backend == "avx2"
     not_avx2 = {} if on_avx2 else {"avx2": _why_not_avx2()}
-    explicit = "only for a layer whose probabilities a hook watches, where the kernel does not apply"
-    if on_avx2:
-        attention = BackendChoice("attention", "cpu", "avx2", "avx2.c's one-pass attention for fp32 inference "
-                                  "without dropout, head size a multiple of 16", {
+    eager = ("the math written out in the model: a layer whose probabilities a hook may replace, or that the "
+             "backend cannot form them for")
+    if choice.attention_backend_name(torch.device("cpu"), torch.float32, 64) == "avx2":
+        attention = BackendChoice("attention", "cpu", "avx2", "avx2.c's one-pass attention, chosen per model for "
+                                  "fp32 weights with a head size that is a multiple of 16; it forms the "
+                                  "probabilities in the same pass for a trace", {
                                       "sdpa": "runs autograd, dropout, other dtypes and other head sizes",
-                                      "explicit": explicit})
+                                      "eager": eager})
     else:
         attention = BackendChoice("attention", "cpu", "sdpa", "PyTorch's scaled_dot_product_attention",
-                                  {**not_avx2, "explicit": explicit})
+                                  {**not_avx2, "eager": eager})
     small = f"autograd, other dtypes and products under {choice.MIN_PACKED_WORK} multiply-adds take addmm"
     if backend is None:
         linear = BackendChoice("linear", "cpu", "pytorch", "addmm (MKL)",
@@ -115,7 +117,8 @@ def _cuda_rows() -> list[BackendChoice]:
         return _off_rows("cuda", plain)
     cpu_only = {"avx2": "a CPU kernel"}
     rows = [BackendChoice("attention", "cuda", "sdpa", "PyTorch's scaled_dot_product_attention (flash or "
-                          "memory-efficient)", cpu_only),
+                          "memory-efficient)", {**cpu_only, "eager": "the math written out in the model, for a "
+                                                "layer whose probabilities a hook watches"}),
             BackendChoice("linear", "cuda", "pytorch", "cuBLAS", {"avx2, onednn": "CPU kernels"})]
     if choice.triton is not None:
         rows.append(BackendChoice("layer_norm", "cuda", "triton", "residual add + LayerNorm in one Triton kernel "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import torch
@@ -10,8 +12,10 @@ from torch import nn
 
 from bertviz_lab import kernels
 from bertviz_lab.model import footprint
+from bertviz_lab.model import hook_points as hooking
 from bertviz_lab.model.cache import Cache, DynamicCache, EncoderDecoderCache, StaticCache
 from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.hook_points import ActivationCache, Hook, HookPoint, NamesFilter
 from bertviz_lab.model.layers import BERTEmbeddings, BERTEncoder, BERTPooler
 
 
@@ -117,11 +121,37 @@ class BERTPreTrainedModel(nn.Module):
             nn.init.zeros_(module.bias)
 
     def post_init(self) -> None:
-        """Initialise every weight, tie the output embeddings to the input ones, and let the linear layers run on
-        packed weights for CPU inference (bertviz_lab.kernels; to everything else they stay nn.Linear)."""
+        """Initialise every weight, tie the output embeddings to the input ones, name the hook points, give each
+        attention layer its backend and let the linear layers run on packed weights for CPU inference
+        (bertviz_lab.kernels; to everything else they stay nn.Linear)."""
         self.apply(self._init_weights)
         self.tie_weights()
+        self.hook_points()
         kernels.accelerate(self)
+        kernels.choose(self)
+
+    def _apply(self, fn: Any, recurse: bool = True):
+        """Moving or casting the model (to, cuda, half, ...) gives its attention layers the backend for where and
+        what their weights are now."""
+        super()._apply(fn, recurse)
+        kernels.choose(self)
+        return self
+
+    # hooks, as TransformerLens has them -----------------------------------------------------------------------
+    def hook_points(self) -> dict[str, HookPoint]:
+        """Every hook point by name (each point's `name` is its key here)."""
+        return hooking.hook_points(self)
+
+    def hooks(self, fwd_hooks: Iterable[tuple[NamesFilter, Hook]]) -> contextlib.AbstractContextManager:
+        """A block in which each `(name_or_filter, hook)` is on the points it selects; `hook(tensor, point)` may
+        return a replacement. Every one of them is removed on exit, also after an error."""
+        return hooking.hooks(self, fwd_hooks)
+
+    def run_with_cache(self, *model_args: Any, names_filter: NamesFilter = None,
+                       device: str | torch.device | None = None, **model_kwargs: Any) -> tuple[Any, ActivationCache]:
+        """The forward's output and an ActivationCache keyed by hook name of the points `names_filter` selects (a
+        name, names, a predicate; all by default), detached, on `device` (default where they were computed)."""
+        return hooking.run_with_cache(self, *model_args, names_filter=names_filter, device=device, **model_kwargs)
 
     def tie_weights(self) -> None:
         """Heads with an MLM decoder share its weight with the word embeddings (when configured)."""

@@ -95,6 +95,7 @@ class BERTTaskModel(BERTPreTrainedModel):
             if name != "bert":
                 child.apply(self._init_weights)
         self.tie_weights()
+        self.hook_points()  # names them from this model: `bert.embeddings.hidden`, ...
         kernels.accelerate(self)
 
     def tie_weights(self) -> None:

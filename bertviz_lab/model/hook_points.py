@@ -1,6 +1,7 @@
-"""HookPoint: a named place in the model where hooks read, or replace, one intermediate tensor.
+"""HookPoint: a named place in the model where hooks read, or replace, one intermediate tensor; `hooks()` and
+`run_with_cache()` use them the way TransformerLens does, with our names.
 
-Names (relative to the BERT backbone; a task model prefixes them with `bert.`):
+Names (relative to the model they are listed from; a task model prefixes the backbone's with `bert.`):
     embeddings.hidden                                  (B, T, C)      embeddings output
     encoder.layer.{i}.attention.self.{q,k,v}           (B, nh, T, hs) queries, keys, values per head
     encoder.layer.{i}.attention.self.probs             (B, nh, T, S)  attention probabilities
@@ -9,51 +10,66 @@ Names (relative to the BERT backbone; a task model prefixes them with `bert.`):
     encoder.layer.{i}.intermediate.act                 (B, T, I)      the feed-forward layer after its activation
     encoder.layer.{i}.hidden                           (B, T, C)      residual stream after layer i
 
-As in TransformerLens, a HookPoint is an identity module; a hook on it is an ordinary forward hook, so anything
-that hooks modules (a trace, a user's `register_forward_hook`) can watch it, and its handle removes exactly it.
-Two keywords make watching cheap:
-- `add_hook(hook, read_only=True)` promises that the hook only reads the tensor (no replacement, no change in
-  place). When every hook on a point reads only, the layer may keep what it computed beside it: the CPU attention
-  kernel's output stands and the traced forward equals the untraced one bit for bit.
-- `point(x, handed_over=True)` says that the caller drops `x` once the hooks have seen it, so a lone read-only
-  hook may keep it without a copy; hooks get the flag as their `handed_over` keyword.
-A point that nobody watches costs one module call, and the layer computes nothing extra for it.
+A hook is `hook(tensor, point) -> tensor | None`: what it returns (not None) replaces the tensor. As in
+TransformerLens a HookPoint is an identity module and a hook on it an ordinary forward hook, so anything that hooks
+modules can watch it too, and a handle removes exactly its own hook. A point nobody watches costs one module call;
+a watched `probs` point makes its layer form the probabilities (bertviz_lab.model.layers).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+import difflib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Union
 
 import torch
 from torch import nn
 from torch.nn.modules import module as _module
 from torch.utils.hooks import RemovableHandle
 
-Hook = Callable[..., "torch.Tensor | None"]  # hook(x, *, point, handed_over) -> a replacement for x, or None
+Hook = Callable[[torch.Tensor, "HookPoint"], "torch.Tensor | None"]
+NamesFilter = Union[str, Iterable[str], Callable[[str], bool], None]  # a name, names, a predicate, or None (all)
+
+
+class Reader:
+    """A hook that only reads (a cache, a trace). A point watched by readers alone lets its layer keep what it
+    computed beside the tensor (the CPU attention kernel's output: the traced forward equals the untraced one bit
+    for bit), and tells them when the tensor is `handed_over` (the layer drops it: it may be kept without a copy)."""
+
+    def __init__(self, read: Callable[[torch.Tensor, "HookPoint", bool], None]) -> None:
+        self.read = read
+
+    def __call__(self, tensor: torch.Tensor, point: "HookPoint") -> None:
+        self.read(tensor, point, False)
 
 
 class HookPoint(nn.Module):
-    """Identity module that marks a tensor worth observing."""
+    """Identity module that marks a tensor worth observing; `name` is its key in `hook_points(model)`."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "") -> None:
         super().__init__()
-        self._read_only_ids: set[int] = set()
+        self.name = name
+        self._reader_ids: set[int] = set()
 
     def forward(self, x: torch.Tensor, *, handed_over: bool = False) -> torch.Tensor:
         return x
 
-    def add_hook(self, hook: Hook, *, read_only: bool = False) -> RemovableHandle:
-        """Call `hook(x, point=self, handed_over=...)` on every forward; unless `read_only`, what it returns (not
-        None) replaces x. Remove it with the handle's `remove()`."""
+    def add_hook(self, hook: Hook) -> RemovableHandle:
+        """Call `hook(x, self)` on every forward; what it returns (not None) replaces x. The handle's `remove()`
+        takes it off again."""
+        reader = hook if isinstance(hook, Reader) else None
 
-        def forward_hook(point: nn.Module, args: tuple, kwargs: dict, output: torch.Tensor) -> torch.Tensor | None:
-            result = hook(output, point=point, handed_over=kwargs.get("handed_over", False))
-            return None if read_only else result
+        def forward_hook(point: HookPoint, args: tuple, kwargs: dict, output: torch.Tensor) -> torch.Tensor | None:
+            if reader is not None:
+                reader.read(output, point, kwargs.get("handed_over", False))
+                return None
+            return hook(output, point)
 
         handle = self.register_forward_hook(forward_hook, with_kwargs=True)
-        self._read_only_ids &= self._forward_hooks.keys()  # forget read-only hooks removed since
-        if read_only:
-            self._read_only_ids.add(handle.id)
+        self._reader_ids &= self._forward_hooks.keys()  # forget readers removed since
+        if reader is not None:
+            self._reader_ids.add(handle.id)
         return handle
 
     @property
@@ -63,14 +79,95 @@ class HookPoint(nn.Module):
 
     @property
     def is_read_only(self) -> bool:
-        """True when every hook on this point reads only (and no module-wide hook could change the tensor)."""
+        """True when every hook on this point is a Reader (and no module-wide hook could change the tensor)."""
         return (bool(self._forward_hooks) and not self._forward_pre_hooks
-                and self._read_only_ids.issuperset(self._forward_hooks)
+                and self._reader_ids.issuperset(self._forward_hooks)
                 and not _module._global_forward_hooks and not _module._global_forward_pre_hooks)
+
+    def extra_repr(self) -> str:
+        return repr(self.name) if self.name else ""
 
 
 def hook_points(model: nn.Module) -> dict[str, HookPoint]:
-    """Every HookPoint of `model` by dotted name, in model order (TransformerLens' `hook_dict`)."""
+    """Every HookPoint of `model` by dotted name, in model order (TransformerLens' `hook_dict`); each point's
+    `name` is set to its key here."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
-    return {name: module for name, module in model.named_modules() if isinstance(module, HookPoint)}
+    points = {name: module for name, module in model.named_modules() if isinstance(module, HookPoint)}
+    for name, point in points.items():
+        point.name = name
+    return points
+
+
+def names_matching(points: dict[str, HookPoint], names_filter: NamesFilter) -> list[str]:
+    """The names `names_filter` selects, in model order; a name that is no hook point is an error naming the
+    nearest ones."""
+    if names_filter is None:
+        return list(points)
+    if callable(names_filter):
+        return [name for name in points if names_filter(name)]
+    wanted = [names_filter] if isinstance(names_filter, str) else list(names_filter)
+    for name in wanted:
+        if not isinstance(name, str):
+            raise TypeError(f"a hook point name must be a str, got {type(name).__name__}: {name!r}.")
+        if name not in points:
+            near = difflib.get_close_matches(name, points, n=3)
+            raise KeyError(f"no hook point named {name!r}" + (f"; did you mean {', '.join(near)}?" if near else
+                                                                f"; there are {len(points)}, see hook_points(model)."))
+    chosen = set(wanted)
+    return [name for name in points if name in chosen]
+
+
+@contextlib.contextmanager
+def hooks(model: nn.Module, fwd_hooks: Iterable[tuple[NamesFilter, Hook]]) -> Iterator[nn.Module]:
+    """Inside the block each `(name_or_filter, hook)` is on every point it selects; on exit, also after an error,
+    exactly these hooks are removed (nested blocks compose). Yields the model."""
+    points = hook_points(model)
+    chosen = []
+    for pair in fwd_hooks:
+        if not isinstance(pair, tuple) or len(pair) != 2 or not callable(pair[1]):
+            raise TypeError(f"hooks() takes (name_or_filter, hook) pairs with a callable hook, got {pair!r}.")
+        chosen += [(points[name], pair[1]) for name in names_matching(points, pair[0])]
+    handles: list[RemovableHandle] = []
+    try:
+        for point, hook in chosen:
+            handles.append(point.add_hook(hook))
+        yield model
+    finally:
+        for handle in reversed(handles):
+            handle.remove()
+
+
+class ActivationCache(dict):
+    """The tensors a forward pass left at its hook points, keyed by hook name (detached copies)."""
+
+    def __missing__(self, key: Any) -> torch.Tensor:
+        near = difflib.get_close_matches(str(key), self, n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else f"; it holds {len(self)} names."
+        raise KeyError(f"{key!r} is not in this cache{hint}")
+
+    def __repr__(self) -> str:
+        names = ", ".join(list(self)[:3]) + (", ..." if len(self) > 3 else "")
+        return f"ActivationCache({len(self)} hook points: {names})"
+
+
+def caching_hook(cache: dict[str, torch.Tensor], device: str | torch.device | None = None) -> Reader:
+    """A reader that keeps a detached copy of each tensor in `cache` under its point's name (on `device`, default
+    where it is); a tensor the layer hands over is kept without a copy where it already is on that device."""
+    target = None if device is None else torch.device(device)
+
+    def read(tensor: torch.Tensor, point: HookPoint, handed_over: bool) -> None:
+        where = target or tensor.device
+        cache[point.name] = tensor.detach().to(where, copy=not (handed_over and tensor.device == where))
+
+    return Reader(read)
+
+
+def run_with_cache(model: nn.Module, *model_args: Any, names_filter: NamesFilter = None,
+                   device: str | torch.device | None = None, **model_kwargs: Any) -> tuple[Any, ActivationCache]:
+    """`model(*model_args, **model_kwargs)` and an ActivationCache of the hook points `names_filter` selects (all
+    by default), each a detached copy on `device` (default: where the model computed it)."""
+    cache = ActivationCache()
+    with hooks(model, [(names_filter, caching_hook(cache, device))]):
+        output = model(*model_args, **model_kwargs)
+    return output, cache

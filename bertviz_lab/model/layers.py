@@ -3,8 +3,10 @@
 Shapes: B batch, T query length, S key length, C hidden size, nh heads, hs head size.
 Module and parameter names follow Hugging Face's BERT except the fused projections
 (`attention.self.qkv`, `crossattention.self.kv`), which weights.py splits and joins.
-The fast paths (bertviz_lab.kernels) are three calls: attention, residual add + LayerNorm, linear + activation;
-each computes what its plain PyTorch form says. HookPoints mark the tensors a trace or a hook can read or replace.
+Attention is written out below (`BERTSelfAttention.attention`); the backend each layer is given once for its
+device and dtype (SDPA, the CPU kernel: bertviz_lab.kernels) computes the same thing faster and is the one call
+into it. The other fast paths are two calls, residual add + LayerNorm and linear + activation, each computing what
+its plain PyTorch form says. HookPoints mark the tensors a trace or a hook can read or replace.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from bertviz_lab import kernels
@@ -81,6 +84,8 @@ class BERTSelfAttention(nn.Module):
         else:
             self.qkv = nn.Linear(C, 3 * C)
         self.dropout_p = config.attention_probs_dropout_prob
+        # given once per device and dtype by the model (kernels.choose); None: the math of `attention` below
+        self.attention_backend: kernels.AttentionBackend | None = None
         self.q, self.k, self.v = HookPoint(), HookPoint(), HookPoint()  # (B, nh, T|S, hs)
         self.probs = HookPoint()  # (B, nh, T, S) attention probabilities, only computed when watched
         self.context = HookPoint()  # (B, nh, T, hs) each head's output, before the output projection
@@ -112,10 +117,31 @@ class BERTSelfAttention(nn.Module):
         q, k, v = self._project(hidden_states, encoder_hidden_states, cache, cache_position)
         q, k, v = self.q(q), self.k(k), self.v(v)
         dropout_p = self.dropout_p if self.training else 0.0
-        # softmax(q @ k.T * scale + mask) @ v: SDPA, the CPU kernel, or written out when `probs` is watched
-        y, _ = kernels.attention(q, k, v, attention_mask, self.scale, dropout_p, probs_point=self.probs)
+        backend, watched = self.attention_backend, self.probs.is_watched
+        answer = None
+        if backend is not None and (not watched or self.probs.is_read_only):
+            # the backend given to this layer for its device and dtype computes what `attention` does, faster; for
+            # readers alone (a trace, a cache) it forms the probabilities in the same pass where it can, and its
+            # output stands: the traced forward equals the untraced one bit for bit
+            answer = backend(q, k, v, attention_mask, self.scale, dropout_p, probabilities=watched)
+        if answer is None:
+            y = self.attention(q, k, v, attention_mask, dropout_p)
+        else:
+            y, probs = answer
+            if watched:
+                self.probs(probs, handed_over=True)  # readers only: nothing they return is used
         y = self.context(y)  # (B, nh, T, hs)
         return y.transpose(1, 2).reshape(B, T, C)
+
+    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                  dropout_p: float) -> torch.Tensor:
+        """softmax(q @ k.T * scale + mask) @ v, the probabilities passed through the `probs` hook point (whose
+        hooks may replace them)."""
+        scores = q @ k.transpose(-2, -1) * self.scale  # (B, nh, T, S)
+        if mask is not None:
+            scores = scores + mask  # 0 where a query may attend, very negative where not
+        probs = self.probs(scores.softmax(dim=-1, dtype=torch.float32).to(q.dtype))  # (B, nh, T, S)
+        return F.dropout(probs, dropout_p, training=dropout_p > 0) @ v  # (B, nh, T, hs)
 
 
 class BERTOutput(nn.Module):

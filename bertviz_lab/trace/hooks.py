@@ -1,29 +1,27 @@
-"""trace(): forward hooks on a BERT's HookPoints and modules that record it into a Trace, then remove themselves.
+"""trace(): record what a BERT's forward passes leave at its hook points (through the model's own hooks API, as
+readers) and which modules they call; a Trace reads it back by layer.
 
-The hook points are the model's (bertviz_lab.model.hook_points lists them). A hook on a `probs` point makes that
-layer alone compute its probabilities (bertviz_lab.kernels.attention); unwatched layers keep the fast attention.
-A trace's hooks are read-only (`HookPoint.add_hook(..., read_only=True)`), so on the CPU kernel the probabilities
-come from the same pass, handed over, and the layer keeps the kernel's output: the traced forward equals the
-untraced one bit for bit.
+Which points are recorded is a names filter built from the options (attentions, hidden_states, qkv, context, mlp,
+layers). A watched `probs` point makes that layer alone form its probabilities (bertviz_lab.model.layers);
+unwatched layers keep the fast attention. The trace only reads, so on the CPU kernel the probabilities come from
+the same pass, handed over, and the layer keeps the kernel's output: the traced forward equals the untraced one
+bit for bit.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import re
-import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from bertviz_lab.model.hook_points import HookPoint, hook_points
-from bertviz_lab.trace.records import MODEL_INPUT, Call, ForwardPass, parameter_table
-from bertviz_lab.trace.shapes import TensorSpec, call_arguments, iter_tensors
+from bertviz_lab.model.hook_points import ActivationCache, HookPoint, Reader, hook_points, hooks
+from bertviz_lab.trace.calls import CallRecorder
+from bertviz_lab.trace.records import Call, ForwardPass
 from bertviz_lab.trace.tokens import INPUT_ALIASES, INPUT_NAMES, token_rows
 
 if TYPE_CHECKING:
@@ -31,48 +29,30 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB: all attention maps of bert-base at batch 8, seq 256, with room to spare
 
-_SELF_PROBS = re.compile(r"(?:^|\.)attention\.self\.probs$")
-_CROSS_PROBS = re.compile(r"(?:^|\.)crossattention\.self\.probs$")
-_EMBEDDINGS_HIDDEN = re.compile(r"(?:^|\.)embeddings\.hidden$")
-_LAYER_HIDDEN = re.compile(r"(?:^|\.)encoder\.layer\.\d+\.hidden$")
-# the points inside each layer recorded on request: Trace attribute -> point name pattern
-_INSIDE = {kind: re.compile(rf"(?:^|\.)attention\.self\.{kind}$") for kind in ("q", "k", "v", "context")}
-_INSIDE["mlp"] = re.compile(r"(?:^|\.)encoder\.layer\.\d+\.intermediate\.act$")
-_INSIDE_WHAT = {"q": "queries", "k": "keys", "v": "values", "context": "heads' outputs",
-                "mlp": "feed-forward activations"}
+# a hook point's name -> what it holds: (kind, layer), kind naming the Trace attribute it shows under
+_SITE = re.compile(r"(?:^|\.)(?:(embeddings)\.hidden|encoder\.layer\.(\d+)\.(hidden|intermediate\.act|"
+                   r"attention\.self\.(?:q|k|v|probs|context)|crossattention\.self\.probs))$")
+_KINDS = {"hidden": "hidden_states", "intermediate.act": "mlp", "crossattention.self.probs": "cross_attentions",
+          "attention.self.probs": "attentions", **{f"attention.self.{k}": k for k in ("q", "k", "v", "context")}}
+_WHAT = {"attentions": "attention", "cross_attentions": "cross-attention", "q": "queries", "k": "keys",
+         "v": "values", "context": "heads' outputs", "mlp": "feed-forward activations"}
+_PER_HEAD = {"attentions", "cross_attentions", "q", "k", "v", "context"}
+
+
+def site(name: str) -> tuple[str, int] | None:
+    """(kind, layer) of a BERT hook point's name: ("attentions", 3) for `...encoder.layer.3.attention.self.probs`;
+    hidden states by Hugging Face's numbering (0 the embeddings, i + 1 after layer i); None for any other name."""
+    match = _SITE.search(name)
+    if match is None:
+        return None
+    if match.group(1):
+        return "hidden_states", 0
+    layer, kind = int(match.group(2)), _KINDS[match.group(3)]
+    return kind, layer + 1 if kind == "hidden_states" else layer
 
 
 class TraceSizeError(ValueError):
     """A trace would hold more bytes than its max_bytes allows."""
-
-
-@dataclass
-class _Sites:
-    """Where the hook points of a BERT sit inside a model."""
-
-    self_probs: list[tuple[str, HookPoint]]
-    cross_probs: list[tuple[str, HookPoint]]
-    embeddings: list[tuple[str, HookPoint]]
-    layer_hidden: list[tuple[str, HookPoint]]
-    num_heads: int | None
-    inside: dict[str, list[HookPoint]]  # "q", "k", "v", "context", "mlp" -> one point per layer
-
-    @classmethod
-    def find(cls, model: nn.Module) -> "_Sites":
-        points = list(hook_points(model).items())
-        self_probs = [(n, m) for n, m in points if _SELF_PROBS.search(n)]
-        num_heads = None
-        if self_probs:
-            num_heads = getattr(model.get_submodule(self_probs[0][0].rsplit(".", 1)[0]), "num_heads", None)
-        inside = {kind: [m for n, m in points if pattern.search(n) and ".crossattention." not in n]
-                  for kind, pattern in _INSIDE.items()}
-        return cls(self_probs, [(n, m) for n, m in points if _CROSS_PROBS.search(n)],
-                   [(n, m) for n, m in points if _EMBEDDINGS_HIDDEN.search(n)],
-                   [(n, m) for n, m in points if _LAYER_HIDDEN.search(n)], num_heads, inside)
-
-    @property
-    def num_layers(self) -> int:
-        return max(len(self.self_probs), len(self.layer_hidden))
 
 
 def _index_list(value: Any, name: str, size: int | None = None, owner: str = "") -> list[int] | None:
@@ -107,12 +87,13 @@ def _selector(indices: list[int] | None) -> slice | torch.Tensor | None:
 
 # the trace ---------------------------------------------------------------------------------------------
 class Trace:
-    """What forward passes of a model did while traced: attentions, hidden states, module calls with shapes.
+    """What forward passes of a model did while traced: per pass an activation cache keyed by hook name (read
+    here by layer as attentions, hidden states, q/k/v, ...), and every module call with its shapes.
 
     Everything held is a detached CPU copy, or a tensor the model handed over and no longer holds (the CPU
     kernel's attention probabilities, when this trace is the only hook on their point). Top-level views
-    (`attentions`, `hidden_states`, `input_ids`, ...) show the first forward pass; every pass is in `passes`, every
-    module call of every pass in `calls`.
+    (`cache`, `attentions`, `hidden_states`, `input_ids`, ...) show the first forward pass; every pass is in
+    `passes`, every module call of every pass in `calls`.
     """
 
     def __init__(self, model: nn.Module, *, attentions: bool = True, hidden_states: bool = False,
@@ -124,76 +105,64 @@ class Trace:
             raise TypeError(f"trace() needs a torch.nn.Module, got {type(model).__name__}.")
         if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
             raise ValueError(f"max_bytes must be a positive int (bytes) or None for no limit, got {max_bytes!r}.")
-        self._sites: _Sites | None = _Sites.find(model)
+        points = hook_points(model)
+        self._sites = {name: found for name in points if (found := site(name)) is not None}
+        kinds = {kind for kind, _ in self._sites.values()}
         self.model_class = type(model).__name__
-        self.num_layers = self._sites.num_layers
-        self.num_heads = self._sites.num_heads
+        self.num_layers = 1 + max((layer for kind, layer in self._sites.values() if kind != "hidden_states"),
+                                  default=-1)
+        probs = next((name for name, (kind, _) in self._sites.items() if kind == "attentions"), None)
+        self.num_heads = getattr(model.get_submodule(probs.rsplit(".", 1)[0]), "num_heads", None) if probs else None
         if layers is not None and not self.num_layers:
             raise ValueError(f"layers={layers!r} was given but {self.model_class} has no BERT layers with hook points.")
         if heads is not None and not self.num_heads:
             raise ValueError(f"heads={heads!r} was given but {self.model_class} has no attention hook points.")
-        self.record_attentions, self.record_hidden_states, self.record_shapes = attentions, hidden_states, shapes
-        self.record_inside = [kind for kind, wanted in (("q", qkv), ("k", qkv), ("v", qkv), ("context", context),
-                                                        ("mlp", mlp)) if wanted]
-        for kind in self.record_inside:
-            if not self._sites.inside[kind]:
+        self.record_shapes = shapes
+        wanted = {"attentions": attentions, "cross_attentions": attentions, "hidden_states": hidden_states,
+                  "q": qkv, "k": qkv, "v": qkv, "context": context, "mlp": mlp}
+        for kind in ("q", "k", "v", "context", "mlp"):
+            if wanted[kind] and kind not in kinds:
                 option = "qkv" if kind in ("q", "k", "v") else kind
                 raise ValueError(f"{option}=True was given but {self.model_class} has no {kind} hook points.")
         self.layers = _index_list(layers, "layers", self.num_layers, self.model_class)
         self.heads = _index_list(heads, "heads", self.num_heads, "each attention layer")
         self.batch_index = _index_list(batch_index, "batch_index")
+        chosen = set(range(self.num_layers)) if self.layers is None else set(self.layers)
+        # the names filter: hidden state 0 (the embeddings) always, i + 1 with layer i
+        self.names = [name for name, (kind, layer) in self._sites.items() if wanted[kind]
+                      and (layer - 1 if kind == "hidden_states" else layer) in chosen | {-1}]
         self.max_bytes = max_bytes
         self.passes: list[ForwardPass] = []
-        self.calls: list[Call] = []
         self.nbytes = 0
-        self._model_ref = weakref.ref(model)
         self._head_sel, self._batch_sel = _selector(self.heads), _selector(self.batch_index)
-        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._point_names = {id(points[name]): name for name in self.names}
         self._tokens: list[list[str]] | None = None
         self._encoding_inputs: dict[str, torch.Tensor] = {}
         self._signature = self._forward_signature(model)
-        self._open: dict[int, list[int]] = {}  # id(module) -> indices of its calls still running
-        self._stack: list[int] = []  # indices of the calls now running, outermost first
-        self._producers: dict[int, tuple[weakref.ref, int]] = {}  # id(tensor) -> (ref, producing call)
-        self._params: dict[int, tuple[int, int, bool]] | None = None
+        self._calls = CallRecorder(model, lambda: self.passes[-1].index if self.passes else 0)
 
-    # hooks ---------------------------------------------------------------------------------------------
-    def _attach(self, model: nn.Module) -> None:
-        """Register this trace's hooks (the handles are kept so that exactly these are removed)."""
-        add = self._handles.append
-        add(model.register_forward_pre_hook(self._on_model_start, with_kwargs=True))
-        add(model.register_forward_hook(self._on_model_end, with_kwargs=True))
-        wanted = set(range(self.num_layers)) if self.layers is None else set(self.layers)
-        if self.record_attentions:
-            for kind, sites in (("attentions", self._sites.self_probs), ("cross_attentions", self._sites.cross_probs)):
-                for layer, (_, point) in enumerate(sites):
-                    if layer in wanted:
-                        add(point.add_hook(functools.partial(self._on_probs, kind, layer), read_only=True))
-        if self.record_hidden_states:
-            for _, point in self._sites.embeddings[:1]:
-                add(point.add_hook(functools.partial(self._on_hidden, 0), read_only=True))
-            for layer, (_, point) in enumerate(self._sites.layer_hidden):
-                if layer in wanted:
-                    add(point.add_hook(functools.partial(self._on_hidden, layer + 1), read_only=True))
-        for kind in self.record_inside:
-            for layer, point in enumerate(self._sites.inside[kind]):
-                if layer in wanted:
-                    add(point.add_hook(functools.partial(self._on_inside, kind, layer), read_only=True))
+    @property
+    def calls(self) -> list[Call]:
+        """Every module call of every pass, in the order they started (trace with shapes=True)."""
+        return self._calls.calls
+
+    # recording -----------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _recording(self, model: nn.Module) -> Iterator[None]:
+        """This trace's hooks inside the block: a reader on each chosen point, the model's own start and end, and
+        the module calls; exactly these are removed on exit."""
+        handles = [model.register_forward_pre_hook(self._on_model_start, with_kwargs=True),
+                   model.register_forward_hook(self._on_model_end, with_kwargs=True)]
         if self.record_shapes:
-            for path, module in model.named_modules():
-                if path and not isinstance(module, HookPoint):  # a hook on a HookPoint would switch attention paths
-                    add(module.register_forward_pre_hook(functools.partial(self._on_call_start, path),
-                                                         with_kwargs=True))
-                    add(module.register_forward_hook(self._on_call_end, with_kwargs=True))
-
-    def _detach(self) -> None:
-        """Remove exactly the hooks this trace added, and drop bookkeeping that could pin tensors."""
-        while self._handles:
-            self._handles.pop().remove()
-        self._sites = None  # references into the model: a finished trace must not keep modules alive
-        self._producers.clear()
-        self._open.clear()
-        self._stack.clear()
+            handles += self._calls.attach(model)
+        try:
+            with hooks(model, [(self.names, Reader(self._record))]):
+                yield
+        finally:
+            for handle in handles:
+                handle.remove()
+            self._calls.clear()
+            self._point_names = {}  # ids of the model's points: a finished trace keeps nothing of it
 
     @staticmethod
     def _forward_signature(model: nn.Module) -> inspect.Signature | None:
@@ -203,10 +172,8 @@ class Trace:
             return None
 
     def _on_model_start(self, model: nn.Module, args: tuple, kwargs: dict) -> None:
-        current = ForwardPass(len(self.passes))
+        current = ForwardPass(len(self.passes), sites=self._sites)
         self.passes.append(current)
-        self._producers.clear()
-        self._stack.clear()
         named = dict(kwargs)
         if self._signature is not None:
             with contextlib.suppress(TypeError):
@@ -223,85 +190,27 @@ class Trace:
         if current.index == 0 and self._tokens is not None:
             self._check_tokens_fit(self._tokens)
         if self.record_shapes:
-            for _, tensor in call_arguments(args, kwargs):
-                self._producers[id(tensor)] = (weakref.ref(tensor), MODEL_INPUT)
-            self._on_call_start("", model, (), named)  # inputs named by the forward signature
+            self._calls.model_start(model, args, kwargs, named)  # inputs named by the forward signature
 
     def _on_model_end(self, model: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         if self.record_shapes:
-            self._on_call_end(model, args, kwargs, output)
-        self._producers.clear()
+            self._calls.model_end(model, args, kwargs, output)
 
-    def _current_pass(self, kind: str, key: int) -> ForwardPass:
-        """The running pass; a new one when a submodule was called directly or this slot is already filled."""
-        if not self.passes or key in getattr(self.passes[-1], kind):
-            self.passes.append(ForwardPass(len(self.passes)))
-        return self.passes[-1]
-
-    def _on_probs(self, kind: str, layer: int, probs: torch.Tensor, *, point: HookPoint, handed_over: bool) -> None:
-        current = self._current_pass(kind, layer)
+    def _record(self, tensor: torch.Tensor, point: HookPoint, handed_over: bool) -> None:
+        """Keep what a chosen point holds in the running pass (a new pass when a submodule was called directly or
+        this point already spoke in this one)."""
+        name = self._point_names.get(id(point))
+        if name is None:
+            return
+        if not self.passes or name in self.passes[-1].cache:
+            self.passes.append(ForwardPass(len(self.passes), sites=self._sites))
+        kind, layer = self._sites[name]
+        what = (("embeddings output" if layer == 0 else f"hidden state after layer {layer - 1}")
+                if kind == "hidden_states" else f"{_WHAT[kind]} of layer {layer}")
         # handed over and no other hook to share it with: kept as it is (a 100 MB copy a layer at 8 x 512 saved)
         mine = handed_over and len(point._forward_hooks) == 1
-        getattr(current, kind)[layer] = self._keep(probs, f"{kind[:-1].replace('_', '-')} of layer {layer}",
-                                                   batch_dim=True, heads=True, copy=not mine)
-
-    def _on_inside(self, kind: str, layer: int, x: torch.Tensor, *, point: HookPoint, handed_over: bool) -> None:
-        current = self._current_pass(kind, layer)
-        getattr(current, kind)[layer] = self._keep(x, f"{_INSIDE_WHAT[kind]} of layer {layer}", batch_dim=True,
-                                                   heads=kind != "mlp")
-
-    def _on_hidden(self, index: int, hidden: torch.Tensor, *, point: HookPoint, handed_over: bool) -> None:
-        current = self._current_pass("hidden_states", index)
-        what = "embeddings output" if index == 0 else f"hidden state after layer {index - 1}"
-        current.hidden_states[index] = self._keep(hidden, what, batch_dim=True)
-
-    def _on_call_start(self, path: str, module: nn.Module, args: tuple, kwargs: dict) -> None:
-        if not self.passes:
-            self.passes.append(ForwardPass(0))
-        tensors = list(call_arguments(args, kwargs))
-        num, trainable, shared = self._param_counts(module)
-        index = len(self.calls)
-        self.calls.append(Call(
-            index=index, pass_index=self.passes[-1].index, path=path, class_name=type(module).__name__,
-            depth=len(self._stack), parent=self._stack[-1] if self._stack else None,
-            inputs=tuple(TensorSpec.of(n, t) for n, t in tensors),
-            num_params=num, trainable_params=trainable, shares_params=shared,
-            input_sources=tuple(self._producer_of(t) for _, t in tensors)))
-        self._open.setdefault(id(module), []).append(index)
-        self._stack.append(index)
-
-    def _on_call_end(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        running = self._open.get(id(module))
-        if not running:
-            return
-        call = self.calls[running.pop()]
-        if call.index in self._stack:  # calls that raised inside leave the stack here
-            del self._stack[self._stack.index(call.index):]
-        tensors = list(iter_tensors(output))
-        call.outputs = tuple(TensorSpec.of(n, t) for n, t in tensors)
-        call.output_sources = tuple(self._producer_of(t) for _, t in tensors)
-        for _, tensor in tensors:
-            self._set_producer(tensor, call)
-
-    def _producer_of(self, tensor: torch.Tensor) -> int | None:
-        entry = self._producers.get(id(tensor))
-        return entry[1] if entry is not None and entry[0]() is tensor else None
-
-    def _set_producer(self, tensor: torch.Tensor, call: Call) -> None:
-        """The innermost module that returned this tensor object produced it; an enclosing one only passed it on."""
-        previous = self._producer_of(tensor)
-        if previous is not None and previous != MODEL_INPUT:
-            inner = self.calls[previous].path
-            if not call.path or inner.startswith(call.path + "."):
-                return
-        self._producers[id(tensor)] = (weakref.ref(tensor), call.index)
-
-    def _param_counts(self, module: nn.Module) -> tuple[int, int, bool]:
-        """(parameters, trainable parameters, shares a parameter with a module outside), from one table per trace."""
-        if self._params is None:
-            model = self._model_ref()
-            self._params = parameter_table(model) if model is not None else {}
-        return self._params.get(id(module), (0, 0, False))
+        self.passes[-1].cache[name] = self._keep(tensor, what, batch_dim=True, heads=kind in _PER_HEAD,
+                                                 copy=not mine)
 
     def _keep(self, tensor: torch.Tensor, what: str, batch_dim: bool, heads: bool = False,
               copy: bool = True) -> torch.Tensor:
@@ -387,6 +296,11 @@ class Trace:
     # views -----------------------------------------------------------------------------------------------
     def _first(self) -> ForwardPass:
         return self.passes[0] if self.passes else ForwardPass(0)
+
+    @property
+    def cache(self) -> ActivationCache:
+        """The first pass's activations keyed by hook name (`encoder.layer.0.attention.self.probs`, ...)."""
+        return self._first().cache
 
     @property
     def attentions(self) -> list[torch.Tensor]:
@@ -490,8 +404,5 @@ def trace(model: nn.Module, attentions: bool = True, hidden_states: bool = False
                      max_bytes=max_bytes)
     if tokens is not None:
         recorder.attach_tokens(tokens, tokenizer)
-    try:
-        recorder._attach(model)
+    with recorder._recording(model):
         yield recorder
-    finally:
-        recorder._detach()

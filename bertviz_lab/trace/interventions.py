@@ -1,26 +1,24 @@
-"""ablate(): switch attention heads off inside a block, to see whether they matter (TransformerLens-style hooks on
-the model's `context` hook points, removed on exit, also after an error)."""
+"""ablate(): switch attention heads off inside a block, to see whether they matter (hooks on the model's `context`
+hook points through `hook_points.hooks`, removed on exit, also after an error)."""
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterable, Iterator
 
 import torch
 from torch import nn
 
-from bertviz_lab.model.hook_points import HookPoint, hook_points
+from bertviz_lab.model.hook_points import Hook, HookPoint, hook_points, hooks
+from bertviz_lab.trace.hooks import site
 
 ABLATION_MODES = ("zero", "mean")
-_SELF_CONTEXT = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.attention\.self\.context$")
 
 
-def context_points(model: nn.Module) -> list[HookPoint]:
-    """The `context` hook point of each self-attention layer, in layer order."""
-    found = [(int(m.group(1)), point) for name, point in hook_points(model).items()
-             if (m := _SELF_CONTEXT.search(name))]
-    return [point for _, point in sorted(found, key=lambda item: item[0])]
+def context_names(model: nn.Module) -> list[str]:
+    """The name of each self-attention layer's `context` hook point, in layer order."""
+    found = [(found[1], name) for name in hook_points(model) if (found := site(name)) and found[0] == "context"]
+    return [name for _, name in sorted(found)]
 
 
 def _heads_by_layer(heads: Iterable[tuple[int, int]], num_layers: int, num_heads: int) -> dict[int, list[int]]:
@@ -41,11 +39,11 @@ def _heads_by_layer(heads: Iterable[tuple[int, int]], num_layers: int, num_heads
     return {layer: sorted(chosen) for layer, chosen in sorted(by_layer.items())}
 
 
-def _ablation(heads: list[int], mode: str):
+def _ablation(heads: list[int], mode: str) -> Hook:
     """A hook that replaces the chosen heads' outputs (B, nh, T, hs): zeros, or each one's mean over positions."""
     index = torch.tensor(heads)
 
-    def hook(context: torch.Tensor, **_) -> torch.Tensor:
+    def hook(context: torch.Tensor, point: HookPoint) -> torch.Tensor:
         out = context.clone()
         chosen = out[:, index.to(out.device)]
         out[:, index.to(out.device)] = 0 if mode == "zero" else chosen.mean(dim=2, keepdim=True).expand_as(chosen)
@@ -61,16 +59,10 @@ def ablate(model: nn.Module, heads: Iterable[tuple[int, int]], mode: str = "zero
     forward of `model`; nested blocks compose, and on exit exactly this block's hooks are removed."""
     if mode not in ABLATION_MODES:
         raise ValueError(f"mode={mode!r}: use 'zero' or 'mean'.")
-    points = context_points(model)
-    if not points:
+    names = context_names(model)
+    if not names:
         raise ValueError(f"{type(model).__name__} has no attention `context` hook points to ablate.")
     num_heads = next(m.num_heads for m in model.modules() if hasattr(m, "num_heads") and hasattr(m, "context"))
-    chosen = _heads_by_layer(heads, len(points), num_heads)
-    handles = []
-    try:
-        for layer, layer_heads in chosen.items():
-            handles.append(points[layer].add_hook(_ablation(layer_heads, mode)))
+    chosen = _heads_by_layer(heads, len(names), num_heads)
+    with hooks(model, [(names[layer], _ablation(layer_heads, mode)) for layer, layer_heads in chosen.items()]):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()

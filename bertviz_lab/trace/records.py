@@ -1,4 +1,4 @@
-"""What a trace records: module calls and forward passes, and per-module parameter counts."""
+"""What a trace records: module calls, forward passes (an activation cache each), per-module parameter counts."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from bertviz_lab.model.hook_points import ActivationCache
 from bertviz_lab.trace.shapes import TensorSpec
 
 MODEL_INPUT = -1  # producer index of a tensor that entered through the traced model's own arguments
@@ -48,19 +49,50 @@ class Call:
 
 @dataclass
 class ForwardPass:
-    """What one forward pass of the traced model left behind (layer indices are the model's)."""
+    """What one forward pass of the traced model left behind: an activation cache keyed by hook name, and views of
+    it by what each point holds and its layer (the model's layer indices)."""
 
     index: int
-    attentions: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, T, S)
-    cross_attentions: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, T, S)
-    hidden_states: dict[int, torch.Tensor] = field(default_factory=dict)  # 0: embeddings, i + 1: after layer i
-    q: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, T, hs) queries
-    k: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, S, hs) keys
-    v: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, S, hs) values
-    context: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, nh, T, hs) heads' outputs
-    mlp: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (B, T, I) feed-forward activations
+    cache: ActivationCache = field(default_factory=ActivationCache)  # hook name -> detached CPU tensor
+    sites: dict[str, tuple[str, int]] = field(default_factory=dict, repr=False)  # hook name -> (kind, layer)
     inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # input_ids, attention_mask, token_type_ids, ...
     batch_size: int | None = None  # of the model's input, before batch_index selection
+
+    def by_layer(self, kind: str) -> dict[int, torch.Tensor]:
+        """What points of one kind held, by layer index."""
+        return {layer: self.cache[name] for name, (k, layer) in self.sites.items() if k == kind and name in self.cache}
+
+    @property
+    def attentions(self) -> dict[int, torch.Tensor]:
+        return self.by_layer("attentions")  # layer -> (B, nh, T, S)
+
+    @property
+    def cross_attentions(self) -> dict[int, torch.Tensor]:
+        return self.by_layer("cross_attentions")  # layer -> (B, nh, T, S)
+
+    @property
+    def hidden_states(self) -> dict[int, torch.Tensor]:
+        return self.by_layer("hidden_states")  # 0: embeddings, i + 1: after layer i
+
+    @property
+    def q(self) -> dict[int, torch.Tensor]:
+        return self.by_layer("q")  # layer -> (B, nh, T, hs) queries
+
+    @property
+    def k(self) -> dict[int, torch.Tensor]:
+        return self.by_layer("k")  # layer -> (B, nh, S, hs) keys
+
+    @property
+    def v(self) -> dict[int, torch.Tensor]:
+        return self.by_layer("v")  # layer -> (B, nh, S, hs) values
+
+    @property
+    def context(self) -> dict[int, torch.Tensor]:
+        return self.by_layer("context")  # layer -> (B, nh, T, hs) heads' outputs
+
+    @property
+    def mlp(self) -> dict[int, torch.Tensor]:
+        return self.by_layer("mlp")  # layer -> (B, T, I) feed-forward activations
 
 
 def parameter_table(model: nn.Module) -> dict[int, tuple[int, int, bool]]:

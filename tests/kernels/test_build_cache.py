@@ -228,9 +228,9 @@ def test_without_a_compiler_or_a_build_the_layers_fall_back_and_log_why(cache, m
 def test_asking_for_the_avx2_kernels_where_they_cannot_run_warns_once(cache, monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent")
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "avx2")
-    model = BERT(tiny_config()).eval()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        model = BERT(tiny_config()).eval()  # its attention layers are given their backend: the first ask
         assert choice.cpu_backend() is None and choice.cpu_backend() is None
         monkeypatch.setattr(choice, "_cpu_backend", choice._UNSET)
         assert choice.cpu_backend() is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -16,20 +17,21 @@ from torch import nn
 from bertviz_lab import kernels
 from bertviz_lab.kernels import avx2, build, choice
 from bertviz_lab.model import BERT, BERTForMaskedLM
+from bertviz_lab.model.hook_points import Reader
 
 # large enough that every linear layer reaches the packed GEMMs (choice.MIN_PACKED_WORK) at 64 tokens
 PACKED_SIZES = dict(vocab_size=200, hidden_size=128, intermediate_size=512, max_position_embeddings=128)
 
 
 @pytest.fixture(params=["avx2", "onednn"])
-def backend(request, monkeypatch) -> str:
+def backend(request) -> Iterator[str]:
     """Each packed CPU GEMM in turn, where this machine can run it."""
     if request.param == "avx2":
         require_avx2_kernels()
     if request.param == "onednn" and not choice.ONEDNN_PACKING:
         pytest.skip("oneDNN's packed GEMM needs an x86 CPU with oneDNN")
-    monkeypatch.setattr(choice, "_cpu_backend", request.param)
-    return request.param
+    with kernels.override(cpu_gemm=request.param):
+        yield request.param
 
 
 def test_a_hook_on_a_replaced_module_or_a_global_hook_rules_the_fused_path_out():
@@ -131,66 +133,105 @@ def test_models_with_packed_weights_copy_and_pickle(backend):
         assert inference_twin.cls.predictions.decoder._packed is None
 
 
-def test_a_model_on_packed_weights_matches_plain_pytorch(backend, monkeypatch):
+def test_a_model_on_packed_weights_matches_plain_pytorch(backend):
     model = BERT(tiny_config(**PACKED_SIZES)).eval()
     ids = torch.randint(5, 200, (2, 64), generator=torch.Generator().manual_seed(0))  # ids <= 20 are masked out
-    calls = []
-    for name in ("attention", "linear"):
-        real = getattr(avx2, name)
-        monkeypatch.setattr(avx2, name, lambda *args, real=real, name=name, **kwargs:
-                            calls.append((name, kwargs.get("gelu", False))) or real(*args, **kwargs))
+    attention = {layer.attention.self.attention_backend.name for layer in model.encoder.layer}
+    assert attention == {"avx2" if backend == "avx2" else "sdpa"}  # the kernel's attention comes with its GEMM
     with torch.inference_mode():
         packed = model(input_ids=ids, attention_mask=(ids > 20).long())
         assert model.encoder.layer[0].intermediate.dense._packed[0] == backend
-        layers = model.config.num_hidden_layers
-        if backend == "avx2":  # attention and the GELU'd first feed-forward GEMM run on avx2.c too
-            assert calls.count(("attention", False)) == calls.count(("linear", True)) == layers
-        else:
-            assert calls == []
-        calls.clear()
         with kernels.disabled():
+            assert {layer.attention.self.attention_backend.name for layer in model.encoder.layer} == {"sdpa"}
             plain = model(input_ids=ids, attention_mask=(ids > 20).long())
-        assert calls == []
     torch.testing.assert_close(packed.last_hidden_state, plain.last_hidden_state, rtol=0, atol=1e-5)
     torch.testing.assert_close(packed.pooler_output, plain.pooler_output, rtol=0, atol=1e-5)
 
 
-def test_a_packed_copy_from_another_backend_is_replaced(monkeypatch):
+def test_a_packed_copy_from_another_backend_is_replaced():
     if build.library() is None or not choice.ONEDNN_PACKING:
         pytest.skip("needs both packed CPU GEMMs")
     linear, x = _packed_linear()
     expected = F.linear(x, linear.weight, linear.bias)
     with torch.inference_mode():
         for backend in ("onednn", "avx2"):
-            monkeypatch.setattr(choice, "_cpu_backend", backend)
-            torch.testing.assert_close(linear(x), expected, rtol=1e-5, atol=1e-5)
+            with kernels.override(cpu_gemm=backend):
+                torch.testing.assert_close(linear(x), expected, rtol=1e-5, atol=1e-5)
             assert linear._packed[0] == backend
 
 
 def test_the_cpu_gemm_can_be_chosen_by_environment(monkeypatch):
-    monkeypatch.setattr(choice, "_cpu_backend", choice._UNSET)
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "off")
-    assert choice.cpu_backend() is None
-    monkeypatch.setattr(choice, "_cpu_backend", choice._UNSET)
+    assert choice.cpu_gemm_from_environment() is None
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "onednn")
-    assert choice.cpu_backend() == ("onednn" if choice.ONEDNN_PACKING else None)
-    monkeypatch.setattr(choice, "_cpu_backend", choice._UNSET)
+    assert choice.cpu_gemm_from_environment() == ("onednn" if choice.ONEDNN_PACKING else None)
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "mkl")
     with pytest.raises(ValueError, match="BERTVIZ_LAB_CPU_GEMM='mkl': use auto, avx2, onednn or off"):
-        choice.cpu_backend()
+        choice.cpu_gemm_from_environment()
 
 
-def test_cpu_attention_and_gelu_stand_aside_where_they_do_not_apply(monkeypatch):
-    monkeypatch.setattr(choice, "_cpu_backend", "avx2")
-    q, mask = torch.randn(1, 2, 5, 32), torch.zeros(1, 1, 1, 5)
-    linear, x = _packed_linear()
+def test_override_names_what_it_cannot_do_and_restores_the_choice_after_an_error():
+    with pytest.raises(ValueError, match="override\\(attention='flash'\\): use one of eager, sdpa, avx2"):
+        with kernels.override(attention="flash"):
+            pass
+    with pytest.raises(ValueError, match="override\\(cpu_gemm='mkl'\\): use avx2, onednn or off"):
+        with kernels.override(cpu_gemm="mkl"):
+            pass
+    model = BERT(tiny_config())
+    before = model.encoder.layer[0].attention.self.attention_backend
+    with pytest.raises(RuntimeError), kernels.override(attention="eager"):
+        assert model.encoder.layer[0].attention.self.attention_backend is None
+        raise RuntimeError("inside")
+    assert model.encoder.layer[0].attention.self.attention_backend is before
+
+
+def test_attention_is_chosen_once_per_device_dtype_and_head_size():
+    cpu, fp32 = torch.device("cpu"), torch.float32
+    with kernels.override(attention="sdpa"):
+        assert choice.attention_backend_name(cpu, fp32, 32) == "sdpa"
+    with kernels.override(attention="eager"):
+        assert choice.attention_backend_name(cpu, fp32, 32) == "eager"
+    if build.library() is None:
+        return
+    with kernels.override(attention="avx2"):
+        assert choice.attention_backend_name(cpu, fp32, 32) == "avx2"
+        assert choice.attention_backend_name(cpu, fp32, 8) == "sdpa"  # the kernel needs a multiple of 16
+        assert choice.attention_backend_name(cpu, torch.float64, 32) == "sdpa"
+        assert choice.attention_backend_name(torch.device("cuda"), fp32, 32) == "sdpa"
+        model = BERT(tiny_config())
+        assert model.encoder.layer[0].attention.self.attention_backend.name == "avx2"
+        model.double()  # moved or cast: chosen again
+        assert model.encoder.layer[0].attention.self.attention_backend.name == "sdpa"
+        model.float()
+        assert model.encoder.layer[0].attention.self.attention_backend.name == "avx2"
+
+
+def test_the_avx2_backend_hands_autograd_and_dropout_to_sdpa():
+    require_avx2_kernels()
+    backend = kernels.attention.backend("avx2")
+    q, k, v = (torch.randn(1, 2, 5, 32) for _ in range(3))
+    mask = torch.zeros(1, 1, 1, 5)
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.25)
     with torch.inference_mode():
-        assert choice.attention_backend(q, mask, 0.0, False) == "avx2"
-        assert choice.attention_backend(q, None, 0.0, False) == "avx2"
-        assert choice.attention_backend(q, mask, 0.1, False) == "sdpa"  # dropout
-        assert choice.attention_backend(torch.randn(1, 2, 5, 8), mask, 0.0, False) == "sdpa"  # head size 8
-        assert choice.attention_backend(q, mask.bool(), 0.0, False) == "sdpa"
-        assert choice.attention_backend(q.double(), None, 0.0, False) == "sdpa"
+        out, probs = backend(q, k, v, mask, 0.25, probabilities=True)
+        assert probs.shape == (1, 2, 5, 5)
+        torch.testing.assert_close(out, sdpa, rtol=0, atol=1e-5)
+    out, probs = backend(q, k, v, mask, 0.25)  # autograd on: SDPA's
+    assert probs is None and torch.equal(out, sdpa)
+    assert backend(q, k, v, mask, 0.25, probabilities=True) is None  # SDPA forms no probabilities
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        dropped, _ = backend(q, k, v, mask, 0.25, 0.5)
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        assert torch.equal(dropped, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.5,
+                                                                   scale=0.25))
+
+
+def test_cpu_gelu_stands_aside_where_it_does_not_apply():
+    require_avx2_kernels()
+    linear, x = _packed_linear()
+    with kernels.override(cpu_gemm="avx2"), torch.inference_mode():
         assert choice.linear_gelu_backend(x, linear, "gelu") == "avx2"
         assert choice.linear_gelu_backend(x, linear, "gelu_new") is None  # the tanh form: PyTorch's own
         assert choice.linear_gelu_backend(x, nn.Linear(384, 1152), "gelu") is None
@@ -202,20 +243,18 @@ def test_cpu_attention_and_gelu_stand_aside_where_they_do_not_apply(monkeypatch)
         handle.remove()
         torch.testing.assert_close(seen[0], F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
         assert torch.equal(hooked_output, fused_output) and not torch.equal(seen[0], hooked_output)
-    assert choice.attention_backend(q, mask, 0.0, False) == "sdpa"  # autograd
-    monkeypatch.setattr(choice, "_cpu_backend", "onednn")
-    with torch.inference_mode():
-        assert choice.attention_backend(q, mask, 0.0, False) == "sdpa"
-        assert choice.linear_gelu_backend(x, linear, "gelu") is None
+    if choice.ONEDNN_PACKING:
+        with kernels.override(cpu_gemm="onednn"), torch.inference_mode():
+            assert choice.linear_gelu_backend(x, linear, "gelu") is None
 
 
 @pytest.fixture
-def kernel_attention(monkeypatch) -> tuple[BERT, torch.Tensor, nn.Module]:
+def kernel_attention() -> Iterator[tuple[BERT, torch.Tensor, nn.Module]]:
     """(tiny model on the AVX2 kernels, input ids, its first layer's probs point)."""
     require_avx2_kernels()
-    monkeypatch.setattr(choice, "_cpu_backend", "avx2")
-    model = BERT(tiny_config(num_attention_heads=2, max_position_embeddings=64)).eval()
-    return model, torch.randint(5, model.config.vocab_size, (2, 40)), model.encoder.layer[0].attention.self.probs
+    with kernels.override(attention="avx2"):
+        model = BERT(tiny_config(num_attention_heads=2, max_position_embeddings=64)).eval()
+        yield model, torch.randint(5, model.config.vocab_size, (2, 40)), model.encoder.layer[0].attention.self.probs
 
 
 def test_watched_attention_on_the_cpu_kernel_feeds_hooks_and_obeys_them(kernel_attention):
@@ -242,7 +281,7 @@ def test_observed_attention_keeps_the_kernel_output_and_in_place_changes_are_obe
     seen = []
     with torch.inference_mode():
         plain = model(input_ids=ids).last_hidden_state
-        handle = point.add_hook(lambda output, **_: seen.append(output.clone()), read_only=True)
+        handle = point.add_hook(Reader(lambda output, point, handed_over: seen.append(output.clone())))
         observed = model(input_ids=ids).last_hidden_state
         zeroing = point.register_forward_hook(lambda module, args, output: output.zero_())
         changed = model(input_ids=ids).last_hidden_state

@@ -13,7 +13,7 @@ import torch
 from tiny_models import tiny_config
 
 from bertviz_lab import kernels
-from bertviz_lab.kernels import avx2, choice
+from bertviz_lab.kernels import choice
 
 REPORT = """
 import json
@@ -39,7 +39,7 @@ def test_by_default_the_avx2_kernels_run_attention_linear_layers_and_gelu():
     assert {op: row[0] for op, row in rows.items()} == {"attention": "avx2", "linear": "avx2",
                                                          "layer_norm": "pytorch", "gelu": "avx2"}
     assert rows["linear"][2] == {"onednn": "the AVX2 GEMM is faster and comes first"}
-    assert set(rows["attention"][2]) == {"sdpa", "explicit"}
+    assert set(rows["attention"][2]) == {"sdpa", "eager"}
     assert rows["layer_norm"][2] == {"triton": "a GPU kernel"}
 
 
@@ -77,21 +77,19 @@ def test_an_unknown_cpu_gemm_is_an_error_naming_the_choices():
 
 
 @pytest.mark.usefixtures("avx2_kernels")
-def test_status_says_what_a_forward_pass_then_runs(monkeypatch):
-    """The report and the forward pass follow one rule: where status names avx2 for attention, the kernel runs."""
+def test_status_says_what_a_forward_pass_then_runs():
+    """The report and the model follow one rule: where status names avx2 for attention, the layers run it."""
     from bertviz_lab.model import BERT
 
     model = BERT(tiny_config()).eval()
-    calls = []
-    real = avx2.attention
-    monkeypatch.setattr(avx2, "attention", lambda *a, **k: calls.append(1) or real(*a, **k))
-    for backend, expected in (("avx2", model.config.num_hidden_layers), ("onednn", 0)):
-        monkeypatch.setattr(choice, "_cpu_backend", backend)
-        calls.clear()
-        with torch.inference_mode():
-            model(torch.randint(5, 100, (1, 32)))
-        assert (kernels.status()["attention"].backend == "avx2") == (expected > 0)
-        assert len(calls) == expected
+    for gemm in ("avx2", "onednn"):
+        if gemm == "onednn" and not choice.ONEDNN_PACKING:
+            continue
+        with kernels.override(cpu_gemm=gemm):
+            given = {layer.attention.self.attention_backend.name for layer in model.encoder.layer}
+            assert given == {kernels.status()["attention"].backend} == {"avx2" if gemm == "avx2" else "sdpa"}
+            with torch.inference_mode():
+                model(torch.randint(5, 100, (1, 32)))
 
 
 def test_rows_are_looked_up_by_operation_and_device_and_print_as_a_table():

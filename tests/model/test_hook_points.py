@@ -1,4 +1,4 @@
-"""HookPoint: hooks that read or replace a tensor, the read-only promise and the hand-over flag they are given."""
+"""HookPoint: hooks that read or replace a tensor; readers (caches, traces) and the hand-over flag they are given."""
 
 from __future__ import annotations
 
@@ -8,18 +8,21 @@ from tiny_models import tiny_config
 from torch import nn
 
 from bertviz_lab.model import BERT
-from bertviz_lab.model.hook_points import HookPoint, hook_points
+from bertviz_lab.model.hook_points import HookPoint, Reader, hook_points
 
 
-def test_a_point_is_read_only_while_every_hook_on_it_promises_to_read_only():
+def test_a_point_is_read_only_while_every_hook_on_it_is_a_reader():
     point = HookPoint()
     assert not point.is_watched and not point.is_read_only
-    reader = point.add_hook(lambda x, **_: None, read_only=True)
+    reader = point.add_hook(Reader(lambda x, point, handed_over: None))
     assert point.is_watched and point.is_read_only
     plain = point.register_forward_hook(lambda module, args, output: None)
     assert not point.is_read_only
     plain.remove()
     assert point.is_read_only
+    user = point.add_hook(lambda x, point: None)  # any user hook may replace the tensor
+    assert not point.is_read_only
+    user.remove()
     pre = point.register_forward_pre_hook(lambda module, args: None)
     assert not point.is_read_only
     pre.remove()
@@ -30,25 +33,28 @@ def test_a_point_is_read_only_while_every_hook_on_it_promises_to_read_only():
         everywhere.remove()
     reader.remove()
     assert not point.is_watched and not point.is_read_only
-    for _ in range(3):  # traces one after another: the point forgets read-only hooks once removed
-        point.add_hook(lambda x, **_: None, read_only=True).remove()
-    assert len(point._read_only_ids) == 1
+    for _ in range(3):  # traces one after another: the point forgets readers once removed
+        point.add_hook(Reader(lambda x, point, handed_over: None)).remove()
+    assert len(point._reader_ids) == 1
 
 
-def test_a_hook_replaces_the_tensor_unless_it_promised_to_read_only():
-    point, x = HookPoint(), torch.ones(3)
-    handle = point.add_hook(lambda t, **_: t * 2)
-    assert torch.equal(point(x), torch.full((3,), 2.0))
+def test_a_hook_replaces_the_tensor_and_a_reader_never_does():
+    point, x = HookPoint("here"), torch.ones(3)
+    seen = []
+    handle = point.add_hook(lambda t, p: seen.append(p.name) or t * 2)
+    assert torch.equal(point(x), torch.full((3,), 2.0)) and seen == ["here"]
     handle.remove()
-    handle = point.add_hook(lambda t, **_: t * 2, read_only=True)
+    handle = point.add_hook(lambda t, p: None)  # None: the tensor stands
     assert point(x) is x
     handle.remove()
+    handle = point.add_hook(Reader(lambda t, p, handed_over: t * 2))
     assert point(x) is x
+    handle.remove()
 
 
-def test_hooks_are_told_the_point_and_whether_the_tensor_is_handed_over():
+def test_readers_are_told_whether_the_tensor_is_handed_over():
     point, seen = HookPoint(), []
-    point.add_hook(lambda t, *, point, handed_over: seen.append((point, handed_over)), read_only=True)
+    point.add_hook(Reader(lambda t, point, handed_over: seen.append((point, handed_over))))
     point(torch.ones(2))
     point(torch.ones(2), handed_over=True)
     assert seen == [(point, False), (point, True)]

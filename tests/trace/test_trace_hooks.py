@@ -373,12 +373,14 @@ def test_on_the_cpu_kernels_a_lone_trace_keeps_the_kernels_probabilities_and_cha
     probabilities uncopied and the layer keeps the kernel's output; beside another hook, the trace copies."""
     from system_programs import require_avx2_kernels
 
-    from bertviz_lab.kernels import avx2, choice
+    from bertviz_lab import kernels
+    from bertviz_lab.kernels import avx2
 
     require_avx2_kernels()
-    monkeypatch.setattr(choice, "_cpu_backend", "avx2")
     torch.manual_seed(0)
-    model = BERT(trace_config(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
+    with kernels.override(attention="avx2"):
+        model = BERT(trace_config(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
+    assert all(layer.attention.self.attention_backend.name == "avx2" for layer in model.encoder.layer)
     ids, mask, types = padded_batch()
     handed = []
     kernel = avx2.attention
@@ -390,7 +392,7 @@ def test_on_the_cpu_kernels_a_lone_trace_keeps_the_kernels_probabilities_and_cha
         return result
 
     monkeypatch.setattr(avx2, "attention", spy)
-    with torch.inference_mode():
+    with kernels.override(attention="avx2"), torch.inference_mode():
         plain = model(ids, mask, types).last_hidden_state
         with trace(model) as alone:
             traced = model(ids, mask, types).last_hidden_state
