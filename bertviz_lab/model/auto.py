@@ -14,6 +14,7 @@ import torch
 
 from bertviz_lab.model.bert import BERT, BERTPreTrainedModel
 from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.factory import TASK_CLASSES
 from bertviz_lab.model.files import read_json_object
 from bertviz_lab.model.heads import (
     BERTForCausalLM,
@@ -24,6 +25,7 @@ from bertviz_lab.model.heads import (
     BERTForSequenceClassification,
     BERTForTokenClassification,
 )
+from bertviz_lab.model.tasks import TASK_MODELS
 from bertviz_lab.model.tokenizer import BERTTokenizerFast
 from bertviz_lab.model.weights import (
     CONFIG_NAME,
@@ -36,7 +38,10 @@ from bertviz_lab.model.weights import (
     read_state_dict,
 )
 
-CLASSIFIERS = {cls.hf_architecture: cls for cls in (BERTForSequenceClassification, BERTForTokenClassification)}
+# the classifier models (one label per text or per token), by transformers class name: those only `architectures`
+# tells apart, as their weights are alike
+CLASSIFIERS = {task.architecture: TASK_CLASSES[task.task] for task in TASK_MODELS
+               if set(task.heads) & {"classifier", "token_classifier"}}
 
 
 def _has(keys: set[str], part: str) -> bool:

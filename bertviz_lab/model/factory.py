@@ -1,97 +1,40 @@
-"""Ready-made models: the 14 base/large factories and create_bert_model with dictionary outputs."""
+"""Ready-made models: the 14 base/large factories (one per task model of tasks.py and size) and create_bert_model
+with dictionary outputs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
+from bertviz_lab.model import heads
 from bertviz_lab.model.bert import BERT
 from bertviz_lab.model.config import BERTConfig
-from bertviz_lab.model.heads import (
-    BERTForCausalLM,
-    BERTForMaskedLM,
-    BERTForNextSentencePrediction,
-    BERTForPreTraining,
-    BERTForQuestionAnswering,
-    BERTForSequenceClassification,
-    BERTForTokenClassification,
-)
+from bertviz_lab.model.heads import BERTForPreTraining, BERTTaskModel
+from bertviz_lab.model.tasks import TASK_MODELS, TaskModel
+
+SIZES = {"base": BERTConfig.base, "large": BERTConfig.large}
+# the task models of heads.py by the transformers name each declares, then by task: "masked_lm" -> BERTForMaskedLM
+_DECLARED = {vars(cls)["hf_architecture"]: cls for cls in vars(heads).values()
+             if isinstance(cls, type) and issubclass(cls, BERTTaskModel) and "hf_architecture" in vars(cls)}
+TASK_CLASSES: dict[str, type[BERTTaskModel]] = {task.task: _DECLARED[task.architecture] for task in TASK_MODELS}
 
 
-def _config(size: str, overrides: dict[str, Any], **defaults: Any) -> BERTConfig:
-    preset = BERTConfig.base if size == "base" else BERTConfig.large
-    return preset(**{**defaults, **overrides})
+def _factory(task: TaskModel, size: str) -> Callable[..., BERTTaskModel]:
+    """bert_for_<task>_<size>(**config): the task model on the size's config (randomly initialised)."""
+    def build(**config: Any) -> BERTTaskModel:
+        return TASK_CLASSES[task.task](SIZES[size](**{**task.config, **config}))
+
+    build.__name__ = build.__qualname__ = f"bert_for_{task.task}_{size}"
+    build.__doc__ = f"BERT-{size} {task.description} (randomly initialised); keyword arguments set BERTConfig fields."
+    return build
 
 
-def bert_for_pre_training_base(**config: Any) -> BERTForPreTraining:
-    """BERT-base with MLM + NSP heads (randomly initialised)."""
-    return BERTForPreTraining(_config("base", config))
-
-
-def bert_for_pre_training_large(**config: Any) -> BERTForPreTraining:
-    """BERT-large with MLM + NSP heads."""
-    return BERTForPreTraining(_config("large", config))
-
-
-def bert_for_masked_lm_base(**config: Any) -> BERTForMaskedLM:
-    """BERT-base with an MLM head."""
-    return BERTForMaskedLM(_config("base", config))
-
-
-def bert_for_masked_lm_large(**config: Any) -> BERTForMaskedLM:
-    """BERT-large with an MLM head."""
-    return BERTForMaskedLM(_config("large", config))
-
-
-def bert_for_causal_lm_base(**config: Any) -> BERTForCausalLM:
-    """BERT-base as a causal decoder with an LM head."""
-    return BERTForCausalLM(_config("base", config, is_decoder=True))
-
-
-def bert_for_causal_lm_large(**config: Any) -> BERTForCausalLM:
-    """BERT-large as a causal decoder with an LM head."""
-    return BERTForCausalLM(_config("large", config, is_decoder=True))
-
-
-def bert_for_next_sentence_prediction_base(**config: Any) -> BERTForNextSentencePrediction:
-    """BERT-base with an NSP head."""
-    return BERTForNextSentencePrediction(_config("base", config))
-
-
-def bert_for_next_sentence_prediction_large(**config: Any) -> BERTForNextSentencePrediction:
-    """BERT-large with an NSP head."""
-    return BERTForNextSentencePrediction(_config("large", config))
-
-
-def bert_for_sequence_classification_base(**config: Any) -> BERTForSequenceClassification:
-    """BERT-base with a sequence classifier (num_labels=2 unless given)."""
-    return BERTForSequenceClassification(_config("base", config))
-
-
-def bert_for_sequence_classification_large(**config: Any) -> BERTForSequenceClassification:
-    """BERT-large with a sequence classifier."""
-    return BERTForSequenceClassification(_config("large", config))
-
-
-def bert_for_token_classification_base(**config: Any) -> BERTForTokenClassification:
-    """BERT-base with a token classifier."""
-    return BERTForTokenClassification(_config("base", config))
-
-
-def bert_for_token_classification_large(**config: Any) -> BERTForTokenClassification:
-    """BERT-large with a token classifier."""
-    return BERTForTokenClassification(_config("large", config))
-
-
-def bert_for_question_answering_base(**config: Any) -> BERTForQuestionAnswering:
-    """BERT-base with a span-extraction head."""
-    return BERTForQuestionAnswering(_config("base", config))
-
-
-def bert_for_question_answering_large(**config: Any) -> BERTForQuestionAnswering:
-    """BERT-large with a span-extraction head."""
-    return BERTForQuestionAnswering(_config("large", config))
+# bert_for_pre_training_base, bert_for_pre_training_large, ..., bert_for_question_answering_large
+FACTORIES: dict[str, Callable[..., BERTTaskModel]] = {
+    build.__name__: build for build in (_factory(task, size) for task in TASK_MODELS for size in SIZES)}
+globals().update(FACTORIES)
+__all__ = ["FACTORIES", "SIZES", "TASK_CLASSES", "BERTWithDictOutput", "create_bert_model", *FACTORIES]
 
 
 class BERTWithDictOutput(torch.nn.Module):

@@ -20,23 +20,20 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.fields import fields_of
 from bertviz_lab.model.files import clip, shown
+from bertviz_lab.model.tasks import BY_ARCHITECTURE
 
 MEMORY_LIMIT_VARIABLE = "BERTVIZ_LAB_MEMORY_LIMIT"
 OVERRIDE_HINT = f"set {MEMORY_LIMIT_VARIABLE} to override (a size such as 64GB, or off)"
 
-# the heads each task model adds, by its Hugging Face class name (ours name it in `hf_architecture`)
-HEADS_BY_ARCHITECTURE = {
-    "BertForPreTraining": ("mlm", "nsp"), "BertForMaskedLM": ("mlm",), "BertLMHeadModel": ("mlm",),
-    "BertForNextSentencePrediction": ("nsp",), "BertForSequenceClassification": ("classifier",),
-    "BertForTokenClassification": ("token_classifier",), "BertForQuestionAnswering": ("qa",),
-}
 MODES = ("inference", "gradients", "training")
 OPTIMIZER_FACTOR = 4  # AdamW training holds weights, gradients and two moments per parameter
-# what the size fields of BERTConfig are for bert-base: the what-if that names the field an estimate rests on
-BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, intermediate_size=3072,
-                 num_attention_heads=12, max_position_embeddings=512, type_vocab_size=2, num_labels=2)
-SIZE_FIELDS = tuple(BERT_BASE)
+SIZE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
+               "max_position_embeddings", "type_vocab_size", "num_labels")
+# BERTConfig's defaults (bert-base) of the size fields: the what-if that names the field an estimate rests on
+BERT_BASE = {name: fields_of(BERTConfig)[name].default for name in SIZE_FIELDS}
 REQUIRED_FIELDS = SIZE_FIELDS[:5]  # a config without these cannot be estimated; the others default to bert-base's
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?(?:e\d+)?)\s*([kmgtpe]?)(i?)b?\s*", re.I)
@@ -109,7 +106,8 @@ class Sizes:
 
 def heads_of(model_class: type) -> tuple[str, ...]:
     """The heads a model class adds to the backbone, from its Hugging Face class name (none for the backbone)."""
-    return HEADS_BY_ARCHITECTURE.get(getattr(model_class, "hf_architecture", model_class.__name__), ())
+    task = BY_ARCHITECTURE.get(getattr(model_class, "hf_architecture", model_class.__name__))
+    return task.heads if task is not None else ()
 
 
 def parameter_count(sizes: Sizes) -> int:

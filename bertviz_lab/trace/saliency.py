@@ -30,16 +30,9 @@ from torch import nn
 
 from bertviz_lab.model import footprint
 from bertviz_lab.model.bert import BERT
+from bertviz_lab.model.factory import TASK_CLASSES
 from bertviz_lab.model.files import shown
-from bertviz_lab.model.heads import (
-    BERTForCausalLM,
-    BERTForMaskedLM,
-    BERTForNextSentencePrediction,
-    BERTForPreTraining,
-    BERTForQuestionAnswering,
-    BERTForSequenceClassification,
-    BERTForTokenClassification,
-)
+from bertviz_lab.model.tasks import TASK_MODELS
 
 __all__ = ["saliency"]
 
@@ -55,13 +48,8 @@ DEFAULT_MASK_TOKEN_ID = 103
 TOKENIZER_ONLY_KEYS = ("special_tokens_mask", "offset_mapping", "overflow_to_sample_mapping", "length")
 
 # what each task model's forward returns, named in order (a lone tensor is a one-name tuple)
-OUTPUT_NAMES: tuple[tuple[type | tuple[type, ...], tuple[str, ...]], ...] = (
-    (BERTForPreTraining, ("mlm_logits", "nsp_logits")),
-    ((BERTForMaskedLM, BERTForCausalLM), ("mlm_logits",)),
-    (BERTForNextSentencePrediction, ("nsp_logits",)),
-    (BERTForSequenceClassification, ("class_logits",)),
-    (BERTForTokenClassification, ("token_logits",)),
-    (BERTForQuestionAnswering, ("start_logits", "end_logits")),
+OUTPUT_NAMES: tuple[tuple[type, tuple[str, ...]], ...] = (
+    *((TASK_CLASSES[task.task], task.outputs) for task in TASK_MODELS),
     (BERT, ("last_hidden_state", "pooler_output")),
 )
 # other names of the same outputs in dictionary outputs (Hugging Face's ModelOutput keys)

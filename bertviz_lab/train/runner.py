@@ -105,7 +105,6 @@ class BertRunner:
     def __init__(self, config_path: str | os.PathLike | Mapping[str, Any] | None = None,
                  overrides: Iterable[str] | Mapping[str, Any] = ()) -> None:
         self.config: RunConfig = load_config(config_path, overrides)
-        self.train_config(self.config["training"]["steps"] or 1)  # the Trainer's own checks, before any work
         self.trainer: Trainer | None = None
         self.tokenizer: BERTTokenizerFast | None = None
         self.train_data: Any = None
@@ -214,7 +213,7 @@ class BertRunner:
     def build_data(self, resume: Path | None) -> tuple[Any, Any, int]:
         """(train data, test data or None, vocabulary size) for the configured corpus."""
         data = self.config["data"]
-        micro = data["batch_size"] // self.config["training"]["gradient_accumulation_steps"]  # divides: __init__
+        micro = data["batch_size"] // self.config["training"]["gradient_accumulation_steps"]  # divides: build_trainer
         if data["corpus"] == SYNTHETIC_CORPUS:
             return (self._synthetic(data["num_train_batches"], micro, self.seed),
                     self._synthetic(data["num_test_batches"], micro, self.seed + 9999), data["vocab_size"])
@@ -271,6 +270,7 @@ class BertRunner:
             torch.set_num_threads(training["num_threads"])
         resume = self._checkpoint_to_resume()
         self.check_output_paths(resume)
+        self.train_config(self.config["training"]["steps"] or 1)  # the Trainer's checks across keys, before any work
         self.dist = init_distributed(device.type)
         self.train_data, self.test_data, vocab_size = self.build_data(resume)
         train_config = self.train_config(self._steps(self.train_data))

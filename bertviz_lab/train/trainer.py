@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from bertviz_lab.device import select_device
 from bertviz_lab.model.fields import Field, check_fields, setting
-from bertviz_lab.model.files import clip
+from bertviz_lab.model.files import clip, shown
 from bertviz_lab.model.heads import BERTForPreTraining
 from bertviz_lab.train import checkpoint as ckpt
 from bertviz_lab.train import schema
@@ -97,6 +97,10 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raise a ValueError (or TypeError) naming the first field that cannot work."""
+        for name in ("checkpoint_dir", "metrics_file"):  # a str or an os.PathLike (made a str) from Python
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"TrainConfig.{name} must be a path (str) or None, got {shown(value)}.")
         check_fields(self, "TrainConfig")
         if len(self.adam_betas) != 2 or not all(isinstance(b, (int, float)) and 0 <= b < 1 for b in self.adam_betas):
             raise ValueError(f"TrainConfig.adam_betas must be two numbers in [0, 1), got {self.adam_betas!r}.")

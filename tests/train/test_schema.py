@@ -95,7 +95,7 @@ def test_a_trainer_check_across_keys_names_the_run_config_key_before_any_work():
     overrides = ["data.batch_size=10", "training.gradient_accumulation_steps=4"]
     assert load_config(None, overrides)["data"]["batch_size"] == 10  # each key on its own is fine
     with pytest.raises(ConfigError, match=r"^data\.batch_size \(10\) must be divisible by gradient_accumulation"):
-        runner.BertRunner(None, overrides)
+        runner.BertRunner(None, overrides).build_trainer()
 
 
 def test_the_schema_prints_the_markdown_table(capsys):
