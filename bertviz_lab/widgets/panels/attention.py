@@ -44,6 +44,13 @@ def trace_text(model: torch.nn.Module, tokenizer: Any, text: str,
     return run.trace, run.truncation
 
 
+def rows_of(positions: np.ndarray) -> slice | torch.Tensor:
+    """An index for positions: a slice where they run without a gap (a view, no copy), else the positions."""
+    if len(positions) and positions[-1] - positions[0] + 1 == len(positions):
+        return slice(int(positions[0]), int(positions[-1]) + 1)
+    return torch.as_tensor(positions)
+
+
 def check_window(window: Any, tokens: int) -> tuple[int, int]:
     """(start, end) of a window of token positions, checked: whole numbers, 0 <= start < end <= tokens."""
     try:
@@ -583,7 +590,7 @@ class AttentionPanel(Panel):
         attention = self.attentions[self.layer.value][self.row]  # (nh, T, T)
         k = min(self.head_view_k, len(keys))
         # every head (the chips switch heads, and the kernel draws them), all at once: (nh, Q, K) -> (nh, Q, k)
-        matrices = attention.index_select(1, torch.as_tensor(queries)).index_select(2, torch.as_tensor(keys))
+        matrices = attention[:, rows_of(queries)][:, :, rows_of(keys)]
         weights, index = matrices.float().topk(k, dim=-1, sorted=False)
         tokens = self.info.tokens
         direction = self.direction.value
