@@ -105,7 +105,7 @@ def test_static_fallback_draws_graphviz_or_shows_the_mermaid_source(architecture
 def test_graphviz_svg_export_and_view(pretraining_model, tmp_path):
     panel = ArchitecturePanel(pretraining_model)
     assert panel.renderer.value == "graphviz"  # the default where dot exists: fit, zoom and pan
-    assert panel.graph_view.layout.display is None and panel.diagram_output.layout.display == "none"
+    assert panel.graph_view.renderer == "graphviz" and panel.diagram_output.layout.display == "none"
     view = panel.graph_view
     assert view.svg.startswith("<svg") and "BERTLayer x 3" in view.svg and 'viewBox="' in view.svg
     assert (view.zoom, view.font_size, view.min_font_px) == (1.0, 14.0, 12.0)
@@ -131,7 +131,7 @@ def test_graphviz_svg_export_and_view(pretraining_model, tmp_path):
     panel.depth.value = 1
     assert "BERTLayer" not in panel.graph_view.svg and panel.graph_view.svg == panel.to_svg()
     code = esm("architecture.js")
-    assert 'showFigure(viewport, svg)' in code and "innerHTML" not in code and "cssText" not in code
+    assert 'showFigure(viewport, source)' in code and "innerHTML" not in code and "cssText" not in code
 
 
 def test_missing_dot_falls_back_to_mermaid_and_says_so(pretraining_model, monkeypatch):
@@ -141,7 +141,12 @@ def test_missing_dot_falls_back_to_mermaid_and_says_so(pretraining_model, monkey
     panel = ArchitecturePanel(pretraining_model, renderer="graphviz")
     assert "Graphviz" in panel.error.value and "mermaid instead" in panel.error.value
     assert "bvl-error" in panel.error.value and "style=" not in panel.error.value
-    assert panel.diagram_output.layout.display is None and panel.graph_view.layout.display == "none"
+    # the one view shows the front end's mermaid drawing of the source output, with the same fit, zoom and pan
+    assert panel.diagram_output.layout.display is None and panel.graph_view.renderer == "mermaid"
+    assert "bvl-mermaid-source" in panel.diagram_output._dom_classes and panel.graph_view.font_size == 16
+    panel.renderer.value = "graphviz"
+    panel.renderer.value = "mermaid"
+    assert panel.graph_view.renderer == "mermaid" and panel.graph_view.layout.display is None
 
 
 def test_new_inputs_are_traced_again(architecture, pretraining_model):

@@ -2,9 +2,10 @@
 
 Diagrams run top to bottom so they fit a notebook's width with readable text: the Graphviz figure (to_svg(), the same
 document the static copy and save() hold) is shown by the project's own view (views/architecture.js) fit to the
-panel's width, never below 12 px text, with zoom and pan; its labels are in the shipped DejaVu Sans, its ground and
-cluster titles follow the theme, and its nodes keep a light fill with black ink. Mermaid gets the same direction and
-a 16 px font (JupyterLab shrinks a diagram wider than the page).
+panel's width, never below 12 px text, with zoom, pan and "fit" (the whole diagram in both directions); its labels
+are in the shipped DejaVu Sans, its ground and cluster titles follow the theme, and its nodes keep a light fill with
+black ink. Mermaid gets the same direction, a 16 px font and the same view: the front end draws the mermaid output
+(marked bvl-mermaid-source) and the view shows that drawing with the same fit, zoom and pan.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class ArchitecturePanel(Panel):
         self.export = ExportBar(self, "architecture")
         self.error = widgets.HTML()
         self.diagram_output = widgets.Output()  # mermaid, drawn by the front end's own renderer
+        self.diagram_output.add_class("bvl-mermaid-source")  # the view shows its drawing, with zoom and pan
         self.graph_view = DiagramView()
         self.table = widgets.HTML()
         toolbar = widgets.HBox([widgets.Label("draw with"), self.renderer, self.depth, self.collapse, self.shapes,
@@ -150,7 +152,9 @@ class ArchitecturePanel(Panel):
             except (FileNotFoundError, ImportError, RuntimeError) as error:
                 self.error.value = f"{error_html(error)} Showing mermaid instead."
                 renderer = "mermaid"
-        self.graph_view.layout.display = None if renderer == "graphviz" else "none"
+        with self.graph_view.hold_sync():  # one view for both: it hides itself until mermaid is drawn
+            self.graph_view.renderer = renderer
+            self.graph_view.font_size = GRAPHVIZ_FONT if renderer == "graphviz" else MERMAID_FONT_PX
         self.diagram_output.layout.display = None if renderer == "mermaid" else "none"
         self.diagram_output.clear_output(wait=True)
         if renderer == "mermaid":

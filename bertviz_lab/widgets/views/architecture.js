@@ -1,8 +1,13 @@
-import { showFigure } from "./shared.js";
+import { redrawScheduler, showFigure } from "./shared.js";
 // The architecture diagram: the panel's figure (the `svg` trait, the same document the static copy and exports hold)
-// fit to the panel's width with readable text, zoom buttons, ctrl+wheel zoom and drag-to-pan. Drawn from the synced
-// figure and zoom alone, so a reload or a second tab shows the same view; the page's theme styles it (figure.css,
-// architecture.css).
+// fit to the panel's width with readable text, zoom buttons, "fit" (the whole diagram in both directions), "width"
+// (back to the width with readable text), ctrl+wheel zoom and drag-to-pan. Drawn from the synced figure, fit and zoom
+// alone, so a reload or a second tab shows the same view; the page's theme styles it (figure.css, architecture.css).
+//
+// Mermaid gets the same view: the kernel cannot draw mermaid, the front end's own renderer draws it in the panel's
+// output marked .bvl-mermaid-source (JupyterLab and Notebook 7: an <img> of an SVG in .jp-RenderedMermaid); once that
+// drawing is there, this view shows it with the same fit, zoom and pan and the panel hides the source output
+// (.bvl-mermaid-shown). Where no renderer draws it, the source output stays as it is and this view stays hidden.
 
 export const MIN_ZOOM = 0.1, MAX_ZOOM = 8;
 
@@ -17,6 +22,24 @@ export function viewBoxSize(svg) {
 export function fitScale(available, width, font, minPx, maxPx, zoom) {
   const fit = Math.max(200, available) / width;
   return Math.min(Math.max(fit, minPx / font), maxPx / font) * (zoom || 1);
+}
+
+// Pixels per SVG unit that fit the whole figure (`width` x `height` units) in `available` pixels of width and
+// `availableHeight` pixels of height, times the user's zoom.
+export function wholeScale(available, availableHeight, width, height, zoom) {
+  const fit = Math.min(Math.max(50, available) / width, Math.max(50, availableHeight) / height);
+  return fit * (zoom || 1);
+}
+
+// The SVG text of an <img>'s data: URL ("data:image/svg+xml,..." or ";base64,..."), or "" for any other source.
+export function svgOfDataUrl(src) {
+  const found = /^data:image\/svg\+xml(;[^,]*)?,(.*)$/s.exec(src || "");
+  if (!found) return "";
+  try {
+    return /;base64/.test(found[1] || "") ? atob(found[2]) : decodeURIComponent(found[2]);
+  } catch {
+    return "";
+  }
 }
 
 // A zoom level kept within MIN_ZOOM..MAX_ZOOM.
@@ -39,25 +62,64 @@ function render({ model, el }) {
   bar.className = "bvl-diagram-controls";
   const readout = document.createElement("span");
   readout.className = "bvl-diagram-zoom";
-  const zoomOut = button("−", "zoom out"), fit = button("fit", "fit the width"), zoomIn = button("+", "zoom in");
-  bar.append(readout, zoomOut, fit, zoomIn);
+  const zoomOut = button("−", "zoom out"), zoomIn = button("+", "zoom in");
+  const fit = button("fit", "fit the whole diagram"), width = button("width", "fit the width, with readable text");
+  bar.append(readout, zoomOut, fit, width, zoomIn);
   const viewport = document.createElement("div");
   viewport.className = "bvl-diagram-viewport";
   viewport.setAttribute("aria-label", "architecture diagram");
   root.append(bar, viewport);
   el.appendChild(root);
 
-  let shownSvg = null, figure = null, size = [800, 600];
+  let shown = null, figure = null, size = [800, 600], panel = null, watcher = null;
   function scale() {
+    if (model.get("fit") === "whole") {
+      const height = parseFloat(getComputedStyle(viewport).maxHeight) || 640;
+      return wholeScale(viewport.clientWidth - 4, height - 4, size[0], size[1], model.get("zoom"));
+    }
     return fitScale(viewport.clientWidth - 4, size[0], model.get("font_size") || 14, model.get("min_font_px"),
       model.get("max_font_px"), model.get("zoom"));
   }
+  // The panel around the view, watched (once attached) for the mermaid drawing its source output gets.
+  function watchPanel() {
+    if (watcher || !el.isConnected) return panel;
+    panel = el.closest(".bvl-panel");
+    if (!panel) return null;
+    watcher = new MutationObserver((changes) => {
+      if (changes.some((change) => !root.contains(change.target))) schedule();
+    });
+    watcher.observe(panel, { childList: true, subtree: true, attributes: true, attributeFilter: ["src"] });
+    return panel;
+  }
+  // The mermaid drawing the front end made in the panel's source output, as an image URL ("" while there is none).
+  function mermaidUrl() {
+    const source = watchPanel() && panel.querySelector(".bvl-mermaid-source .jp-RenderedMermaid img");
+    const src = source ? source.getAttribute("src") || "" : "";
+    return svgOfDataUrl(src) ? src : "";
+  }
+  // The figure in the viewport: the kernel's SVG inline (the page's theme styles it), or mermaid's as an image.
+  function showSource(mermaid, source) {
+    if (!mermaid) {
+      size = viewBoxSize(source);
+      return showFigure(viewport, source);
+    }
+    size = viewBoxSize(svgOfDataUrl(source));
+    const image = document.createElement("img");
+    image.src = source;
+    image.alt = "architecture diagram (mermaid)";
+    image.draggable = false;
+    viewport.replaceChildren(image);
+    return image;
+  }
   function draw() {
-    const svg = model.get("svg");
-    if (svg !== shownSvg) {
-      shownSvg = svg;
-      size = viewBoxSize(svg);
-      figure = showFigure(viewport, svg);
+    const mermaid = model.get("renderer") === "mermaid";
+    const source = mermaid ? mermaidUrl() : model.get("svg");
+    watchPanel();
+    if (panel) panel.classList.toggle("bvl-mermaid-shown", mermaid && Boolean(source));
+    root.style.display = source ? "" : "none";
+    if (source !== shown) {
+      shown = source;
+      figure = source ? showSource(mermaid, source) : showFigure(viewport, "");
     }
     const s = scale();
     if (figure) {
@@ -72,7 +134,13 @@ function render({ model, el }) {
   }
   zoomOut.addEventListener("click", () => setZoom(model.get("zoom") / 1.25));
   zoomIn.addEventListener("click", () => setZoom(model.get("zoom") * 1.25));
-  fit.addEventListener("click", () => setZoom(1));
+  function setFit(mode) {
+    model.set("fit", mode);
+    model.set("zoom", 1);
+    model.save_changes();
+  }
+  fit.addEventListener("click", () => setFit("whole"));
+  width.addEventListener("click", () => setFit("width"));
   viewport.addEventListener("wheel", (event) => {
     if (!(event.ctrlKey || event.metaKey)) return;  // a plain wheel scrolls
     event.preventDefault();
@@ -101,16 +169,21 @@ function render({ model, el }) {
   viewport.addEventListener("pointerup", release);
   viewport.addEventListener("pointercancel", release);
 
-  const names = ["change:svg", "change:zoom", "change:font_size", "change:min_font_px", "change:max_font_px"];
+  const schedule = redrawScheduler(draw);
+  const names = ["change:svg", "change:zoom", "change:fit", "change:renderer", "change:font_size",
+    "change:min_font_px", "change:max_font_px"];
   for (const name of names) model.on(name, draw);
   let drawnWidth = 0;
   const observer = new ResizeObserver(() => {
-    if (viewport.clientWidth !== drawnWidth) { drawnWidth = viewport.clientWidth; draw(); }
+    if (viewport.clientWidth !== drawnWidth || !watcher) { drawnWidth = viewport.clientWidth; draw(); }
   });
+  observer.observe(el);
   observer.observe(viewport);
   draw();
   return () => {
     observer.disconnect();
+    if (watcher) watcher.disconnect();
+    if (panel) panel.classList.remove("bvl-mermaid-shown");
     for (const name of names) model.off(name, draw);
   };
 }
