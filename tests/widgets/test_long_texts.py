@@ -172,6 +172,7 @@ def test_the_window_is_what_the_static_copy_and_exports_show_and_survives_a_laye
     panel.view.value = "heatmap"
     panel.heatmap.window = [100, 132, 100, 132]
     assert panel.heatmap.svg in panel.static_copy.html() and panel.to_svg() == panel.heatmap.svg
+    assert panel.export_bar.name.endswith("-queries100-131-keys100-131")
     saved = panel.save(tmp_path / "zoomed.svg").read_text(encoding="utf-8")
     assert cell_area(saved).get("data-row0") == "100" and len(texts(saved, "bvl-query")) == 32
     panel.layer.value = 1 - panel.layer.value

@@ -365,6 +365,7 @@ class AttentionPanel(Panel):
             with self._quietly():
                 self.query.value = change["new"][0]
         if not self._suspended and self.view.value == "heatmap":
+            self._name_export()
             self.figure_changed()
 
     def _query_positions(self) -> list[int]:
@@ -538,7 +539,9 @@ class AttentionPanel(Panel):
         view, layer = self.view.value, self.layer.value
         if view == "heatmap":
             what = f"head{self.head.value}" if self.aggregation.value == "head" else self.aggregation.value
-            self.export_bar.name = f"attention-layer{layer}-{what}"
+            window = self.heatmap.window
+            zoom = f"-queries{window[0]}-{window[1] - 1}-keys{window[2]}-{window[3] - 1}" if window else ""
+            self.export_bar.name = f"attention-layer{layer}-{what}{zoom}"
         elif view == "head view":
             self.export_bar.name = f"attention-head-view-layer{layer}"
         elif view == "neuron view":

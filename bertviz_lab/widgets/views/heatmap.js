@@ -253,8 +253,7 @@ function render({ model, el }) {
         svgEl(mark, "rect", { class: "bvl-heatmap-mark-halo", width: area.cell, height: area.cell });
         svgEl(mark, "rect", { class: "bvl-heatmap-mark-line", width: area.cell, height: area.cell });
         node.setAttribute("tabindex", "0");
-        node.setAttribute("role", "grid");
-        node.setAttribute("aria-roledescription", "attention heatmap");
+        node.setAttribute("role", "img");
         node.setAttribute("aria-label", "attention weights: the arrow keys read one cell after another, + and - " +
           "zoom, Enter selects the cell, Escape shows all tokens");
         node.addEventListener("keydown", onKey);
