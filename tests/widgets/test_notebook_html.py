@@ -376,3 +376,22 @@ def test_a_failing_cell_is_named_by_index_and_error(tmp_path, capsys):
     error = refused(capsys, [str(notebook), "--execute"], str(notebook), "cell 2 failed: ValueError: bad value xxx")
     assert len(error) < 600
     assert not notebook.with_suffix(".html").exists()
+
+
+@pytest.mark.slow  # starts a kernel
+def test_an_executed_panel_shows_its_figure_and_no_widget_repr(tmp_path, capsys):
+    """A notebook run by `bertviz-lab html --execute`: each panel's static copy is on the page, and no raw widget
+    repr (`AttentionPanel(children=(HBox(…`) is printed under it."""
+    notebook = write_notebook(tmp_path / "panels.ipynb", [
+        nbformat.v4.new_code_cell("import bertviz_lab as bv\n"
+                                  "from bertviz_lab.widgets import AttentionPanel, SaliencyPanel\n"
+                                  "model, tokenizer = bv.load_default()\n"
+                                  "AttentionPanel(model=model, tokenizer=tokenizer, text='The cat sat on the mat.')"),
+        nbformat.v4.new_code_cell("SaliencyPanel(text='The cat sat on the mat.', steps=4)")],
+        kernelspec={"name": "python3", "display_name": "Python 3", "language": "python"})
+    out = tmp_path / "panels.html"
+    assert main(["html", str(notebook), "--execute", "--output", str(out)]) == 0, capsys.readouterr().err
+    page = out.read_text(encoding="utf-8")
+    assert page.count('data-bvl-static="') >= 2 and "bvl-heatmap" in page and "bvl-saliency" in page
+    assert not re.search(r"\b(?:AttentionPanel|SaliencyPanel|HBox|VBox|Dropdown)\(", page), \
+        re.search(r".{80}\b(?:AttentionPanel|SaliencyPanel|HBox|VBox|Dropdown)\(.{80}", page, re.S).group(0)
