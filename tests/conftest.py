@@ -49,6 +49,14 @@ def tiny_config_factory() -> Callable[..., BERTConfig]:
 
 
 @pytest.fixture(scope="session")
+def minilm_tokenizer():
+    """The real all-MiniLM-L6-v2 WordPiece tokenizer (uncased, 30522 tokens), loaded once per session."""
+    from bertviz_lab.model import BERT_Weights, BERTTokenizerFast
+
+    return BERTTokenizerFast.from_pretrained(BERT_Weights.DEFAULT.path)
+
+
+@pytest.fixture(scope="session")
 def ipython_shell():
     """The process's IPython shell (IPython's testing shell starts once per process, whichever test asks first)."""
     from IPython import get_ipython

@@ -183,6 +183,7 @@ def built_in_a_child(tmp_path_factory) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # the child builds every absurd size and bert-base under an address-space limit
 @pytest.mark.parametrize(("case", "field", "value"), [
     ("num_hidden_layers", "num_hidden_layers", 1000000), ("vocab_size", "vocab_size", 10**10),
     ("hidden_size", "hidden_size", 1200000), ("intermediate_size", "intermediate_size", 10**10),
@@ -197,6 +198,7 @@ def test_an_absurd_size_is_one_value_error_before_anything_is_allocated(built_in
     assert seconds < 20
 
 
+@pytest.mark.slow
 def test_real_sizes_build_under_the_same_limit_and_nothing_big_was_allocated(built_in_a_child):
     assert built_in_a_child["results"]["bert-base"][0] == "built"
     assert built_in_a_child["peak_kb"] * 1024 < ADDRESS_SPACE

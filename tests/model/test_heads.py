@@ -594,19 +594,11 @@ def test_create_bert_model_without_heads_returns_only_states():
     assert out["pooled_output"].shape == (3, 32)
 
 
-# *_from_text helpers with the real MiniLM tokenizer (run last: the tokenizer is loaded once) -------------------
+# *_from_text helpers with the real MiniLM tokenizer --------------------------------------------------------------
 @pytest.fixture(scope="module")
-def tokenizer():
-    from bertviz_lab.model.tokenizer import BERTTokenizerFast
-    from bertviz_lab.model.weights import BERT_Weights
-
-    return BERTTokenizerFast.from_pretrained(BERT_Weights.DEFAULT.path)
-
-
-@pytest.fixture(scope="module")
-def text_models(tokenizer):
+def text_models(minilm_tokenizer):
     """The seven heads, tiny but with the tokenizer's vocabulary."""
-    config = dict(SIZES, vocab_size=tokenizer.vocab_size, max_position_embeddings=128)
+    config = dict(SIZES, vocab_size=minilm_tokenizer.vocab_size, max_position_embeddings=128)
     torch.manual_seed(61)
     models = {
         "pretraining": BERTForPreTraining(tiny_config(**config)),
@@ -652,8 +644,8 @@ def _from_text_calls(tokenizer) -> list[tuple[str, str, Callable]]:
     ]
 
 
-def test_every_head_has_from_text_helpers(tokenizer, text_models):
-    covered = {name for name, _, _ in _from_text_calls(tokenizer)}
+def test_every_head_has_from_text_helpers(minilm_tokenizer, text_models):
+    covered = {name for name, _, _ in _from_text_calls(minilm_tokenizer)}
     assert covered == set(text_models)
 
 
@@ -664,8 +656,8 @@ FROM_TEXT_IDS = ["pretraining.get_loss", "pretraining.predict_nsp_labels", "mask
 
 
 @pytest.mark.parametrize("index", range(len(FROM_TEXT_IDS)), ids=FROM_TEXT_IDS)
-def test_from_text_helpers_run_on_cpu_and_reject_missing_devices(index, tokenizer, text_models):
-    name, helper, call = _from_text_calls(tokenizer)[index]
+def test_from_text_helpers_run_on_cpu_and_reject_missing_devices(index, minilm_tokenizer, text_models):
+    name, helper, call = _from_text_calls(minilm_tokenizer)[index]
     assert FROM_TEXT_IDS[index] == f"{name}.{helper[:-len('_from_text')]}"
     model = text_models[name]
     with torch.no_grad():
@@ -681,48 +673,48 @@ def test_from_text_helpers_run_on_cpu_and_reject_missing_devices(index, tokenize
         call(model, "cuda:5")
 
 
-def test_from_text_results_have_the_expected_shapes(tokenizer, text_models):
-    encoded = tokenizer.encode_pretraining_inputs(TEXT_A, TEXT_B)
+def test_from_text_results_have_the_expected_shapes(minilm_tokenizer, text_models):
+    encoded = minilm_tokenizer.encode_pretraining_inputs(TEXT_A, TEXT_B)
     n = encoded["input_ids"].shape[1]
     with torch.no_grad():
-        assert text_models["masked_lm"].predict_token_ids_from_text(tokenizer, TEXT_A, TEXT_B).shape == (1, n)
-        assert text_models["token_cls"].predict_labels_from_text(tokenizer, TEXT_A, TEXT_B).shape == (1, n)
-        assert text_models["nsp"].predict_labels_from_text(tokenizer, TEXT_A, TEXT_B).shape == (1,)
-        assert text_models["pretraining"].predict_nsp_labels_from_text(tokenizer, TEXT_A, TEXT_B).shape == (1,)
-        next_id = text_models["causal_lm"].predict_next_token_id_from_text(tokenizer, TEXT_A)
-        assert next_id.shape == (1,) and 0 <= int(next_id) < tokenizer.vocab_size
-        loss = text_models["causal_lm"].get_loss_from_text(tokenizer, TEXT_A)
-        perplexity = text_models["causal_lm"].get_perplexity_from_text(tokenizer, TEXT_A)
+        assert text_models["masked_lm"].predict_token_ids_from_text(minilm_tokenizer, TEXT_A, TEXT_B).shape == (1, n)
+        assert text_models["token_cls"].predict_labels_from_text(minilm_tokenizer, TEXT_A, TEXT_B).shape == (1, n)
+        assert text_models["nsp"].predict_labels_from_text(minilm_tokenizer, TEXT_A, TEXT_B).shape == (1,)
+        assert text_models["pretraining"].predict_nsp_labels_from_text(minilm_tokenizer, TEXT_A, TEXT_B).shape == (1,)
+        next_id = text_models["causal_lm"].predict_next_token_id_from_text(minilm_tokenizer, TEXT_A)
+        assert next_id.shape == (1,) and 0 <= int(next_id) < minilm_tokenizer.vocab_size
+        loss = text_models["causal_lm"].get_loss_from_text(minilm_tokenizer, TEXT_A)
+        perplexity = text_models["causal_lm"].get_perplexity_from_text(minilm_tokenizer, TEXT_A)
         torch.testing.assert_close(perplexity, loss.exp())
 
 
-def test_get_loss_from_text_is_seeded_finite_and_respects_nsp_label(tokenizer, text_models):
+def test_get_loss_from_text_is_seeded_finite_and_respects_nsp_label(minilm_tokenizer, text_models):
     model = text_models["pretraining"]
     with torch.no_grad():
-        first = model.get_loss_from_text(tokenizer, TEXT_A, TEXT_B, seed=123, device="cpu")
-        second = model.get_loss_from_text(tokenizer, TEXT_A, TEXT_B, seed=123, device="cpu")
+        first = model.get_loss_from_text(minilm_tokenizer, TEXT_A, TEXT_B, seed=123, device="cpu")
+        second = model.get_loss_from_text(minilm_tokenizer, TEXT_A, TEXT_B, seed=123, device="cpu")
         assert torch.isfinite(first) and first.dim() == 0
         assert first.item() == second.item()
         # NSP part only: the probabilities of label 0 and label 1 add up to one, and they differ
-        nsp0 = model.get_loss_from_text(tokenizer, TEXT_A, TEXT_B, nsp_label=0, seed=123, mlm_weight=0.0)
-        nsp1 = model.get_loss_from_text(tokenizer, TEXT_A, TEXT_B, nsp_label=1, seed=123, mlm_weight=0.0)
+        nsp0 = model.get_loss_from_text(minilm_tokenizer, TEXT_A, TEXT_B, nsp_label=0, seed=123, mlm_weight=0.0)
+        nsp1 = model.get_loss_from_text(minilm_tokenizer, TEXT_A, TEXT_B, nsp_label=1, seed=123, mlm_weight=0.0)
         assert math.exp(-nsp0.item()) + math.exp(-nsp1.item()) == pytest.approx(1.0, abs=1e-5)
         assert nsp0.item() != nsp1.item()
         # MLM part only: independent of the NSP label
-        mlm0 = model.get_loss_from_text(tokenizer, TEXT_A, TEXT_B, nsp_label=0, seed=123, nsp_weight=0.0)
-        mlm1 = model.get_loss_from_text(tokenizer, TEXT_A, TEXT_B, nsp_label=1, seed=123, nsp_weight=0.0)
+        mlm0 = model.get_loss_from_text(minilm_tokenizer, TEXT_A, TEXT_B, nsp_label=0, seed=123, nsp_weight=0.0)
+        mlm1 = model.get_loss_from_text(minilm_tokenizer, TEXT_A, TEXT_B, nsp_label=1, seed=123, nsp_weight=0.0)
         assert mlm0.item() == mlm1.item()
         # the total is the sum of the two parts, for either label
         torch.testing.assert_close(first, mlm0 + nsp0, atol=ATOL, rtol=0)
-        total1 = model.get_loss_from_text(tokenizer, TEXT_A, TEXT_B, nsp_label=1, seed=123)
+        total1 = model.get_loss_from_text(minilm_tokenizer, TEXT_A, TEXT_B, nsp_label=1, seed=123)
         torch.testing.assert_close(total1, mlm1 + nsp1, atol=ATOL, rtol=0)
 
 
-def test_predict_answer_from_text_is_a_span_of_the_context(tokenizer, text_models):
+def test_predict_answer_from_text_is_a_span_of_the_context(minilm_tokenizer, text_models):
     model = text_models["qa"]
     with torch.no_grad():
-        answer = model.predict_answer_from_text(tokenizer, QUESTION, TEXT_A, device="cpu")
-        short = model.predict_answer_from_text(tokenizer, QUESTION, TEXT_A, max_answer_length=1)
+        answer = model.predict_answer_from_text(minilm_tokenizer, QUESTION, TEXT_A, device="cpu")
+        short = model.predict_answer_from_text(minilm_tokenizer, QUESTION, TEXT_A, max_answer_length=1)
     assert isinstance(answer, str) and answer.strip()
     assert answer.strip() in TEXT_A
     assert len(answer.split()) <= 30

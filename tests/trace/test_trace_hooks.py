@@ -13,11 +13,9 @@ from trace_testlib import hook_count, padded_batch, trace_config
 
 from bertviz_lab.model import (
     BERT,
-    BERT_Weights,
     BERTForCausalLM,
     BERTForPreTraining,
     BERTModelOutput,
-    BERTTokenizerFast,
     DynamicCache,
     create_bert_model,
 )
@@ -273,16 +271,11 @@ def test_shapes_false_records_no_calls_but_keeps_inputs(tiny_bert, batch):
 
 
 # tokens and inputs ---------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tokenizer():
-    return BERTTokenizerFast.from_pretrained(BERT_Weights.DEFAULT.path)
-
-
-def test_tokens_from_an_encoding_with_padding_and_sentence_pairs(tokenizer, tiny_bert):
-    encoding = tokenizer(["The cat sat.", "A dog ran far away."], ["It purred.", "Then it came home again."],
+def test_tokens_from_an_encoding_with_padding_and_sentence_pairs(minilm_tokenizer, tiny_bert):
+    encoding = minilm_tokenizer(["The cat sat.", "A dog ran far away."], ["It purred.", "Then it came home again."],
                          return_tensors="pt")
     ids = encoding["input_ids"] % 100  # the tiny model's vocabulary; token strings come from the real ids
-    with trace(tiny_bert, tokens=encoding, tokenizer=tokenizer) as t:
+    with trace(tiny_bert, tokens=encoding, tokenizer=minilm_tokenizer) as t:
         tiny_bert(ids, encoding["attention_mask"], encoding["token_type_ids"])
     assert t.tokens[0][:6] == ["[CLS]", "the", "cat", "sat", ".", "[SEP]"]
     padded = int((encoding["attention_mask"].sum(1) < ids.shape[1]).nonzero()[0])
@@ -292,7 +285,7 @@ def test_tokens_from_an_encoding_with_padding_and_sentence_pairs(tokenizer, tiny
     assert torch.equal(t.token_type_ids, encoding["token_type_ids"]) and t.token_type_ids.max() == 1
 
 
-def test_attach_tokens_accepts_lists_and_names_bad_values(tokenizer, tiny_bert, batch):
+def test_attach_tokens_accepts_lists_and_names_bad_values(minilm_tokenizer, tiny_bert, batch):
     ids, mask, _ = batch
     with trace(tiny_bert) as t:
         tiny_bert(ids, mask)
@@ -307,11 +300,11 @@ def test_attach_tokens_accepts_lists_and_names_bad_values(tokenizer, tiny_bert, 
     with pytest.raises(ValueError, match="tokenizer=..."):
         t.attach_tokens({"input_ids": ids})
     with pytest.raises(ValueError, match="no 'input_ids'"):
-        t.attach_tokens({"ids": ids}, tokenizer)
+        t.attach_tokens({"ids": ids}, minilm_tokenizer)
     with pytest.raises(TypeError, match="tokens must be"):
         t.attach_tokens(42)
-    single = tokenizer("The cat sat.")  # lists, one sequence
-    loose = Trace(tiny_bert).attach_tokens(single, tokenizer)
+    single = minilm_tokenizer("The cat sat.")  # lists, one sequence
+    loose = Trace(tiny_bert).attach_tokens(single, minilm_tokenizer)
     assert loose.tokens == [["[CLS]", "the", "cat", "sat", ".", "[SEP]"]]
     assert loose.input_ids.shape == (1, 6) and loose.attention_mask.tolist() == [[1] * 6]
 

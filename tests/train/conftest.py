@@ -1,5 +1,6 @@
-"""Shared fixtures for the training tests: a tokenizer trained once on the built-in corpus, small pair datasets, and
-a small BERTForPreTraining factory on the shared tiny config."""
+"""Shared fixtures for the training tests: a WordPiece tokenizer trained once on the built-in corpus
+(`wordpiece_tokenizer`, and its folder), small pair datasets, and a small BERTForPreTraining factory on the shared
+tiny config."""
 
 from __future__ import annotations
 
@@ -22,25 +23,25 @@ def documents() -> tuple[list[str], list[str]]:
 
 
 @pytest.fixture(scope="session")
-def tokenizer(documents) -> BERTTokenizerFast:
+def wordpiece_tokenizer(documents) -> BERTTokenizerFast:
     """A small WordPiece vocabulary trained once per session (training breaks ties randomly: share this one)."""
     return BERTTokenizerFast.train_from_texts(documents[0], vocab_size=500)
 
 
 @pytest.fixture(scope="session")
-def saved_tokenizer(tokenizer, tmp_path_factory) -> str:
-    """The session tokenizer in a folder, for runs in other processes."""
+def wordpiece_tokenizer_dir(wordpiece_tokenizer, tmp_path_factory) -> str:
+    """wordpiece_tokenizer saved in a folder, for runs in other processes."""
     folder = tmp_path_factory.mktemp("tokenizer")
-    tokenizer.save_pretrained(folder)
+    wordpiece_tokenizer.save_pretrained(folder)
     return str(folder)
 
 
 @pytest.fixture(scope="session")
-def pairs(documents, tokenizer) -> tuple[SentencePairDataset, SentencePairDataset]:
+def pairs(documents, wordpiece_tokenizer) -> tuple[SentencePairDataset, SentencePairDataset]:
     """(train, test) NSP pair datasets of SEQ_LEN tokens."""
     train, test = documents
-    return (SentencePairDataset(train, tokenizer, SEQ_LEN, seed=0),
-            SentencePairDataset(test, tokenizer, SEQ_LEN, seed=0))
+    return (SentencePairDataset(train, wordpiece_tokenizer, SEQ_LEN, seed=0),
+            SentencePairDataset(test, wordpiece_tokenizer, SEQ_LEN, seed=0))
 
 
 @pytest.fixture

@@ -28,17 +28,17 @@ def _losses(trainer: Trainer) -> list[tuple]:
             for r in trainer.history]
 
 
-def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, pairs, tokenizer, make_model):
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, pairs, wordpiece_tokenizer, make_model):
     train, test = pairs
-    straight = Trainer(make_model(len(tokenizer)), train, test, _config(tmp_path / "a"))
+    straight = Trainer(make_model(len(wordpiece_tokenizer)), train, test, _config(tmp_path / "a"))
     straight.fit()  # 8 steps with dropout on
 
-    first = Trainer(make_model(len(tokenizer)), train, test, _config(tmp_path / "b"))
+    first = Trainer(make_model(len(wordpiece_tokenizer)), train, test, _config(tmp_path / "b"))
     first.fit(4)
     assert first.last_checkpoint.name == "step-00000004"
     # a fresh model with other weights, a fresh Trainer, the same global RNG disturbed: all must be restored
     torch.manual_seed(12345)
-    resumed = Trainer(make_model(len(tokenizer), seed=99), train, test, _config(tmp_path / "b"),
+    resumed = Trainer(make_model(len(wordpiece_tokenizer), seed=99), train, test, _config(tmp_path / "b"),
                       resume_from=tmp_path / "b" / "ckpt")
     assert resumed.step == 4 and len(resumed.history) == 4
     resumed.fit()
@@ -48,9 +48,11 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, pairs, tok
         assert torch.equal(a, b), name
 
 
-def test_checkpoint_folder_holds_safe_files_loadable_by_from_pretrained(tmp_path, pairs, tokenizer, make_model):
+def test_checkpoint_folder_holds_safe_files_loadable_by_from_pretrained(tmp_path, pairs, wordpiece_tokenizer,
+                                                                        make_model):
     train, _ = pairs
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=3), tokenizer=tokenizer)
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(tmp_path, max_steps=3),
+                      tokenizer=wordpiece_tokenizer)
     trainer.fit()
     path = tmp_path / "ckpt" / "step-00000003"
     assert trainer.last_checkpoint == path and ckpt.latest_checkpoint(tmp_path / "ckpt") == path
@@ -68,21 +70,21 @@ def test_checkpoint_folder_holds_safe_files_loadable_by_from_pretrained(tmp_path
     reloaded = BERTForPreTraining.from_pretrained(path)
     for (name, a), (_, b) in zip(trainer.model.state_dict().items(), reloaded.state_dict().items()):
         assert torch.equal(a, b), name
-    assert BERTTokenizerFast.from_pretrained(path).vocab == tokenizer.vocab
+    assert BERTTokenizerFast.from_pretrained(path).vocab == wordpiece_tokenizer.vocab
 
 
-def test_only_the_newest_checkpoints_are_kept(tmp_path, pairs, tokenizer, make_model):
+def test_only_the_newest_checkpoints_are_kept(tmp_path, pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
-    trainer = Trainer(make_model(len(tokenizer)), train, None,
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None,
                       _config(tmp_path, max_steps=6, checkpoint_interval=1, keep_checkpoints=2))
     trainer.fit()
     assert [p.name for p in ckpt.list_checkpoints(tmp_path / "ckpt")] == ["step-00000005", "step-00000006"]
 
 
-def test_a_failure_while_saving_leaves_the_previous_checkpoint_intact(tmp_path, pairs, tokenizer, make_model,
+def test_a_failure_while_saving_leaves_the_previous_checkpoint_intact(tmp_path, pairs, wordpiece_tokenizer, make_model,
                                                                       monkeypatch):
     train, _ = pairs
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=6))
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(tmp_path, max_steps=6))
     good = trainer.fit(2) and trainer.last_checkpoint
     good_bytes = {p.name: p.read_bytes() for p in good.iterdir()}
     real_save = torch.save
@@ -103,13 +105,14 @@ def test_a_failure_while_saving_leaves_the_previous_checkpoint_intact(tmp_path, 
     assert ckpt.latest_checkpoint(root) == good
     assert {p.name: p.read_bytes() for p in good.iterdir()} == good_bytes
     assert ckpt.load_trainer_state(root)["step"] == 2
-    resumed = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=6), resume_from=root)
+    resumed = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(tmp_path, max_steps=6),
+                      resume_from=root)
     assert resumed.step == 2
 
 
-def test_a_crash_mid_save_is_ignored_and_cleaned_up(tmp_path, pairs, tokenizer, make_model):
+def test_a_crash_mid_save_is_ignored_and_cleaned_up(tmp_path, pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=6))
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(tmp_path, max_steps=6))
     good = trainer.fit(1) and trainer.last_checkpoint
     root = tmp_path / "ckpt"
     leftover = root / f"{ckpt.TEMP_PREFIX}step-00000002-abc"  # what a killed process leaves behind
@@ -127,18 +130,18 @@ def test_pointer_file_is_replaced_atomically(tmp_path):
     assert target.read_text() == "new\n" and os.listdir(tmp_path) == ["latest"]
 
 
-def test_resume_errors_name_the_path(tmp_path, pairs, tokenizer, make_model):
+def test_resume_errors_name_the_path(tmp_path, pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path), resume_from=tmp_path / "missing")
+        Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(tmp_path), resume_from=tmp_path / "missing")
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no checkpoint in"):
-        Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path), resume_from=tmp_path / "empty")
+        Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(tmp_path), resume_from=tmp_path / "empty")
     broken = tmp_path / "broken" / "step-00000001"
     broken.mkdir(parents=True)
     (broken / "trainer_state.pt").write_bytes(b"not a torch file")
     with pytest.raises(ValueError, match="could not be loaded"):
-        Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path), resume_from=broken)
+        Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(tmp_path), resume_from=broken)
 
 
 # damaged checkpoints ----------------------------------------------------------------------------------------
@@ -172,21 +175,23 @@ DAMAGES = {
 }
 
 
-def _saved(tmp_path, train, tokenizer, make_model):
+def _saved(tmp_path, train, wordpiece_tokenizer, make_model):
     """A 2-step run's checkpoint directory and its only checkpoint folder."""
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=4), tokenizer=tokenizer)
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(tmp_path, max_steps=4),
+                      tokenizer=wordpiece_tokenizer)
     trainer.fit(2)
     return tmp_path / "ckpt", trainer.last_checkpoint
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
-def test_a_damaged_checkpoint_stops_the_resume_naming_the_file(tmp_path, pairs, tokenizer, make_model, damage):
+def test_a_damaged_checkpoint_stops_the_resume_naming_the_file(tmp_path, pairs, wordpiece_tokenizer, make_model,
+                                                               damage):
     train, _ = pairs
-    root, folder = _saved(tmp_path, train, tokenizer, make_model)
+    root, folder = _saved(tmp_path, train, wordpiece_tokenizer, make_model)
     name, spoil = DAMAGES[damage]
     spoil(folder / name)
     for resume_from in (root, folder):
-        model = make_model(len(tokenizer), seed=5)
+        model = make_model(len(wordpiece_tokenizer), seed=5)
         before = {k: v.clone() for k, v in model.state_dict().items()}
         with pytest.raises(ckpt.CheckpointError) as error:
             Trainer(model, train, None, _config(tmp_path, max_steps=4), resume_from=resume_from)
@@ -196,33 +201,36 @@ def test_a_damaged_checkpoint_stops_the_resume_naming_the_file(tmp_path, pairs, 
         assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # nothing was loaded
 
 
-def test_a_checkpoint_without_a_manifest_loads_with_a_warning(tmp_path, pairs, tokenizer, make_model, caplog):
+def test_a_checkpoint_without_a_manifest_loads_with_a_warning(tmp_path, pairs, wordpiece_tokenizer, make_model, caplog):
     train, _ = pairs
-    root, folder = _saved(tmp_path, train, tokenizer, make_model)
+    root, folder = _saved(tmp_path, train, wordpiece_tokenizer, make_model)
     (folder / "manifest.json").unlink()  # as an older version wrote it
     with caplog.at_level(logging.WARNING, logger="bertviz_lab.train"):
-        resumed = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=4), resume_from=root)
+        resumed = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(tmp_path, max_steps=4),
+                          resume_from=root)
     assert resumed.step == 2
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
         f"checkpoint {folder} has no manifest.json (written by an older version): its files cannot be verified."]
 
 
 @pytest.mark.parametrize("damage", ["bad header", "truncated", "empty", "trainer state truncated"])
-def test_an_unreadable_file_without_a_manifest_is_still_one_line_naming_it(tmp_path, pairs, tokenizer, make_model,
+def test_an_unreadable_file_without_a_manifest_is_still_one_line_naming_it(tmp_path, pairs, wordpiece_tokenizer,
+                                                                           make_model,
                                                                           damage):
     train, _ = pairs
-    root, folder = _saved(tmp_path, train, tokenizer, make_model)
+    root, folder = _saved(tmp_path, train, wordpiece_tokenizer, make_model)
     (folder / "manifest.json").unlink()
     name, spoil = DAMAGES[damage]
     spoil(folder / name)
     with pytest.raises(ckpt.CheckpointError) as error:
-        Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=4), resume_from=root)
+        Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(tmp_path, max_steps=4), resume_from=root)
     assert str(error.value).startswith(str(folder / name)) and "\n" not in str(error.value)
 
 
-def test_the_manifest_is_written_before_the_folder_gets_its_name(tmp_path, pairs, tokenizer, make_model, monkeypatch):
+def test_the_manifest_is_written_before_the_folder_gets_its_name(tmp_path, pairs, wordpiece_tokenizer, make_model,
+                                                                 monkeypatch):
     train, _ = pairs
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path, max_steps=4))
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(tmp_path, max_steps=4))
     renamed = []
     real_replace = os.replace
 

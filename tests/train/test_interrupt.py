@@ -108,11 +108,11 @@ def _fit_until_interrupted(trainer: Trainer) -> dict[str, Any]:
 
 # the Trainer ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("number, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_ends_fit_after_the_step_with_a_checkpoint_that_resumes_exactly(tmp_path, pairs, tokenizer,
+def test_a_signal_ends_fit_after_the_step_with_a_checkpoint_that_resumes_exactly(tmp_path, pairs, wordpiece_tokenizer,
                                                                                  make_model, number, code):
     train, test = pairs
     root = tmp_path / "b" / "ckpt"
-    ended = _forked(lambda: _fit_until_interrupted(Trainer(make_model(len(tokenizer)), train, test,
+    ended = _forked(lambda: _fit_until_interrupted(Trainer(make_model(len(wordpiece_tokenizer)), train, test,
                                                            _config(tmp_path / "b"),
                                                            callbacks=[_signals_at(3, number)])))
     assert ended == {"exit_code": code, "step": 3, "at_once": False, "checkpoint": root / "step-00000003",
@@ -121,26 +121,29 @@ def test_a_signal_ends_fit_after_the_step_with_a_checkpoint_that_resumes_exactly
                      "stop_reason": "interrupted", "handlers_back": True}
     assert ckpt.verify_checkpoint(root) == root / "step-00000003"
 
-    straight = Trainer(make_model(len(tokenizer)), train, test, _config(tmp_path / "a"))
+    straight = Trainer(make_model(len(wordpiece_tokenizer)), train, test, _config(tmp_path / "a"))
     straight.fit()
     torch.manual_seed(12345)
-    resumed = Trainer(make_model(len(tokenizer), seed=99), train, test, _config(tmp_path / "b"), resume_from=root)
+    resumed = Trainer(make_model(len(wordpiece_tokenizer), seed=99), train, test, _config(tmp_path / "b"),
+                      resume_from=root)
     resumed.fit()
     assert _losses(resumed) == _losses(straight)
     for (name, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
         assert torch.equal(a, b), name
 
 
-def test_a_repeat_within_the_grace_time_is_the_same_request(tmp_path, pairs, tokenizer, make_model):
+def test_a_repeat_within_the_grace_time_is_the_same_request(tmp_path, pairs, wordpiece_tokenizer, make_model):
     """torchrun forwards the Ctrl-C its workers already got from the terminal: that must not abort the save."""
     train, _ = pairs
-    ended = _forked(lambda: _fit_until_interrupted(Trainer(make_model(len(tokenizer)), train, None, _config(tmp_path),
+    ended = _forked(lambda: _fit_until_interrupted(Trainer(make_model(len(wordpiece_tokenizer)), train, None,
+                                                           _config(tmp_path),
                                                            callbacks=[_signals_at(2, signal.SIGINT, signal.SIGINT)])))
     assert not ended["at_once"] and ended["checkpoint"] == tmp_path / "ckpt" / "step-00000002"
     assert ckpt.verify_checkpoint(tmp_path / "ckpt").name == "step-00000002"
 
 
-def test_a_second_signal_stops_at_once_and_leaves_nothing_half_written(tmp_path, pairs, tokenizer, make_model):
+def test_a_second_signal_stops_at_once_and_leaves_nothing_half_written(tmp_path, pairs, wordpiece_tokenizer,
+                                                                       make_model):
     train, _ = pairs
 
     def scenario() -> dict[str, Any]:
@@ -153,7 +156,7 @@ def test_a_second_signal_stops_at_once_and_leaves_nothing_half_written(tmp_path,
             return real_save(obj, file, *args, **kwargs)
 
         ckpt.torch.save = second_signal_while_saving
-        return _fit_until_interrupted(Trainer(make_model(len(tokenizer)), train, None,
+        return _fit_until_interrupted(Trainer(make_model(len(wordpiece_tokenizer)), train, None,
                                               _config(tmp_path, checkpoint_interval=1),
                                               callbacks=[_signals_at(2, signal.SIGINT)]))
 
@@ -168,10 +171,10 @@ def test_a_second_signal_stops_at_once_and_leaves_nothing_half_written(tmp_path,
     assert ckpt.verify_checkpoint(root) == first
 
 
-def test_fit_on_a_background_thread_leaves_the_signal_handlers_alone(pairs, tokenizer, make_model):
+def test_fit_on_a_background_thread_leaves_the_signal_handlers_alone(pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
     seen = []
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(Path("unused"), checkpoint_dir=None),
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(Path("unused"), checkpoint_dir=None),
                       callbacks=[lambda record: seen.append(_handlers())])
     before = _handlers()
     trainer.start(2)

@@ -25,25 +25,25 @@ def _record(step: int) -> MetricsRecord:
                          train_nsp_accuracy=0.5, lr=1e-3, grad_norm=1.0, time=0.1 * step)
 
 
-def test_a_fresh_run_writes_the_metrics_file_anew(tmp_path, pairs, tokenizer, make_model):
+def test_a_fresh_run_writes_the_metrics_file_anew(tmp_path, pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
     metrics = tmp_path / "metrics.jsonl"
-    first = Trainer(make_model(len(tokenizer)), train, None, _config(metrics_file=str(metrics)))
+    first = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(metrics_file=str(metrics)))
     first.fit(4)
     assert _steps(metrics) == [1, 2, 3, 4]
-    second = Trainer(make_model(len(tokenizer), seed=1), train, None, _config(metrics_file=str(metrics)))
+    second = Trainer(make_model(len(wordpiece_tokenizer), seed=1), train, None, _config(metrics_file=str(metrics)))
     records = second.fit(3)
     assert _steps(metrics) == [1, 2, 3]
     lines = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert lines == [record.to_dict() for record in records]  # the second run's own values, not the first's
 
 
-def test_a_resumed_run_keeps_the_checkpoint_steps_and_adds_its_own(tmp_path, pairs, tokenizer, make_model):
+def test_a_resumed_run_keeps_the_checkpoint_steps_and_adds_its_own(tmp_path, pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
     metrics, root = tmp_path / "metrics.jsonl", tmp_path / "ckpt"
-    Trainer(make_model(len(tokenizer)), train, None, _config(metrics_file=str(metrics),
+    Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(metrics_file=str(metrics),
                                                              checkpoint_dir=str(root))).fit(3)
-    resumed = Trainer(make_model(len(tokenizer)), train, None,
+    resumed = Trainer(make_model(len(wordpiece_tokenizer)), train, None,
                       _config(metrics_file=str(metrics), checkpoint_dir=str(root)), resume_from=root)
     resumed.fit()
     assert _steps(metrics) == [1, 2, 3, 4, 5, 6]

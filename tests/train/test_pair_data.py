@@ -69,7 +69,7 @@ def test_split_documents_is_seeded_and_disjoint():
         split_documents(documents, 1.5, seed=0)
 
 
-def test_pairs_follow_the_nsp_convention_and_fit(pairs, tokenizer):
+def test_pairs_follow_the_nsp_convention_and_fit(pairs, wordpiece_tokenizer):
     train, _ = pairs
     examples = train.examples(0)
     labels = Counter(e.nsp_label for e in examples)
@@ -93,22 +93,23 @@ def _find(haystack: list[int], needle: list[int], start: int = 0) -> int:
     return -1
 
 
-def test_pairs_are_reproducible_per_epoch_and_change_between_epochs(pairs, documents, tokenizer):
+def test_pairs_are_reproducible_per_epoch_and_change_between_epochs(pairs, documents, wordpiece_tokenizer):
     train, _ = pairs
-    again = SentencePairDataset(documents[0], tokenizer, train.max_seq_length, seed=0)
+    again = SentencePairDataset(documents[0], wordpiece_tokenizer, train.max_seq_length, seed=0)
     assert again.examples(0) == train.examples(0)
     assert train.examples(1) != train.examples(0)
-    assert SentencePairDataset(documents[0], tokenizer, train.max_seq_length, seed=1).examples(0) != train.examples(0)
+    assert SentencePairDataset(documents[0], wordpiece_tokenizer, train.max_seq_length,
+                               seed=1).examples(0) != train.examples(0)
 
 
-def test_dataset_argument_errors(tokenizer):
+def test_dataset_argument_errors(wordpiece_tokenizer):
     with pytest.raises(ValueError, match="max_seq_length"):
-        SentencePairDataset(["a b c. d e f."] * 3, tokenizer, 4)
+        SentencePairDataset(["a b c. d e f."] * 3, wordpiece_tokenizer, 4)
     with pytest.raises(ValueError, match="at least 2"):
-        SentencePairDataset(["only one document. With two sentences."], tokenizer, 32)
+        SentencePairDataset(["only one document. With two sentences."], wordpiece_tokenizer, 32)
 
 
-def test_collator_builds_cls_a_sep_b_sep_pads_to_the_longest_and_masks(pairs, tokenizer):
+def test_collator_builds_cls_a_sep_b_sep_pads_to_the_longest_and_masks(pairs, wordpiece_tokenizer):
     train, _ = pairs
     examples = train.examples(0)[:16]
     collator = MaskingCollator(train.special_ids, mlm_probability=0.3, seed=0)
@@ -119,17 +120,18 @@ def test_collator_builds_cls_a_sep_b_sep_pads_to_the_longest_and_masks(pairs, to
         n, a = len(e.tokens_a) + len(e.tokens_b) + 3, len(e.tokens_a)
         ids, labels = batch["input_ids"][row], batch["mlm_labels"][row]
         original = torch.where(labels != IGNORE_INDEX, labels, ids)
-        assert original[:n].tolist() == [tokenizer.cls_token_id, *e.tokens_a, tokenizer.sep_token_id, *e.tokens_b,
-                                         tokenizer.sep_token_id]
+        assert original[:n].tolist() == [wordpiece_tokenizer.cls_token_id, *e.tokens_a,
+                                         wordpiece_tokenizer.sep_token_id, *e.tokens_b,
+                                         wordpiece_tokenizer.sep_token_id]
         assert batch["token_type_ids"][row].tolist() == [0] * (a + 2) + [1] * (n - a - 2) + [0] * (longest - n)
         assert batch["attention_mask"][row].tolist() == [1] * n + [0] * (longest - n)
-        assert (ids[n:] == tokenizer.pad_token_id).all()
+        assert (ids[n:] == wordpiece_tokenizer.pad_token_id).all()
         specials = torch.tensor([0, a + 1, n - 1])
         assert (labels[specials] == IGNORE_INDEX).all() and (labels[n:] == IGNORE_INDEX).all()
     selected = batch["mlm_labels"] != IGNORE_INDEX
     share = selected.sum() / batch["attention_mask"].sum()
     assert 0.2 < share < 0.4
-    masked = batch["input_ids"][selected] == tokenizer.mask_token_id
+    masked = batch["input_ids"][selected] == wordpiece_tokenizer.mask_token_id
     assert 0.65 < masked.float().mean() < 0.95  # 80% [MASK]
 
 

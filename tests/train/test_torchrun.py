@@ -14,9 +14,9 @@ from bertviz_lab.train import BertRunner
 from bertviz_lab.train import checkpoint as ckpt
 
 
-def _config(saved_tokenizer: str) -> dict:
+def _config(wordpiece_tokenizer_dir: str) -> dict:
     return {
-        "data": {"corpus": "builtin", "tokenizer": saved_tokenizer, "sequence_length": 32, "batch_size": 8,
+        "data": {"corpus": "builtin", "tokenizer": wordpiece_tokenizer_dir, "sequence_length": 32, "batch_size": 8,
                  "test_fraction": 0.2, "random_seed": 1},
         "model": {"dim_model": 32, "num_heads": 2, "dim_ff": 64, "num_layers": 1,
                   "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
@@ -26,8 +26,8 @@ def _config(saved_tokenizer: str) -> dict:
 
 
 @pytest.mark.slow
-def test_two_gloo_processes_match_one_process_with_the_same_global_batch(tmp_path, saved_tokenizer, child_env):
-    config = _config(saved_tokenizer)
+def test_two_gloo_processes_match_one_process_with_the_same_global_batch(tmp_path, wordpiece_tokenizer_dir, child_env):
+    config = _config(wordpiece_tokenizer_dir)
     config_file = tmp_path / "ddp.yaml"
     config_file.write_text(yaml.safe_dump(config))
     metrics, output, checkpoints = tmp_path / "metrics.jsonl", tmp_path / "results.json", tmp_path / "ckpt"

@@ -36,10 +36,11 @@ def _config(**overrides) -> TrainConfig:
     return TrainConfig(**{**values, **overrides})
 
 
-def test_callbacks_get_one_record_per_step_with_eval_on_eval_steps(pairs, tokenizer, make_model):
+def test_callbacks_get_one_record_per_step_with_eval_on_eval_steps(pairs, wordpiece_tokenizer, make_model):
     train, test = pairs
     seen: list[MetricsRecord] = []
-    trainer = Trainer(make_model(len(tokenizer)), train, test, _config(eval_interval=3), callbacks=[seen.append])
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, test, _config(eval_interval=3),
+                      callbacks=[seen.append])
     returned = trainer.fit()
     assert [r.step for r in seen] == [1, 2, 3, 4, 5, 6] and returned == seen == trainer.history
     for record in seen:
@@ -53,10 +54,10 @@ def test_callbacks_get_one_record_per_step_with_eval_on_eval_steps(pairs, tokeni
     assert trainer.stop_reason == "finished"
 
 
-def test_loss_falls_with_warmup_then_linear_decay(pairs, tokenizer, make_model):
+def test_loss_falls_with_warmup_then_linear_decay(pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
     config = _config(max_steps=10, warmup_steps=4, learning_rate=1e-2)
-    trainer = Trainer(make_model(len(tokenizer)), train, None, config)
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, config)
     history = trainer.fit()
     lrs = [r.lr for r in history]
     assert lrs[:4] == pytest.approx([2.5e-3, 5e-3, 7.5e-3, 1e-2]) and lrs[4:] == pytest.approx(
@@ -113,9 +114,9 @@ def test_a_step_without_masked_tokens_has_no_mlm_values(tmp_path, make_model):
     assert math.isfinite(evaluation["eval_nsp_loss"])
 
 
-def test_background_start_and_clean_stop_writes_a_checkpoint(tmp_path, pairs, tokenizer, make_model):
+def test_background_start_and_clean_stop_writes_a_checkpoint(tmp_path, pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
-    trainer = Trainer(make_model(len(tokenizer)), train, None,
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None,
                       _config(max_steps=100_000, checkpoint_dir=str(tmp_path / "ckpt")))
     steps_seen = threading.Event()
     trainer.callbacks.append(lambda record: record.step >= 3 and steps_seen.set())
@@ -138,9 +139,9 @@ def test_background_start_and_clean_stop_writes_a_checkpoint(tmp_path, pairs, to
     assert trainer.step == before + 2
 
 
-def test_background_errors_are_raised_by_join(pairs, tokenizer, make_model):
+def test_background_errors_are_raised_by_join(pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config())
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config())
 
     def broken(record):
         raise RuntimeError("panel exploded")
@@ -155,10 +156,10 @@ def test_background_errors_are_raised_by_join(pairs, tokenizer, make_model):
     assert trainer.join() is True  # the error is reported once
 
 
-def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, pairs, tokenizer, make_model):
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
     root = tmp_path / "ckpt"
-    trainer = Trainer(make_model(len(tokenizer)), train, None,
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None,
                       _config(max_steps=20, checkpoint_dir=str(root), checkpoint_interval=2, keep_checkpoints=5))
 
     def poison(record):
@@ -175,12 +176,13 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, pairs, toke
     assert ckpt.latest_checkpoint(root).name == "step-00000004"
     state = ckpt.load_trainer_state(root)
     assert state["step"] == 4 and all(math.isfinite(r["train_mlm_loss"]) for r in state["history"])
-    fresh = make_model(len(tokenizer))
+    fresh = make_model(len(wordpiece_tokenizer))
     ckpt.load_model_weights(fresh, root)
     assert all(torch.isfinite(p).all() for p in fresh.parameters())
 
 
-def test_log_lines_are_written_above_the_progress_bar_and_the_handler_is_put_back(pairs, tokenizer, make_model,
+def test_log_lines_are_written_above_the_progress_bar_and_the_handler_is_put_back(pairs, wordpiece_tokenizer,
+                                                                                  make_model,
                                                                                    capsys):
     train, _ = pairs
     handler = logging.StreamHandler(sys.stderr)  # pytest's captured stderr, where the bar goes too
@@ -190,7 +192,8 @@ def test_log_lines_are_written_above_the_progress_bar_and_the_handler_is_put_bac
     log.setLevel(logging.INFO)
     log.addHandler(handler)
     try:
-        trainer = Trainer(make_model(len(tokenizer)), train, None, _config(max_steps=4, log_interval=1, progress=True))
+        trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(max_steps=4, log_interval=1,
+                                                                                     progress=True))
         trainer.fit(2)
         assert handler.stream is sys.stderr
         trainer.callbacks.append(lambda record: 1 / 0)
@@ -220,18 +223,19 @@ class EndWatcher:
         self.ends.append((trainer.stop_reason, trainer.step))
 
 
-def test_callbacks_hear_when_each_fit_ends(pairs, tokenizer, make_model):
+def test_callbacks_hear_when_each_fit_ends(pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
     watcher = EndWatcher()
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(max_steps=4), callbacks=[watcher, print])
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(max_steps=4), callbacks=[watcher,
+                                                                                                          print])
     trainer.fit(2)
     trainer.fit()
     assert watcher.steps == [1, 2, 3, 4] and watcher.ends == [("finished", 2), ("finished", 4)]
 
 
-def test_nan_without_checkpoint_dir_says_nothing_was_saved(pairs, tokenizer, make_model):
+def test_nan_without_checkpoint_dir_says_nothing_was_saved(pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
-    model = make_model(len(tokenizer))
+    model = make_model(len(wordpiece_tokenizer))
     with torch.no_grad():
         model.bert.embeddings.LayerNorm.weight.fill_(float("inf"))
     watcher = EndWatcher()
@@ -251,9 +255,9 @@ def test_trains_on_synthetic_batches(make_model):
     assert set(trainer.evaluate()) == EVAL_KEYS
 
 
-def test_errors_name_the_bad_value(pairs, tokenizer, make_model, tiny_config):
+def test_errors_name_the_bad_value(pairs, wordpiece_tokenizer, make_model, tiny_config):
     train, _ = pairs
-    model = make_model(len(tokenizer))
+    model = make_model(len(wordpiece_tokenizer))
     with pytest.raises(TypeError, match="BERTForPreTraining"):
         Trainer(BERTForMaskedLM(tiny_config(vocab_size=50)), train)
     with pytest.raises(ValueError, match="needs a CUDA device"):
@@ -280,14 +284,15 @@ def test_errors_name_the_bad_value(pairs, tokenizer, make_model, tiny_config):
         Trainer(model, train, None, _config(), callbacks=["not callable"])
 
 
-def test_unwritable_checkpoint_dir_or_metrics_file_fail_before_the_first_step(tmp_path, pairs, tokenizer, make_model):
+def test_unwritable_checkpoint_dir_or_metrics_file_fail_before_the_first_step(tmp_path, pairs, wordpiece_tokenizer,
+                                                                              make_model):
     train, _ = pairs
     file = tmp_path / "file"
     file.write_text("")
     with pytest.raises(ValueError, match=rf"^TrainConfig.checkpoint_dir={file}/ckpt cannot be created: {file} is not "
                                          r"a directory$"):
-        Trainer(make_model(len(tokenizer)), train, None, _config(checkpoint_dir=str(file / "ckpt")))
+        Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(checkpoint_dir=str(file / "ckpt")))
     with pytest.raises(ValueError, match=r"^TrainConfig.metrics_file=/dev/full cannot be written: No space left on "
                                          r"device$"):
-        Trainer(make_model(len(tokenizer)), train, None, _config(metrics_file="/dev/full"))
+        Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(metrics_file="/dev/full"))
     assert [p.name for p in tmp_path.iterdir()] == ["file"]

@@ -53,9 +53,10 @@ def _run_yaml(tmp_path: Path, **training) -> Path:
 
 
 # non-finite updates -------------------------------------------------------------------------------------------
-def test_a_learning_rate_that_overflows_adamw_is_a_non_finite_error_naming_the_step(pairs, tokenizer, make_model):
+def test_a_learning_rate_that_overflows_adamw_is_a_non_finite_error_naming_the_step(pairs, wordpiece_tokenizer,
+                                                                                    make_model):
     train, _ = pairs
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(learning_rate=1e300))
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(learning_rate=1e300))
     with pytest.raises(NonFiniteLossError) as caught:
         trainer.fit()
     message = str(caught.value)
@@ -80,9 +81,9 @@ def test_the_cli_prints_an_overflow_as_one_line_and_exits_1(tmp_path, capsys, mo
     assert not (tmp_path / "metrics.jsonl").exists()
 
 
-def test_non_finite_gradients_stop_before_the_update_naming_the_parameter(pairs, tokenizer, make_model):
+def test_non_finite_gradients_stop_before_the_update_naming_the_parameter(pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
-    model = make_model(len(tokenizer))
+    model = make_model(len(wordpiece_tokenizer))
     model.cls.seq_relationship.weight.register_hook(lambda grad: torch.full_like(grad, float("inf")))
     before = _weights(model)
     trainer = Trainer(model, train, None, _config())
@@ -94,10 +95,10 @@ def test_non_finite_gradients_stop_before_the_update_naming_the_parameter(pairs,
     assert _same(_weights(model), before)  # nothing applied
 
 
-def test_parameters_made_non_finite_by_the_update_are_named(tmp_path, pairs, tokenizer, make_model):
+def test_parameters_made_non_finite_by_the_update_are_named(tmp_path, pairs, wordpiece_tokenizer, make_model):
     train, _ = pairs
     root = tmp_path / "ckpt"
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(checkpoint_dir=str(root)))
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(checkpoint_dir=str(root)))
     trainer.fit(2)
 
     def update_goes_nan(optimizer, args, kwargs):
@@ -114,10 +115,10 @@ def test_parameters_made_non_finite_by_the_update_are_named(tmp_path, pairs, tok
     assert [p.name for p in ckpt.list_checkpoints(root)] == ["step-00000002"]  # nothing saved at the end of fit
 
 
-def test_huge_but_finite_parameters_are_not_called_non_finite(pairs, tokenizer, make_model):
+def test_huge_but_finite_parameters_are_not_called_non_finite(pairs, wordpiece_tokenizer, make_model):
     """Their sum overflows float32 (the cheap per-step check); the closer look finds every value finite."""
     train, _ = pairs
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config())
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config())
 
     def update_to_huge_values(optimizer, args, kwargs):
         with torch.no_grad():
@@ -128,10 +129,10 @@ def test_huge_but_finite_parameters_are_not_called_non_finite(pairs, tokenizer, 
     assert torch.isinf(trainer.model.bert.embeddings.LayerNorm.bias.sum())
 
 
-def test_the_non_finite_message_says_what_the_config_keeps(tmp_path, pairs, tokenizer, make_model):
+def test_the_non_finite_message_says_what_the_config_keeps(tmp_path, pairs, wordpiece_tokenizer, make_model):
     """checkpoint_dir set but nothing saved yet: the message must not ask to set it."""
     train, _ = pairs
-    model = make_model(len(tokenizer))
+    model = make_model(len(wordpiece_tokenizer))
     with torch.no_grad():
         model.bert.embeddings.LayerNorm.weight.fill_(float("inf"))
     root = tmp_path / "ckpt"
@@ -158,14 +159,14 @@ def test_an_empty_output_path_is_refused(name, value):
         TrainConfig(**{name: value})
 
 
-def test_output_paths_must_be_strings_and_paths_become_strings(tmp_path, pairs, tokenizer, make_model):
+def test_output_paths_must_be_strings_and_paths_become_strings(tmp_path, pairs, wordpiece_tokenizer, make_model):
     with pytest.raises(TypeError, match=r"^TrainConfig\.checkpoint_dir must be a path \(str\) or None, got 5\.$"):
         TrainConfig(checkpoint_dir=5)
     config = _config(checkpoint_dir=tmp_path / "ckpt", metrics_file=tmp_path / "m.jsonl")
     assert config.checkpoint_dir == str(tmp_path / "ckpt") and config.metrics_file == str(tmp_path / "m.jsonl")
     train, _ = pairs
-    Trainer(make_model(len(tokenizer)), train, None, config).fit(1)
-    resumed = Trainer(make_model(len(tokenizer)), train, None, config, resume_from=tmp_path / "ckpt")
+    Trainer(make_model(len(wordpiece_tokenizer)), train, None, config).fit(1)
+    resumed = Trainer(make_model(len(wordpiece_tokenizer)), train, None, config, resume_from=tmp_path / "ckpt")
     assert resumed.step == 1  # the checkpoint (which holds this config) loads with weights_only
 
 
@@ -205,10 +206,10 @@ def _safetensors_on_a_full_disk(*args, **kwargs):
     ("save_pretrained", _safetensors_on_a_full_disk, None),
 ])
 def test_a_full_disk_while_saving_is_one_error_naming_the_folder_and_keeps_the_last_checkpoint(
-        tmp_path, pairs, tokenizer, make_model, monkeypatch, target, failure, free):
+        tmp_path, pairs, wordpiece_tokenizer, make_model, monkeypatch, target, failure, free):
     train, _ = pairs
     root = tmp_path / "ckpt"
-    trainer = Trainer(make_model(len(tokenizer)), train, None, _config(checkpoint_dir=str(root)))
+    trainer = Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(checkpoint_dir=str(root)))
     good = trainer.fit(2) and trainer.last_checkpoint
     good_bytes = {p.name: p.read_bytes() for p in good.iterdir()}
     if target == "torch.save":
@@ -227,11 +228,11 @@ def test_a_full_disk_while_saving_is_one_error_naming_the_folder_and_keeps_the_l
     assert ckpt.verify_checkpoint(root) == good
 
 
-def test_another_library_failure_is_quoted(tmp_path, pairs, tokenizer, make_model, monkeypatch):
+def test_another_library_failure_is_quoted(tmp_path, pairs, wordpiece_tokenizer, make_model, monkeypatch):
     train, _ = pairs
     monkeypatch.setattr(ckpt.torch, "save", _torch_on_a_full_disk)  # with the disk not full
     with pytest.raises(ckpt.CheckpointWriteError) as caught:
-        Trainer(make_model(len(tokenizer)), train, None, _config(checkpoint_dir=str(tmp_path))).fit(1)
+        Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(checkpoint_dir=str(tmp_path))).fit(1)
     assert caught.value.errno is None
     assert str(caught.value) == (f"the checkpoint of step 1 could not be written in {tmp_path} ([enforce fail at "
                                  f"inline_container.cc:672] . unexpected pos 704 vs 598); nothing was saved for step "
@@ -291,10 +292,11 @@ def _metrics(path: Path) -> list[dict]:
     return [{k: v for k, v in json.loads(line).items() if k != "time"} for line in path.read_text().splitlines()]
 
 
-def test_after_a_crash_the_resume_keeps_each_step_once_in_the_metrics_file(tmp_path, pairs, tokenizer, make_model):
+def test_after_a_crash_the_resume_keeps_each_step_once_in_the_metrics_file(tmp_path, pairs, wordpiece_tokenizer,
+                                                                           make_model):
     train, _ = pairs
     straight_file = tmp_path / "straight.jsonl"
-    Trainer(make_model(len(tokenizer)), train, None, _config(metrics_file=str(straight_file))).fit()
+    Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(metrics_file=str(straight_file))).fit()
 
     metrics, root = tmp_path / "metrics.jsonl", tmp_path / "ckpt"
     config = _config(metrics_file=str(metrics), checkpoint_dir=str(root), checkpoint_interval=2)
@@ -304,10 +306,10 @@ def test_after_a_crash_the_resume_keeps_each_step_once_in_the_metrics_file(tmp_p
             raise RuntimeError("the machine went away")
 
     with pytest.raises(RuntimeError, match="went away"):
-        Trainer(make_model(len(tokenizer)), train, None, config, callbacks=[crash]).fit()
+        Trainer(make_model(len(wordpiece_tokenizer)), train, None, config, callbacks=[crash]).fit()
     assert [r["step"] for r in _metrics(metrics)] == [1, 2, 3, 4, 5]  # step 5 is after the last checkpoint (4)
 
-    resumed = Trainer(make_model(len(tokenizer)), train, None, config, resume_from=root)
+    resumed = Trainer(make_model(len(wordpiece_tokenizer)), train, None, config, resume_from=root)
     assert [r["step"] for r in _metrics(metrics)] == [1, 2, 3, 4]  # rewritten on resume
     resumed.fit()
     assert [r["step"] for r in _metrics(metrics)] == list(range(1, 9))
