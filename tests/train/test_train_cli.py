@@ -212,7 +212,7 @@ def test_unwritable_output_paths_exit_2_before_the_first_step(tmp_path, capsys, 
     file.write_text("keep me\n")
     value = value.format(file=file, tmp=tmp_path)
     config = _tiny_synthetic(tmp_path, steps=2)
-    if key == "data.tokenizer_dir":  # only a trained wordpiece_tokenizer is saved
+    if key == "data.tokenizer_dir":  # only a trained tokenizer is saved
         config["data"].update(corpus=str(tmp_path / "corpus.txt"), tokenizer="train")
         (tmp_path / "corpus.txt").write_text("One sentence here. Another one there.\n")
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
