@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 import torch
 
 from bertviz_lab.model.pretraining import IGNORE_INDEX, create_masked_lm_inputs
+from bertviz_lab.train import schema
 from bertviz_lab.train.synthetic import (  # noqa: F401  (data.py is where DESIGN.md lists synthetic batches)
     create_mlm_batch,
     create_nsp_pair_batch,
@@ -31,6 +32,8 @@ from bertviz_lab.train.synthetic import (  # noqa: F401  (data.py is where DESIG
 )
 
 BUILTIN_CORPUS = "builtin"
+MASK_PROBABILITY = schema.key("data.mask_probability").default  # the run config's defaults: one per setting
+SHORT_SEQ_PROB = schema.key("data.short_seq_prob").default
 NEXT_SENTENCE, RANDOM_SENTENCE = 0, 1
 BATCH_KEYS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "nsp_labels")
 
@@ -142,7 +145,7 @@ class SentencePairDataset:
     """Tokenized documents that yield a fresh, seeded set of NSP pairs per epoch (BERT's create_pretraining_data)."""
 
     def __init__(self, documents: Iterable[str], tokenizer: Any, max_seq_length: int = 128, *, seed: int = 0,
-                 short_seq_prob: float = 0.1) -> None:
+                 short_seq_prob: float = SHORT_SEQ_PROB) -> None:
         if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 8:
             raise ValueError(f"max_seq_length must be an int >= 8, got {max_seq_length!r}.")
         if not 0.0 <= short_seq_prob <= 1.0:
@@ -250,7 +253,7 @@ class SentencePairDataset:
 class MaskingCollator:
     """Pairs -> padded (B, T) tensors with 80/10/10 masking drawn from its own seeded generator (dynamic masking)."""
 
-    def __init__(self, special_ids: SpecialIds, mlm_probability: float = 0.15, seed: int = 0) -> None:
+    def __init__(self, special_ids: SpecialIds, mlm_probability: float = MASK_PROBABILITY, seed: int = 0) -> None:
         if not 0.0 <= mlm_probability <= 1.0:
             raise ValueError(f"mlm_probability must be in [0, 1], got {mlm_probability!r}.")
         self.special_ids, self.mlm_probability = special_ids, mlm_probability
@@ -306,8 +309,9 @@ class PairBatches:
     rows: N processes see exactly the data one process would see with an N-times larger batch.
     """
 
-    def __init__(self, dataset: SentencePairDataset, global_batch_size: int, *, mlm_probability: float = 0.15,
-                 seed: int = 0, rank: int = 0, world_size: int = 1, shuffle: bool = True) -> None:
+    def __init__(self, dataset: SentencePairDataset, global_batch_size: int, *,
+                 mlm_probability: float = MASK_PROBABILITY, seed: int = 0, rank: int = 0, world_size: int = 1,
+                 shuffle: bool = True) -> None:
         if global_batch_size < 1 or global_batch_size % world_size:
             raise ValueError(f"global_batch_size ({global_batch_size}) must be a positive multiple of the number of "
                              f"processes ({world_size}).")
@@ -391,7 +395,7 @@ class FixedBatches:
 
 
 def evaluation_batches(data: SentencePairDataset | Sequence[dict[str, torch.Tensor]], batch_size: int, *,
-                       mlm_probability: float = 0.15, seed: int = 0, rank: int = 0,
+                       mlm_probability: float = MASK_PROBABILITY, seed: int = 0, rank: int = 0,
                        world_size: int = 1) -> list[dict[str, torch.Tensor]]:
     """Held-out batches masked once with a fixed seed (every evaluation scores the same task); this rank's rows."""
     if isinstance(data, SentencePairDataset):

@@ -4,6 +4,7 @@ the README's table of the YAML keys is the one the schema generates."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.fields import fields_of
 from bertviz_lab.train import runner
+from bertviz_lab.train.data import MaskingCollator, PairBatches, SentencePairDataset, evaluation_batches
 from bertviz_lab.train.run_config import ConfigError, load_config, validate_config
 from bertviz_lab.train.schema import MODEL_FIELDS, SCHEMA, key
 from bertviz_lab.train.schema_table import main, markdown
@@ -47,6 +49,11 @@ def test_the_cli_the_trainer_and_the_yaml_loader_see_one_default_per_setting(tmp
         expected = loaded[section][field] if name != "seed" else loaded["data"]["random_seed"]  # null: random_seed
         assert from_trainer[name] == expected, name
     assert from_trainer["learning_rate"] == SCHEMA["training"]["learning_rate"].default == 1e-3
+    for function, parameter, full in ((SentencePairDataset, "short_seq_prob", "data.short_seq_prob"),
+                                      (PairBatches, "mlm_probability", "data.mask_probability"),
+                                      (MaskingCollator, "mlm_probability", "data.mask_probability"),
+                                      (evaluation_batches, "mlm_probability", "data.mask_probability")):
+        assert inspect.signature(function).parameters[parameter].default == key(full).default, function
 
 
 def test_the_model_keys_default_to_bert_configs_values():
