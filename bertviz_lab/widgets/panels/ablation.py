@@ -112,8 +112,9 @@ def summary_html(ablation: Ablation | None, has_model: bool) -> str:
         return ("<span class='bvl-ablation-summary bvl-ablation-quiet'>switching heads off needs the model: build the "
                 "panel with model= and tokenizer=</span>")
     if ablation is None:
-        return ("<span class='bvl-ablation-summary bvl-ablation-quiet'>all heads on · choose “switch heads off” and "
-                "click thumbnails (or shift-click any time) to run the text again without them</span>")
+        return ("<span class='bvl-ablation-summary bvl-ablation-quiet'>all heads on · choose “switch it off” and "
+                "click thumbnails (or shift-click any time, or press Space on a focused one) to run the text again "
+                "without them</span>")
     what = "" if ablation.lines() else (" · no [MASK] in the text and no sentence pair with a next-sentence head: "
                                          "only the attention maps show the change")
     return (f"<div class='bvl-ablation-summary'><b>{len(ablation.heads)} head{'s' if len(ablation.heads) != 1 else ''}"

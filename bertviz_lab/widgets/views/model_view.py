@@ -23,7 +23,9 @@ class ModelView(anywidget.AnyWidget):
     With `click_mode` "ablate" (or a shift-click in any mode) a click switches that head off or on again instead: the
     front end toggles it in `ablated`, and the panel runs the text again without those heads. `changes` then gives a
     badge per head (how far its attention moved) and `lines` what the model's predictions did. The browser gets the
-    drawing (`svg`) and these three choices; the maps' codes stay in the kernel.
+    drawing (`svg`) and these three choices; the maps' codes stay in the kernel. The keyboard does the same whatever
+    the click mode: the arrow keys move between thumbnails (one tab stop), Enter opens a head, Space switches it off
+    or on, Escape switches every head on.
     """
 
     _esm = esm("model_view.js")

@@ -2,7 +2,8 @@
 
 Only the selected query's rows travel to the browser: the drawing (figures.neuron), and as float32 buffers q (d
 floats), K of the shown keys (n × d), the products of that query (n × d), and n scores and weights, so hover shows
-exact values with no kernel round trip. Clicking a key (or Enter on a focused row) asks the panel to make it the query.
+exact values with no kernel round trip; the keyboard reads the same values (the arrow keys move along the keys and
+their dimensions). Clicking a key (or Enter on a focused row) asks the panel to make it the query.
 """
 
 from __future__ import annotations
