@@ -16,13 +16,13 @@ from bertviz_lab.trace.hooks import (
     ForwardPass,
     HookPoint,
     Trace,
-    TraceSizeError,
     hook_points,
     trace,
 )
 from bertviz_lab.trace.interventions import ablate
 from bertviz_lab.trace.saliency import saliency
 from bertviz_lab.trace.shapes import TensorSpec
+from bertviz_lab.trace.storage import TraceSizeError
 from bertviz_lab.trace.summary import Summary
 
 __all__ = [

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -22,6 +22,7 @@ from torch import nn
 from bertviz_lab.model.hook_points import ActivationCache, HookPoint, Reader, hook_points, hooks
 from bertviz_lab.trace.calls import CallRecorder
 from bertviz_lab.trace.records import Call, ForwardPass
+from bertviz_lab.trace.storage import Storage, index_list
 from bertviz_lab.trace.tokens import INPUT_ALIASES, INPUT_NAMES, token_rows
 
 if TYPE_CHECKING:
@@ -51,40 +52,6 @@ def site(name: str) -> tuple[str, int] | None:
     return kind, layer + 1 if kind == "hidden_states" else layer
 
 
-class TraceSizeError(ValueError):
-    """A trace would hold more bytes than its max_bytes allows."""
-
-
-def _index_list(value: Any, name: str, size: int | None = None, owner: str = "") -> list[int] | None:
-    """None, an int or ints -> sorted unique non-negative list; out-of-range or non-int values name the option."""
-    if value is None:
-        return None
-    items = [value] if isinstance(value, int) else value
-    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
-        raise TypeError(f"{name} must be None, an int or a list of ints, got {value!r}.")
-    items = list(items)
-    if not items or any(isinstance(i, bool) or not isinstance(i, int) for i in items):
-        raise TypeError(f"{name} must be None, an int or a non-empty list of ints, got {value!r}.")
-    if size is None:
-        if any(i < 0 for i in items):
-            raise ValueError(f"{name}={value!r} has a negative index; give indices counted from 0.")
-        return sorted(set(items))
-    bad = [i for i in items if not -size <= i < size]
-    if bad:
-        raise ValueError(f"{name}={value!r} is out of range: {owner} has {size} {name} (valid: 0..{size - 1}, or "
-                         f"negative from the end).")
-    return sorted({i % size for i in items})
-
-
-def _selector(indices: list[int] | None) -> slice | torch.Tensor | None:
-    """A view-making slice for a run of consecutive indices, else an index tensor."""
-    if indices is None:
-        return None
-    if indices == list(range(indices[0], indices[-1] + 1)):
-        return slice(indices[0], indices[-1] + 1)
-    return torch.tensor(indices)
-
-
 # the trace ---------------------------------------------------------------------------------------------
 class Trace:
     """What forward passes of a model did while traced: per pass an activation cache keyed by hook name (read
@@ -103,8 +70,6 @@ class Trace:
                  max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"trace() needs a torch.nn.Module, got {type(model).__name__}.")
-        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
-            raise ValueError(f"max_bytes must be a positive int (bytes) or None for no limit, got {max_bytes!r}.")
         points = hook_points(model)
         self._sites = {name: found for name in points if (found := site(name)) is not None}
         kinds = {kind for kind, _ in self._sites.values()}
@@ -124,17 +89,16 @@ class Trace:
             if wanted[kind] and kind not in kinds:
                 option = "qkv" if kind in ("q", "k", "v") else kind
                 raise ValueError(f"{option}=True was given but {self.model_class} has no {kind} hook points.")
-        self.layers = _index_list(layers, "layers", self.num_layers, self.model_class)
-        self.heads = _index_list(heads, "heads", self.num_heads, "each attention layer")
-        self.batch_index = _index_list(batch_index, "batch_index")
+        self.layers = index_list(layers, "layers", self.num_layers, self.model_class)
+        self.heads = index_list(heads, "heads", self.num_heads, "each attention layer")
+        self.batch_index = index_list(batch_index, "batch_index")
+        self._storage = Storage(self.heads, self.batch_index, max_bytes)
         chosen = set(range(self.num_layers)) if self.layers is None else set(self.layers)
         # the names filter: hidden state 0 (the embeddings) always, i + 1 with layer i
         self.names = [name for name, (kind, layer) in self._sites.items() if wanted[kind]
                       and (layer - 1 if kind == "hidden_states" else layer) in chosen | {-1}]
         self.max_bytes = max_bytes
         self.passes: list[ForwardPass] = []
-        self.nbytes = 0
-        self._head_sel, self._batch_sel = _selector(self.heads), _selector(self.batch_index)
         self._point_names = {id(points[name]): name for name in self.names}
         self._tokens: list[list[str]] | None = None
         self._encoding_inputs: dict[str, torch.Tensor] = {}
@@ -186,7 +150,7 @@ class Trace:
             key = INPUT_ALIASES.get(key, key)
             if key in INPUT_NAMES and isinstance(value, torch.Tensor):
                 per_row = value.dim() >= 2 and value.shape[0] == current.batch_size  # (1, T) broadcasts: kept whole
-                current.inputs[key] = self._keep(value, f"input {key}", batch_dim=per_row)
+                current.inputs[key] = self._storage.keep(value, f"input {key}", batch_dim=per_row)
         if current.index == 0 and self._tokens is not None:
             self._check_tokens_fit(self._tokens)
         if self.record_shapes:
@@ -209,32 +173,13 @@ class Trace:
                 if kind == "hidden_states" else f"{_WHAT[kind]} of layer {layer}")
         # handed over and no other hook to share it with: kept as it is (a 100 MB copy a layer at 8 x 512 saved)
         mine = handed_over and len(point._forward_hooks) == 1
-        self.passes[-1].cache[name] = self._keep(tensor, what, batch_dim=True, heads=kind in _PER_HEAD,
-                                                 copy=not mine)
+        self.passes[-1].cache[name] = self._storage.keep(tensor, what, batch_dim=True, heads=kind in _PER_HEAD,
+                                                         copy=not mine)
 
-    def _keep(self, tensor: torch.Tensor, what: str, batch_dim: bool, heads: bool = False,
-              copy: bool = True) -> torch.Tensor:
-        """A detached CPU copy of the selected rows (and heads), counted against max_bytes; without `copy`, a whole
-        CPU tensor nobody else holds is kept as it is (a selection of it is still copied: a view would pin it all)."""
-        x, fresh = tensor.detach(), False
-        if batch_dim and self.batch_index is not None:
-            if self.batch_index[-1] >= x.shape[0]:
-                raise ValueError(f"batch_index={self.batch_index!r} is out of range for a batch of {x.shape[0]}.")
-            fresh = isinstance(self._batch_sel, torch.Tensor)
-            x = x[self._batch_sel]
-        if heads and self.heads is not None:
-            fresh = fresh or isinstance(self._head_sel, torch.Tensor)
-            x = x[:, self._head_sel]
-        needed = x.numel() * x.element_size()
-        if self.max_bytes is not None and self.nbytes + needed > self.max_bytes:
-            raise TraceSizeError(
-                f"trace(max_bytes={self.max_bytes}) exceeded: keeping the {what} ({needed:,} bytes, shape "
-                f"{tuple(x.shape)}) would bring the trace to {self.nbytes + needed:,} bytes. Pass a larger max_bytes "
-                f"(or max_bytes=None for no limit), or record less with layers=, heads=, batch_index=, "
-                f"hidden_states=False or qkv/context/mlp=False.")
-        self.nbytes += needed
-        whole = not copy and x.numel() == tensor.numel()
-        return x if (fresh or whole) and x.device.type == "cpu" else x.to("cpu", copy=True)
+    @property
+    def nbytes(self) -> int:
+        """Bytes of tensors this trace holds (what max_bytes limits)."""
+        return self._storage.nbytes
 
     # tokens --------------------------------------------------------------------------------------------
     def attach_tokens(self, encoding_or_tokens: Any, tokenizer: Any = None) -> "Trace":
