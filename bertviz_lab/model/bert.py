@@ -137,6 +137,11 @@ class BERTPreTrainedModel(nn.Module):
         kernels.choose(self)
         return self
 
+    def __setstate__(self, state: dict) -> None:
+        """A copy or an unpickled model is given its attention backends like a new one (and follows override())."""
+        super().__setstate__(state)
+        kernels.choose(self)
+
     # hooks, as TransformerLens has them -----------------------------------------------------------------------
     def hook_points(self) -> dict[str, HookPoint]:
         """Every hook point by name (each point's `name` is its key here)."""

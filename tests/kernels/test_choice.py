@@ -183,6 +183,10 @@ def test_override_names_what_it_cannot_do_and_restores_the_choice_after_an_error
         assert model.encoder.layer[0].attention.self.attention_backend is None
         raise RuntimeError("inside")
     assert model.encoder.layer[0].attention.self.attention_backend is before
+    copies = [copy.deepcopy(model), pickle.loads(pickle.dumps(model))]
+    with kernels.override(attention="eager"):  # copies are chosen for like the model they copy
+        assert all(twin.encoder.layer[1].attention.self.attention_backend is None for twin in copies)
+    assert all(twin.encoder.layer[1].attention.self.attention_backend is before for twin in copies)
 
 
 def test_attention_is_chosen_once_per_device_dtype_and_head_size():
