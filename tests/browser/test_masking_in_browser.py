@@ -1,7 +1,7 @@
 """The masking preview in JupyterLab, in headless Chromium, offline: a typed [MASK] is the masked token; a click on a
 token chip masks it in the kernel (the predictions follow), the keyboard alone does the same (the chips are one tab
 stop, arrows move, Space/Enter toggle, a visible focus ring, ARIA names and pressed states), and after a reload the
-page writes to the same state.
+page writes to the same state, which the saved notebook's static copy then shows.
 
 The test writes a small notebook (a MaskingPreview on "The capital of France is [MASK]." with a tiny masked LM
 whose decoder bias makes "paris" certain) into the server's folder and runs it. Screenshots of the view in the light
@@ -22,6 +22,7 @@ from browser_lab import (
     CONTENT_BOX,
     DOM_ERRORS,
     KERNEL_READY,
+    MODEL_STATIC_COPIES,
     README_IMAGES_ENV,
     REPO,
     SCREENSHOTS,
@@ -30,6 +31,7 @@ from browser_lab import (
     open_notebook,
     run_all,
     save_notebook,
+    saved_static_copies,
     strip_ansi,
     write_notebook,
 )
@@ -73,6 +75,10 @@ FOCUS = """() => {
   return {position: Number(el.dataset.position), outline: style.outlineStyle, width: style.outlineWidth,
           visible: el.matches(':focus-visible')};
 }"""
+
+
+# The notebook's model (what a save writes) holds a static copy with `text`.
+MODEL_COPY_SHOWS = "(text) => (" + MODEL_STATIC_COPIES + ")().some((html) => html.includes(text))"
 
 
 def wait_masked(page: Any, masked: str) -> dict:
@@ -162,6 +168,11 @@ def test_a_click_and_the_keyboard_mask_tokens_in_the_kernel(page, lab_server, la
     page.locator(VIEW).first.locator('g.bvl-chip[data-position="4"]').click()
     wait_masked(page, "2,4,6")
     assert kernel_state(page) == {"chosen": [2, 4], "predicted": [2, 4, 6], "first": "paris"}
+    page.wait_for_function(MODEL_COPY_SHOWS, arg='data-masked="2,4,6"', timeout=30_000, polling=250)
+    save_notebook(page)  # the saved notebook's static copy is the kernel's drawing after the click
+    copies = saved_static_copies(lab_server.root / path)
+    assert len(copies) == 1 and 'data-masked="2,4,6"' in copies[0], copies
+    assert "3 masked: 1 typed [MASK], 2 clicked of 6 tokens" in copies[0]
 
     assert not page.errors, page.errors
     foreign = [url for url in lab_context.requested[first_request:] if not allowed_url(url)]
