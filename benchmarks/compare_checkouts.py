@@ -1,0 +1,109 @@
+"""Before and after: the forward pass and the traced forward of two checkouts of bertviz_lab, in paired samples.
+
+    python benchmarks/compare_checkouts.py BASE_DIR NEW_DIR            # every CPU row of forward.py, plain and traced
+    python benchmarks/compare_checkouts.py BASE_DIR NEW_DIR --quick    # fewer pairs (noisier)
+
+Each checkout runs in a process of its own (PYTHONPATH=its folder), both built the same (MiniLM from its package,
+bert-base from a seeded random init). The processes take turns, one forward each, base and new alternating which
+goes first, so that the drift of a shared machine hits both sides of a pair alike; the ratio reported is the median
+over pairs of new / base (below 1: the new checkout is faster). Run it under the benchmark lock on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROWS = [(name, batch, seq) for name in ("minilm", "bert-base")
+        for batch, seq in ((1, 32), (1, 128), (8, 128), (1, 512), (8, 512))]
+
+
+def worker() -> None:
+    """Answer each request line {model, batch, seq, traced} with the seconds of one forward."""
+    import torch
+
+    from bertviz_lab.model import BERT, BERT_Weights, BERTConfig
+    from bertviz_lab.trace import trace
+
+    models: dict[str, BERT] = {}
+    for line in sys.stdin:
+        request = json.loads(line)
+        name = request["model"]
+        if name not in models:
+            torch.manual_seed(0)
+            models[name] = (BERT.from_pretrained(BERT_Weights.DEFAULT.path) if name == "minilm"
+                            else BERT(BERTConfig.base())).eval()
+        model = models[name]
+        generator = torch.Generator().manual_seed(0)
+        ids = torch.randint(1000, model.config.vocab_size, (request["batch"], request["seq"]), generator=generator)
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+        with torch.inference_mode():
+            start = time.perf_counter()
+            if request["traced"]:
+                with trace(model, attentions=True, shapes=False, max_bytes=None):
+                    model(**inputs)
+            else:
+                model(**inputs)
+            seconds = time.perf_counter() - start
+        print(json.dumps(seconds), flush=True)
+
+
+class Checkout:
+    """A worker process on one checkout."""
+
+    def __init__(self, folder: str) -> None:
+        env = {**os.environ, "PYTHONPATH": os.path.abspath(folder)}
+        self.process = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, env=env)
+
+    def time(self, request: dict) -> float:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return float(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("base")
+    parser.add_argument("new")
+    parser.add_argument("--quick", action="store_true", help="5 pairs and 4 s per row instead of 15 and 12 s")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args, _ = parser.parse_known_args() if "--worker" in sys.argv else (parser.parse_args(), None)
+    if args.worker:
+        worker()
+        return
+    pairs, seconds = (5, 4.0) if args.quick else (15, 12.0)
+    base, new = Checkout(args.base), Checkout(args.new)
+    print("| model | batch | seq | traced | base ms | new ms | new / base | pairs |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|")
+    try:
+        for name, batch, seq in ROWS:
+            for traced in (False, True):
+                request = {"model": name, "batch": batch, "seq": seq, "traced": traced}
+                base.time(request), new.time(request)  # warm-up (and building the model)
+                times: dict[str, list[float]] = {"base": [], "new": []}
+                deadline = time.perf_counter() + seconds
+                while len(times["base"]) < pairs or time.perf_counter() < deadline:
+                    order = [("base", base), ("new", new)][:: 1 if len(times["base"]) % 2 == 0 else -1]
+                    for side, checkout in order:
+                        times[side].append(checkout.time(request))
+                ratio = statistics.median(n / b for b, n in zip(times["base"], times["new"]))
+                print(f"| {name} | {batch} | {seq} | {'yes' if traced else 'no'} | "
+                      f"{1000 * statistics.median(times['base']):.1f} | {1000 * statistics.median(times['new']):.1f} | "
+                      f"{ratio:.3f} | {len(times['base'])} |", flush=True)
+    finally:
+        base.close()
+        new.close()
+
+
+if __name__ == "__main__":
+    main()
