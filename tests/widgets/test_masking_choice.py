@@ -9,11 +9,12 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 from hub_cache import add_folder, commit, offline_cache
+from test_widgets_masking import tiny_trainer_for
 from widgets_testlib import tiny_config
 
 from bertviz_lab.model import BERTForMaskedLM
 from bertviz_lab.model.pretraining import IGNORE_INDEX, sample_masking
-from bertviz_lab.widgets import MaskingPreview
+from bertviz_lab.widgets import MaskingPreview, Workbench
 from bertviz_lab.widgets.panels import models as named_models
 from bertviz_lab.widgets.panels.masking import format_probability
 
@@ -224,3 +225,31 @@ def test_a_name_missing_from_the_offline_cache_says_so_in_one_line(tokenizer, pa
         preview.use_model("  ")
     with pytest.raises(ValueError, match="mode must be one of"):
         MaskingPreview(tokenizer, CAPITAL, mode="random")
+
+
+def test_the_training_tabs_model_predicts_at_the_typed_mask_of_its_own_tokens(tokenizer, backbone, xss_tokenizer):
+    """Another tokenizer reads the text again: the typed [MASK] is still the one masked token, at its new position."""
+    preview = MaskingPreview(tokenizer, "the cat sat on the [MASK] .", model=backbone)
+    assert preview.typed_positions == [6] and preview.predictions() == []  # no MLM head here
+    trainer = tiny_trainer_for(xss_tokenizer)
+    preview.offer_model_from(lambda: trainer)
+    preview.model_choice.value = "training"
+    assert preview.tokenizer is xss_tokenizer and preview.mode.value == "choose"
+    assert xss_tokenizer.convert_ids_to_tokens(preview.inputs["input_ids"][0].tolist())[6] == "[MASK]"
+    assert [position for position, _ in preview.predictions()] == [6]
+    assert_predictions_are_the_models(preview.model, preview)
+    preview.model_choice.value = "current"  # and back
+    assert preview.model is backbone and preview.predictions() == [] and preview.typed_positions == [6]
+
+
+def test_a_workbench_text_with_a_typed_mask_is_predicted_there(tokenizer, paris_model):
+    bench = Workbench(paris_model, tokenizer, text="The cat sat on the mat.")
+    masking = bench.masking
+    assert masking.mode.value == "sample" and ("the Training tab's model", "training") in masking.model_choice.options
+    bench.text_box.value = CAPITAL
+    bench.run()
+    assert masking.mode.value == "choose" and masking.text == CAPITAL
+    assert [(position, top[0][0]) for position, top in masking.predictions()] == [(TYPED, "paris")]
+    masking.toggle(4)  # france
+    bench.run()  # the same text again: the choice stays
+    assert [position for position, _ in masking.predictions()] == [4, TYPED]
