@@ -114,9 +114,11 @@ def attention_backend_name(device: torch.device, dtype: torch.dtype, head_size: 
     """"avx2" for fp32 CPU weights with a head size that is a multiple of 16 where the kernel runs (1.2-1.3x SDPA's
     CPU flash kernel from 128 tokens), else "sdpa"; what `override` asks for where it applies."""
     kernel_fits = device.type == "cpu" and dtype == torch.float32 and head_size % 16 == 0
+    if not ENABLED and _forced_attention != "eager":  # disabled() rules every fast path out, an override's too
+        return "sdpa"
     if _forced_attention is not None:
         return _forced_attention if _forced_attention != "avx2" or kernel_fits else "sdpa"
-    return "avx2" if ENABLED and kernel_fits and cpu_backend() == "avx2" else "sdpa"
+    return "avx2" if kernel_fits and cpu_backend() == "avx2" else "sdpa"
 
 
 def unhooked(*modules: nn.Module) -> bool:

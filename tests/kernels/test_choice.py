@@ -208,6 +208,9 @@ def test_attention_is_chosen_once_per_device_dtype_and_head_size():
         assert model.encoder.layer[0].attention.self.attention_backend.name == "sdpa"
         model.float()
         assert model.encoder.layer[0].attention.self.attention_backend.name == "avx2"
+        with kernels.disabled():  # plain PyTorch, whatever an override asked for
+            assert model.encoder.layer[0].attention.self.attention_backend.name == "sdpa"
+        assert model.encoder.layer[0].attention.self.attention_backend.name == "avx2"
 
 
 def test_the_avx2_backend_hands_autograd_and_dropout_to_sdpa():
