@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -79,6 +80,31 @@ LOWEST_INK_CONTRAST = """(el) => {
 STATIC_COPY_SAYS = """(text) => [...document.querySelectorAll('[data-bvl-static]')].some(
   (copy) => copy.querySelector('svg.bvl-saliency') && copy.textContent.includes(text))"""
 DARK = """() => document.body.dataset.jpThemeLight === 'false'"""
+LONG_STEPS = 384  # integrated gradients over this many steps takes seconds on the default model
+
+# Every text the progress line shows, in order, kept in the page (a poll could miss one).
+WATCH_PROGRESS = """(el) => {
+  window.__bvlProgress = [];
+  const said = el.querySelector('.bvl-saliency-progress span');
+  new MutationObserver(() => window.__bvlProgress.push(said.textContent))
+    .observe(said, {childList: true, characterData: true, subtree: true});
+}"""
+# A run under way with some of its steps done.
+PROGRESS_UNDER_WAY = """([el, total]) => {
+  const found = /^Integrated gradients: (\\d+)\\/(\\d+) steps$/.exec(
+    el.querySelector('.bvl-saliency-progress span').textContent);
+  return !!found && Number(found[2]) === total && Number(found[1]) > 0 && Number(found[1]) < total;
+}"""
+# The view while a run goes: its figure's state, the dimming, the progress line and bar.
+BUSY = """(el) => {
+  const svg = el.querySelector('svg.bvl-saliency');
+  const body = svg.querySelector('g.bvl-body');
+  const line = el.querySelector('.bvl-saliency-progress');
+  return {status: svg.dataset.status, title: svg.dataset.title, busy: el.classList.contains('bvl-busy'),
+          opacity: body ? Number(getComputedStyle(body).opacity) : 1,
+          progress: line.style.display === 'none' ? '' : line.textContent,
+          bar: Number(line.querySelector('progress').value)};
+}"""
 
 
 def printed_scores(page: Any) -> dict:
@@ -167,6 +193,27 @@ def test_the_saliency_view_renders_and_exports(page, lab_server, lab_context):
     assert svg.startswith("<svg") and 'class="bvl-fig bvl-saliency"' in svg and "gradient × input" in svg
     assert "&lt;" in svg and "<script" not in svg
     output.locator(".bvl-export-status", has_text="saved").wait_for(state="visible", timeout=10_000)
+
+    # a long run says how far it is: "Integrated gradients: n/384 steps" over the previous figure, dimmed
+    output.locator("button", has_text="integrated gradients").click()
+    wait_drawn(view, "d.title.includes('integrated gradients') && d.title.includes('64 steps')")  # kept: at once
+    view.evaluate(WATCH_PROGRESS)
+    steps = output.locator(".bvl-saliency-toolbar .widget-hbox", has_text="steps").locator("input").first
+    steps.fill(str(LONG_STEPS))
+    steps.press("Enter")
+    page.wait_for_function(PROGRESS_UNDER_WAY, arg=[view.element_handle(), LONG_STEPS], timeout=60_000, polling=50)
+    busy = view.evaluate(BUSY)
+    assert busy["status"] == "computing" and busy["busy"] and busy["opacity"] < 1, busy
+    assert busy["title"].startswith("computing … Saliency · integrated gradients") and busy["bar"] > 0, busy
+    page.screenshot(path=str(SCREENSHOTS / "saliency_progress.png"), clip=output.evaluate(CONTENT_BOX))
+    wait_drawn(view, f"d.title.includes('{LONG_STEPS} steps')", timeout_s=120)
+    seen = view.evaluate("() => window.__bvlProgress")
+    pattern = re.compile(rf"^Integrated gradients: (\d+)/{LONG_STEPS} steps$")
+    done = [int(pattern.match(text).group(1)) for text in seen if pattern.match(text)]
+    assert done and any(0 < d < LONG_STEPS for d in done) and done == sorted(done), seen
+    assert view.evaluate(BUSY)["progress"] == "" and not view.evaluate(BUSY)["busy"]
+    output.locator("button", has_text="gradient × input").click()
+    wait_drawn(view, "d.title.includes('gradient × input')")
 
     # in JupyterLab Dark the page's colours change and the text on every token box still reads
     assert view.evaluate(LOWEST_INK_CONTRAST) >= 4.5
