@@ -7,6 +7,7 @@
 //   display-id updates reach only the page that ran the cell. The HTML arrives in messages (copyMessage).
 // - While the panel has no kernel to talk to, it says so in one line at the top of the panel and disables the
 //   controls that need one (those inside a `data-bvl-local` element work without a kernel and stay enabled).
+// - It names the panel's controls that ipywidgets leaves nameless to assistive technology (nameControls).
 // Where a front end lacks what this needs (no notebook model, no session), that part does nothing and never throws.
 
 export const CONTROLS = "select, input, button, textarea";
@@ -98,6 +99,60 @@ export function showNotice(panel, problem) {
     panel.prepend(notice);
   }
   notice.textContent = NOTICES[problem];
+}
+
+// ipywidgets gives a slider's handle (role slider) no name, and a control labelled beside it (panels/controls.py:
+// labelled) only a hidden label of its own: each takes the text the page shows as its label, as aria-label. Returns
+// how many controls were named.
+export function nameControls(panel) {
+  let named = 0;
+  const name = (control, label) => {
+    const text = label ? label.textContent.trim() : "";
+    if (!text) return;
+    control.setAttribute("aria-label", text);
+    named++;
+  };
+  for (const handle of panel.querySelectorAll('[role="slider"]:not([aria-label])')) {
+    const slider = handle.closest(".widget-slider");
+    name(handle, slider && slider.querySelector(":scope > .widget-label"));
+  }
+  for (const control of panel.querySelectorAll("select:not([aria-label]), input:not([aria-label])")) {
+    const widget = control.closest(".jupyter-widgets");
+    const own = widget && widget.querySelector(":scope > label.widget-label");
+    if (!widget || (own && own.textContent.trim())) continue;
+    const beside = widget.previousElementSibling;
+    if (beside && beside.classList.contains("widget-label")) name(control, beside);
+  }
+  return named;
+}
+
+// Name the controls of the panel around `el` now and whenever its content changes (a view made later, a redraw);
+// returns the cleanup.
+function watchNames(el) {
+  let observer = null, frame = 0, disposed = false;
+  const start = () => {
+    frame = 0;
+    if (disposed) return;
+    const panel = el.closest(".bvl-panel");
+    if (!panel) {  // the view is drawn before the panel's box attaches it to the page
+      frame = requestAnimationFrame(start);
+      return;
+    }
+    nameControls(panel);
+    let pending = false;
+    observer = new MutationObserver(() => {
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => { pending = false; nameControls(panel); });
+    });
+    observer.observe(panel, { childList: true, subtree: true });
+  };
+  start();
+  return () => {
+    disposed = true;
+    if (frame) cancelAnimationFrame(frame);
+    if (observer) observer.disconnect();
+  };
 }
 
 function connect(signal, slot) {
@@ -214,9 +269,11 @@ function render({ model, el }) {
   } catch (error) {
     console.debug("bertviz_lab: the kernel is not watched here", error);
   }
+  const stopNaming = watchNames(el);
   return () => {
     style.remove();
     stopWatching();
+    stopNaming();
   };
 }
 
