@@ -49,7 +49,8 @@ def padded_batch(vocab_size: int = 100, lengths=(9, 6, 3), seed: int = 1):
 
 # real checkpoint parity ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def minilm():
+def minilm_and_reference():
+    """(our MiniLM, transformers' BertModel of the same checkpoint, its tokenizer)."""
     path = BERT_Weights.DEFAULT.path
     ours = BERT.from_pretrained(path)
     reference = transformers.BertModel.from_pretrained(str(path)).eval()
@@ -58,8 +59,8 @@ def minilm():
     return ours, reference, tokenizer
 
 
-def test_minilm_parity_padded_batch(minilm):
-    ours, reference, tokenizer = minilm
+def test_minilm_parity_padded_batch(minilm_and_reference):
+    ours, reference, tokenizer = minilm_and_reference
     sentences = ["Hello world.",
                  "The quick brown fox jumps over the lazy dog, and then it naps under a tree in 2024!",
                  "BERT's attention heads: do they really look at [SEP]?"]
@@ -74,8 +75,8 @@ def test_minilm_parity_padded_batch(minilm):
     assert got.past_key_values is None
 
 
-def test_minilm_parity_sentence_pair(minilm):
-    ours, reference, tokenizer = minilm
+def test_minilm_parity_sentence_pair(minilm_and_reference):
+    ours, reference, tokenizer = minilm_and_reference
     batch = tokenizer("The cat sat on the mat.", "Then it fell asleep in the warm afternoon sun.",
                       return_tensors="pt")
     assert batch["token_type_ids"].max() == 1

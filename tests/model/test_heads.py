@@ -293,7 +293,7 @@ def test_untied_checkpoint_loads_in_transformers(tmp_path):
 
 # BERTForPreTraining API ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def pretraining_model():
+def tiny_pretraining_model():
     torch.manual_seed(21)
     model = BERTForPreTraining(tiny_config(**SIZES))
     _perturb(model, seed=22)
@@ -306,22 +306,22 @@ def _mlm_labels(input_ids: torch.Tensor) -> torch.Tensor:
     return labels
 
 
-def test_pretraining_forward_shapes(pretraining_model):
+def test_pretraining_forward_shapes(tiny_pretraining_model):
     inputs = _inputs()
-    scores, nsp = pretraining_model(**inputs)
+    scores, nsp = tiny_pretraining_model(**inputs)
     assert scores.shape == (B, T, SIZES["vocab_size"])
     assert nsp.shape == (B, 2)
 
 
-def test_pretraining_losses_are_the_weighted_sum_of_the_parts(pretraining_model):
+def test_pretraining_losses_are_the_weighted_sum_of_the_parts(tiny_pretraining_model):
     inputs = _inputs()
     mlm_labels, nsp_labels = _mlm_labels(inputs["input_ids"]), torch.tensor([0, 1, 0])
     with torch.no_grad():
-        scores, nsp = pretraining_model(**inputs)
-        mlm = pretraining_model.get_mlm_loss(mlm_labels, **inputs)
-        nsp_loss = pretraining_model.get_nsp_loss(nsp_labels, **inputs)
-        total = pretraining_model.get_loss(mlm_labels, nsp_labels, **inputs)
-        weighted = pretraining_model.get_loss(mlm_labels, nsp_labels, **inputs, mlm_weight=0.3, nsp_weight=2.5)
+        scores, nsp = tiny_pretraining_model(**inputs)
+        mlm = tiny_pretraining_model.get_mlm_loss(mlm_labels, **inputs)
+        nsp_loss = tiny_pretraining_model.get_nsp_loss(nsp_labels, **inputs)
+        total = tiny_pretraining_model.get_loss(mlm_labels, nsp_labels, **inputs)
+        weighted = tiny_pretraining_model.get_loss(mlm_labels, nsp_labels, **inputs, mlm_weight=0.3, nsp_weight=2.5)
     expected_mlm = F.cross_entropy(scores.reshape(-1, scores.shape[-1]), mlm_labels.reshape(-1), ignore_index=-100)
     torch.testing.assert_close(mlm, expected_mlm, atol=ATOL, rtol=0)
     torch.testing.assert_close(nsp_loss, F.cross_entropy(nsp, nsp_labels), atol=ATOL, rtol=0)
@@ -329,23 +329,23 @@ def test_pretraining_losses_are_the_weighted_sum_of_the_parts(pretraining_model)
     torch.testing.assert_close(weighted, 0.3 * mlm + 2.5 * nsp_loss, atol=ATOL, rtol=0)
 
 
-def test_pretraining_predictions(pretraining_model):
+def test_pretraining_predictions(tiny_pretraining_model):
     inputs = _inputs()
     with torch.no_grad():
-        scores, nsp = pretraining_model(**inputs)
-        mlm_ids = pretraining_model.predict_mlm_token_ids(**inputs)
-        nsp_labels = pretraining_model.predict_nsp_labels(**inputs)
+        scores, nsp = tiny_pretraining_model(**inputs)
+        mlm_ids = tiny_pretraining_model.predict_mlm_token_ids(**inputs)
+        nsp_labels = tiny_pretraining_model.predict_nsp_labels(**inputs)
     assert mlm_ids.shape == (B, T) and mlm_ids.dtype == torch.long
     assert nsp_labels.shape == (B,) and nsp_labels.dtype == torch.long
     assert torch.equal(mlm_ids, scores.argmax(-1))
     assert torch.equal(nsp_labels, nsp.argmax(-1))
 
 
-def test_mlm_accuracy_counts_only_labelled_positions(pretraining_model):
+def test_mlm_accuracy_counts_only_labelled_positions(tiny_pretraining_model):
     inputs = _inputs()
     V = SIZES["vocab_size"]
     with torch.no_grad():
-        predictions = pretraining_model.predict_mlm_token_ids(**inputs)
+        predictions = tiny_pretraining_model.predict_mlm_token_ids(**inputs)
     labels = torch.full_like(predictions, P.IGNORE_INDEX)
     right = [(0, 0), (0, 4), (1, 2), (2, 1), (2, 3)]
     wrong = [(0, 7), (1, 5), (2, 0)]
@@ -354,35 +354,35 @@ def test_mlm_accuracy_counts_only_labelled_positions(pretraining_model):
     for b, t in wrong:
         labels[b, t] = (predictions[b, t] + 1) % V
     with torch.no_grad():
-        accuracy = pretraining_model.get_mlm_accuracy(labels, **inputs)
+        accuracy = tiny_pretraining_model.get_mlm_accuracy(labels, **inputs)
         assert accuracy.item() == pytest.approx(5 / 8)
         # unlabelled positions never count, whatever they hold
         all_wrong = torch.where(labels == P.IGNORE_INDEX, labels, (predictions + 1) % V)
-        assert pretraining_model.get_mlm_accuracy(all_wrong, **inputs).item() == 0.0
+        assert tiny_pretraining_model.get_mlm_accuracy(all_wrong, **inputs).item() == 0.0
         all_right = torch.where(labels == P.IGNORE_INDEX, labels, predictions)
-        assert pretraining_model.get_mlm_accuracy(all_right, **inputs).item() == 1.0
+        assert tiny_pretraining_model.get_mlm_accuracy(all_right, **inputs).item() == 1.0
         nothing = torch.full_like(labels, P.IGNORE_INDEX)
-        assert pretraining_model.get_mlm_accuracy(nothing, **inputs).item() == 0.0
+        assert tiny_pretraining_model.get_mlm_accuracy(nothing, **inputs).item() == 0.0
 
 
-def test_nsp_accuracy_and_weighted_accuracy(pretraining_model):
+def test_nsp_accuracy_and_weighted_accuracy(tiny_pretraining_model):
     inputs = _inputs()
     V = SIZES["vocab_size"]
     with torch.no_grad():
-        mlm_pred = pretraining_model.predict_mlm_token_ids(**inputs)
-        nsp_pred = pretraining_model.predict_nsp_labels(**inputs)
+        mlm_pred = tiny_pretraining_model.predict_mlm_token_ids(**inputs)
+        nsp_pred = tiny_pretraining_model.predict_nsp_labels(**inputs)
     nsp_labels = nsp_pred.clone()
     nsp_labels[1] = 1 - nsp_labels[1]  # 2 of 3 right
     mlm_labels = torch.full_like(mlm_pred, P.IGNORE_INDEX)
     mlm_labels[0, 1], mlm_labels[1, 2] = mlm_pred[0, 1], mlm_pred[1, 2]
     mlm_labels[2, 4], mlm_labels[0, 6] = (mlm_pred[2, 4] + 3) % V, (mlm_pred[0, 6] + 1) % V  # 2 of 4 right
     with torch.no_grad():
-        assert pretraining_model.get_nsp_accuracy(nsp_labels, **inputs).item() == pytest.approx(2 / 3)
-        mlm, nsp, weighted = pretraining_model.get_accuracy(mlm_labels, nsp_labels, **inputs)
+        assert tiny_pretraining_model.get_nsp_accuracy(nsp_labels, **inputs).item() == pytest.approx(2 / 3)
+        mlm, nsp, weighted = tiny_pretraining_model.get_accuracy(mlm_labels, nsp_labels, **inputs)
         assert mlm.item() == pytest.approx(0.5)
         assert nsp.item() == pytest.approx(2 / 3)
         assert weighted.item() == pytest.approx((0.5 + 2 / 3) / 2)
-        _, _, weighted = pretraining_model.get_accuracy(mlm_labels, nsp_labels, **inputs, mlm_weight=1.0,
+        _, _, weighted = tiny_pretraining_model.get_accuracy(mlm_labels, nsp_labels, **inputs, mlm_weight=1.0,
                                                         nsp_weight=3.0)
         assert weighted.item() == pytest.approx((0.5 + 3 * 2 / 3) / 4)
 
