@@ -72,15 +72,14 @@ class Checkout:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("base")
-    parser.add_argument("new")
-    parser.add_argument("--quick", action="store_true", help="5 pairs and 4 s per row instead of 15 and 12 s")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args, _ = parser.parse_known_args() if "--worker" in sys.argv else (parser.parse_args(), None)
-    if args.worker:
+    if sys.argv[1:] == ["--worker"]:
         worker()
         return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("base", help="folder of the checkout before (its bertviz_lab package is imported)")
+    parser.add_argument("new", help="folder of the checkout after")
+    parser.add_argument("--quick", action="store_true", help="5 pairs and 4 s per row instead of 15 and 12 s")
+    args = parser.parse_args()
     pairs, seconds = (5, 4.0) if args.quick else (15, 12.0)
     base, new = Checkout(args.base), Checkout(args.new)
     print("| model | batch | seq | traced | base ms | new ms | new / base | pairs |")
