@@ -82,6 +82,7 @@ function render({ model, el }) {
   el.appendChild(root);
   let figure = null;
   let refocus = null; // after a redraw, the chip or token the keyboard was on gets the focus back
+  let asked = null; // the query and window the arrow keys asked for, until the kernel draws them
 
   function activate(target) {
     const what = action(target, model.get("heads"));
@@ -126,7 +127,13 @@ function render({ model, el }) {
       const title = token.querySelector("title") || svgEl(token, "title", {}, "");
       title.textContent = (title.textContent ? title.textContent + " · " : "") + "click: open the neuron view";
     }
-    if (refocus) {
+    if (asked) { // keys pressed faster than the kernel draws: the focus stays on the query asked for, or the drawn one
+      const drawn = Number(figure.dataset.query);
+      const token = (index) => figure.querySelector(`text.bvl-token[data-side="query"][data-index="${index}"]`);
+      const again = token(asked.query) || token(drawn);
+      if (again) again.focus();
+      if (drawn === asked.query) asked = null;
+    } else if (refocus) {
       const again = figure.querySelector(refocus);
       if (again) again.focus();
       refocus = null;
@@ -151,11 +158,12 @@ function render({ model, el }) {
     const target = targetOf(event.target);
     if (figure && target && target.kind === "token" && target.side === "query") {
       const count = Number(figure.dataset.queries), rows = Number(figure.dataset.rows);
-      const query = nextQuery(Number(figure.dataset.query), event.key, count, rows, Number(figure.dataset.first));
+      const from = asked || { query: Number(figure.dataset.query), first: Number(figure.dataset.first) };
+      const query = nextQuery(from.query, event.key, count, rows, from.first);
       if (query !== null) {
         event.preventDefault(); // the arrows move the query, not the page
-        refocus = `text.bvl-token[data-side="query"][data-index="${query}"]`;
-        move(query, windowFirst(query, Number(figure.dataset.first), count, rows));
+        asked = { query, first: windowFirst(query, from.first, count, rows) };
+        move(asked.query, asked.first);
         return;
       }
     }

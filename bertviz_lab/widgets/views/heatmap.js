@@ -8,8 +8,8 @@ import { showFigure, tooltip, float16s, redrawScheduler, weightText, svgEl } fro
 // Long texts are read through a window. The zoom bar above the figure (buttons, and the query and key ranges as token
 // positions), the mouse wheel over the cells (around the cell under the pointer) and the keys + and - (around the
 // cell being read) write the window to the kernel's `window` trait ([query_start, query_end, key_start, key_end] as
-// positions, ends excluded; [] for all), and the kernel draws it; Escape resets it. The arrow keys move the cell being
-// read over the whole matrix, and the window follows it. Enter or Space (or a click) selects the cell: the kernel's
+// positions, ends excluded; [] for all), and the kernel draws it; Escape resets it. Focus reads the window's first
+// cell; the arrow keys move the cell being read over the whole matrix, and the window follows it. Enter or Space (or a click) selects the cell: the kernel's
 // `selected` trait ([query_position, key_position]) marks it in the drawing.
 //
 // The figure's cell area (class bvl-cells) says where the cells are: data-rows, data-cols (the cells drawn), data-row0,
@@ -201,7 +201,11 @@ function render({ model, el }) {
     const { area, mark } = current;
     const { row, col } = cell;
     const r = row - area.row0, c = col - area.col0;
-    if (r < 0 || c < 0 || r >= area.rows || c >= area.cols) { forget(); return; }
+    if (r < 0 || c < 0 || r >= area.rows || c >= area.cols) { // not drawn yet: read once the window shows it
+      forget();
+      chosen = cell;
+      return;
+    }
     current.values = current.values || float16s(current.raw); // decoded on the first read, not on every redraw
     const weight = current.values[row * current.cols + col];
     chosen = cell;
@@ -224,10 +228,12 @@ function render({ model, el }) {
     const win = indexWindow(model.get("window"), rowPositions(), colPositions());
     const rows = rowPositions(), cols = colPositions();
     if (!rows.length || !cols.length) return;
-    inputs.query[0].value = rows[win.r0];
-    inputs.query[1].value = rows[win.r1 - 1];
-    inputs.key[0].value = cols[win.c0];
-    inputs.key[1].value = cols[win.c1 - 1];
+    const values = { query: [rows[win.r0], rows[win.r1 - 1]], key: [cols[win.c0], cols[win.c1 - 1]] };
+    for (const side of ["query", "key"]) {
+      inputs[side].forEach((input, end) => {
+        if (input !== document.activeElement) input.value = values[side][end]; // not under a person's typing
+      });
+    }
     const whole = win.r0 === 0 && win.c0 === 0 && win.r1 === rows.length && win.c1 === cols.length;
     reset.disabled = zoomOut.disabled = whole;
     zoomIn.disabled = win.r1 - win.r0 <= MIN_WINDOW && win.c1 - win.c0 <= MIN_WINDOW;
@@ -257,6 +263,7 @@ function render({ model, el }) {
         node.setAttribute("aria-label", "attention weights: the arrow keys read one cell after another, + and - " +
           "zoom, Enter selects the cell, Escape shows all tokens");
         node.addEventListener("keydown", onKey);
+        node.addEventListener("focus", () => { if (!chosen) read({ row: area.row0, col: area.col0 }); });
         node.addEventListener("blur", () => { if (!keyboard) forget(); });
         current = { svg, area, raw, values: null, mark, node, rowTokens, colTokens, cols: colTokens.length,
           width: Number(svg.getAttribute("width")), rowPositions: rowPositions(), colPositions: colPositions() };
