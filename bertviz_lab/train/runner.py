@@ -39,7 +39,9 @@ logger = logging.getLogger("bertviz_lab.train")
 SYNTHETIC_CORPUS = "synthetic"
 RESULT_KEYS = ("train_mlm_loss", "train_nsp_loss", "test_mlm_loss", "test_nsp_loss", "test_nsp_accuracy",
                "test_mlm_accuracy")
-FIELD_KEYS = run_config_keys()  # TrainConfig field -> the run config key it comes from (errors name the key)
+SETTING_KEYS = run_config_keys()  # TrainConfig field -> the run config key that sets it
+# how errors name a TrainConfig field: its key; max_steps is worked out from training.steps (or the epochs)
+FIELD_KEYS = {**SETTING_KEYS, "max_steps": "training.steps"}
 
 
 def _mean(records: list, key: str) -> float | None:
@@ -124,7 +126,7 @@ class BertRunner:
 
     def train_config(self, max_steps: int) -> TrainConfig:
         """The Trainer's settings from the run config's keys (training.seed: data.random_seed when null)."""
-        values = {name: self.value(key) for name, key in FIELD_KEYS.items()}
+        values = {name: self.value(key) for name, key in SETTING_KEYS.items()}
         values.update(max_steps=max_steps, warmup_steps=min(values["warmup_steps"], max_steps), seed=self.seed)
         try:
             return TrainConfig(**values)
