@@ -1,5 +1,7 @@
-"""Recording what a BERT model does: hook points, traces, attention analysis, architecture diagrams."""
+"""Recording what a BERT model does: hook points (hooks, run_with_cache), traces, attention analysis, architecture
+diagrams."""
 
+from bertviz_lab.model.hook_points import ActivationCache, HookPoint, hook_points, hooks, run_with_cache
 from bertviz_lab.trace.attention import (
     attention_rollout,
     attention_shares,
@@ -10,15 +12,7 @@ from bertviz_lab.trace.attention import (
     special_token_masks,
 )
 from bertviz_lab.trace.diagram import MermaidDiagram, to_graphviz, to_mermaid
-from bertviz_lab.trace.hooks import (
-    DEFAULT_MAX_BYTES,
-    Call,
-    ForwardPass,
-    HookPoint,
-    Trace,
-    hook_points,
-    trace,
-)
+from bertviz_lab.trace.hooks import DEFAULT_MAX_BYTES, Call, ForwardPass, Trace, trace
 from bertviz_lab.trace.interventions import ablate
 from bertviz_lab.trace.saliency import saliency
 from bertviz_lab.trace.shapes import TensorSpec
@@ -26,7 +20,8 @@ from bertviz_lab.trace.storage import TraceSizeError
 from bertviz_lab.trace.summary import Summary
 
 __all__ = [
-    "DEFAULT_MAX_BYTES", "Call", "ForwardPass", "HookPoint", "MermaidDiagram", "Summary", "TensorSpec", "Trace",
-    "TraceSizeError", "ablate", "attention_rollout", "attention_shares", "head_entropy", "head_mean", "head_statistics",
-    "hook_points", "layer_means", "saliency", "special_token_masks", "to_graphviz", "to_mermaid", "trace",
+    "DEFAULT_MAX_BYTES", "ActivationCache", "Call", "ForwardPass", "HookPoint", "MermaidDiagram", "Summary",
+    "TensorSpec", "Trace", "TraceSizeError", "ablate", "attention_rollout", "attention_shares", "head_entropy",
+    "head_mean", "head_statistics", "hook_points", "hooks", "layer_means", "run_with_cache", "saliency",
+    "special_token_masks", "to_graphviz", "to_mermaid", "trace",
 ]
