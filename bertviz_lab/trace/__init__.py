@@ -1,7 +1,7 @@
-"""Recording what a BERT model does: hook points (hooks, run_with_cache), traces, attention analysis, architecture
+"""Recording what a BERT model does: hook points (model.hooks, run_with_cache), traces, attention analysis, architecture
 diagrams."""
 
-from bertviz_lab.model.hook_points import ActivationCache, HookPoint, hook_points, hooks, run_with_cache
+from bertviz_lab.model.hook_points import ActivationCache, HookPoint, hook_points, run_with_cache
 from bertviz_lab.trace.attention import (
     attention_rollout,
     attention_shares,
@@ -22,6 +22,6 @@ from bertviz_lab.trace.summary import Summary
 __all__ = [
     "DEFAULT_MAX_BYTES", "ActivationCache", "Call", "ForwardPass", "HookPoint", "MermaidDiagram", "Summary",
     "TensorSpec", "Trace", "TraceSizeError", "ablate", "attention_rollout", "attention_shares", "head_entropy",
-    "head_mean", "head_statistics", "hook_points", "hooks", "layer_means", "run_with_cache", "saliency",
+    "head_mean", "head_statistics", "hook_points", "layer_means", "run_with_cache", "saliency",
     "special_token_masks", "to_graphviz", "to_mermaid", "trace",
 ]
