@@ -366,7 +366,10 @@ function render({ model, el }) {
   zoomOut.addEventListener("click", () => zoom(-1, chosen));
   reset.addEventListener("click", () => { const { rows, cols } = size(); ask({ r0: 0, r1: rows, c0: 0, c1: cols }); });
   for (const side of ["query", "key"]) {
-    for (const input of inputs[side]) input.addEventListener("change", () => onRange(side));
+    for (const input of inputs[side]) {
+      input.addEventListener("change", () => onRange(side));
+      input.addEventListener("keydown", (event) => { if (event.key === "Enter") onRange(side); });
+    }
   }
   stage.addEventListener("mousemove", onMove);
   stage.addEventListener("mouseleave", forget);
