@@ -29,6 +29,12 @@ PICTURES = {  # file -> what it shows (and which notebook makes it)
     "head_ablation.png": "the model view with two heads switched off: change, badges, predictions "
                          "(tests/browser/test_inside_attention_in_browser.py)",
     "head_view.png": "the head view: one head's chips and lines (tests/browser/test_inside_attention_in_browser.py)",
+    "keyboard_model_view.png": "the model view by keyboard: a head switched off with Space, its focus ring and keys "
+                               "(tests/browser/test_keyboard_in_browser.py)",
+    "keyboard_neuron_view.png": "the neuron view by keyboard: one dimension of a key read out "
+                                "(tests/browser/test_keyboard_in_browser.py)",
+    "keyboard_loss_curves.png": "the loss curves by keyboard: a step's values read out "
+                                "(tests/browser/test_keyboard_in_browser.py)",
     "theme-light.png": "the workbench in JupyterLab Light (tests/browser/test_themes_in_browser.py)",
     "theme-dark.png": "the workbench in JupyterLab Dark (tests/browser/test_themes_in_browser.py)",
 }
