@@ -68,6 +68,8 @@ function render({ model, el }) {
   const viewport = document.createElement("div");
   viewport.className = "bvl-diagram-viewport";
   viewport.setAttribute("aria-label", "architecture diagram");
+  viewport.setAttribute("role", "group");  // a named box; focusable, so the keyboard scrolls it
+  viewport.tabIndex = 0;
   root.append(bar, viewport);
   el.appendChild(root);
 
