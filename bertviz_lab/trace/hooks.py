@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from bertviz_lab.model.hook_points import ActivationCache, HookPoint, Reader, hook_points, hooks
+from bertviz_lab.model.hook_points import (
+    ActivationCache,
+    HookPoint,
+    NamesFilter,
+    Reader,
+    hook_points,
+    hooks,
+    names_matching,
+)
 from bertviz_lab.trace.calls import CallRecorder
 from bertviz_lab.trace.records import Call, ForwardPass
 from bertviz_lab.trace.storage import Storage, index_list
@@ -67,7 +75,7 @@ class Trace:
                  shapes: bool = True, qkv: bool = False, context: bool = False, mlp: bool = False,
                  layers: int | Sequence[int] | None = None,
                  heads: int | Sequence[int] | None = None, batch_index: int | Sequence[int] | None = None,
-                 max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
+                 names_filter: NamesFilter = (), max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"trace() needs a torch.nn.Module, got {type(model).__name__}.")
         points = hook_points(model)
@@ -95,8 +103,10 @@ class Trace:
         self._storage = Storage(self.heads, self.batch_index, max_bytes)
         chosen = set(range(self.num_layers)) if self.layers is None else set(self.layers)
         # the names filter: hidden state 0 (the embeddings) always, i + 1 with layer i
-        self.names = [name for name, (kind, layer) in self._sites.items() if wanted[kind]
-                      and (layer - 1 if kind == "hidden_states" else layer) in chosen | {-1}]
+        by_options = {name for name, (kind, layer) in self._sites.items() if wanted[kind]
+                      and (layer - 1 if kind == "hidden_states" else layer) in chosen | {-1}}
+        by_filter = set(names_matching(points, names_filter))
+        self.names = [name for name in points if name in by_options | by_filter]  # in model order
         self.max_bytes = max_bytes
         self.passes: list[ForwardPass] = []
         self._point_names = {id(points[name]): name for name in self.names}
@@ -168,9 +178,9 @@ class Trace:
             return
         if not self.passes or name in self.passes[-1].cache:
             self.passes.append(ForwardPass(len(self.passes), sites=self._sites))
-        kind, layer = self._sites[name]
+        kind, layer = self._sites.get(name, (name, -1))
         what = (("embeddings output" if layer == 0 else f"hidden state after layer {layer - 1}")
-                if kind == "hidden_states" else f"{_WHAT[kind]} of layer {layer}")
+                if kind == "hidden_states" else f"{_WHAT[kind]} of layer {layer}" if kind in _WHAT else name)
         # handed over and no other hook to share it with: kept as it is (a 100 MB copy a layer at 8 x 512 saved)
         mine = handed_over and len(point._forward_hooks) == 1
         self.passes[-1].cache[name] = self._storage.keep(tensor, what, batch_dim=True, heads=kind in _PER_HEAD,
@@ -332,7 +342,7 @@ class Trace:
 def trace(model: nn.Module, attentions: bool = True, hidden_states: bool = False, shapes: bool = True,
           layers: int | Sequence[int] | None = None, heads: int | Sequence[int] | None = None,
           batch_index: int | Sequence[int] | None = None, *, qkv: bool = False, context: bool = False,
-          mlp: bool = False, tokens: Any = None, tokenizer: Any = None,
+          mlp: bool = False, names_filter: NamesFilter = (), tokens: Any = None, tokenizer: Any = None,
           max_bytes: int | None = DEFAULT_MAX_BYTES) -> Iterator[Trace]:
     """Record the forward passes run inside the block; the hooks are removed on exit, also after an error.
 
@@ -341,12 +351,14 @@ def trace(model: nn.Module, attentions: bool = True, hidden_states: bool = False
     qkv / context / mlp: record each layer's queries, keys and values / heads' outputs before the output projection /
     feed-forward activations, as `t.q[layer]`, `t.k`, `t.v`, `t.context`, `t.mlp` (nothing is computed or kept
     for what is not asked).
+    names_filter: also these hook points (a name, names or a predicate, as `model.run_with_cache` takes), kept in
+    `t.cache` by name (batch_index applies to them; heads to the per-head points of BERT's attention only).
     heads, batch_index: keep only these heads / batch rows. tokens (+ tokenizer): see Trace.attach_tokens.
     max_bytes: the most the trace may hold; exceeding it raises TraceSizeError (a ValueError) naming this option.
     """
     recorder = Trace(model, attentions=attentions, hidden_states=hidden_states, shapes=shapes, qkv=qkv,
                      context=context, mlp=mlp, layers=layers, heads=heads, batch_index=batch_index,
-                     max_bytes=max_bytes)
+                     names_filter=names_filter, max_bytes=max_bytes)
     if tokens is not None:
         recorder.attach_tokens(tokens, tokenizer)
     with recorder._recording(model):

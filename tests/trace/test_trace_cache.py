@@ -43,3 +43,21 @@ def test_the_options_choose_hook_names_and_the_cache_is_keyed_by_them(tiny_bert,
     for name, tensor in cache.items():
         torch.testing.assert_close(t.cache[name], tensor, rtol=0, atol=1e-6)
     assert hook_count(tiny_bert) == 0
+
+
+def test_a_names_filter_adds_any_hook_point_and_an_unknown_name_is_named(tiny_bert, batch):
+    ids, mask, types = batch
+    act = [f"encoder.layer.{i}.intermediate.act" for i in range(3)]
+    with torch.no_grad(), trace(tiny_bert, attentions=False, shapes=False, batch_index=[0, 2],
+                                names_filter=lambda name: name.endswith("intermediate.act")) as t:
+        tiny_bert(ids, mask, types)
+    assert t.names == act and list(t.cache) == act
+    with torch.no_grad():
+        _, cache = tiny_bert.run_with_cache(ids, mask, types, names_filter=act)
+    for layer, name in enumerate(act):
+        assert t.mlp[layer] is t.cache[name]
+        torch.testing.assert_close(t.cache[name], cache[name][[0, 2]], rtol=0, atol=0)
+    with pytest.raises(KeyError, match="no hook point named 'embeddings.hiden'; did you mean embeddings.hidden"):
+        with trace(tiny_bert, names_filter="embeddings.hiden"):
+            pass
+    assert hook_count(tiny_bert) == 0
