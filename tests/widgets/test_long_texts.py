@@ -337,3 +337,14 @@ def test_the_head_view_ignores_a_query_out_of_range():
     view = HeadView()
     view.show(["a", "b"], ["a", "b"], np.zeros((1, 2, 1), np.uint16), np.ones((1, 2, 1)), "layer 0", query=7)
     assert view.query == -1 and 'data-query="-1"' in view.svg
+
+
+def test_a_window_of_the_head_view_is_titled_by_token_positions(long_panel):
+    panel = long_panel
+    panel.special.value = "hide"  # the rows start at position 1
+    panel.view.value = "head view"
+    view = panel.head_view
+    view.first, view.query = 100, 105
+    assert texts(view.svg, "bvl-title")[0].endswith(f"queries 101–{100 + WINDOW_ROWS} of 510")
+    assert panel.query.value == 106  # row 105 is the token at position 106
+    panel.special.value, panel.view.value = "clip", "heatmap"

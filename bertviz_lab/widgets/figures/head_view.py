@@ -107,13 +107,14 @@ def _left_out(count: int, what: str, x: float, y: float, anchor: str) -> str:
 
 def head_view_svg(query_tokens: Sequence[str], key_tokens: Sequence[str], indices: np.ndarray, weights: np.ndarray,
                   heads: Sequence[int], title: str, query: int = -1, first: int = 0,
-                  rows: int = WINDOW_ROWS) -> str:
+                  rows: int = WINDOW_ROWS, query_positions: Sequence[int] | None = None) -> str:
     """The head view as a standalone SVG document.
 
     indices (num_heads, queries, k): each query's k strongest keys as rows of key_tokens; weights (same shape): their
     attention weights; heads: the heads shown (chips of the others are drawn as outlines); title: what is shown
     (the heads on, and the window of a long text, are added to it); query: the selected query row (-1: none);
-    first: the window's first row (window_first moves it to a query); rows: rows in the window.
+    first: the window's first row (window_first moves it to a query); rows: rows in the window; query_positions:
+    the query rows' positions in the input, which the title of a window names (default: the rows).
     """
     indices, weights = np.asarray(indices), np.asarray(weights, dtype=np.float64)
     num_heads = indices.shape[0] if indices.ndim == 3 else 0
@@ -130,8 +131,9 @@ def head_view_svg(query_tokens: Sequence[str], key_tokens: Sequence[str], indice
     k_end = min(n_keys, k_first + rows)
     windowed = n_queries > rows or n_keys > rows
     full_title = head_view_title(title, shown)
-    if windowed:
-        full_title += (f" · queries {first}–{q_end - 1} of {n_queries}" if q_end > first else "")
+    if windowed and q_end > first:
+        named = list(range(n_queries)) if query_positions is None else list(query_positions)
+        full_title += f" · queries {named[first]}–{named[q_end - 1]} of {n_queries}"
     note = head_view_note(weights, shown)
     chips_y = 30 + NOTE_FONT + 8
     width = math.ceil(max(COL_W * 2 + GAP, text_width(full_title, 14) + 24, text_width(note, NOTE_FONT) + 24))

@@ -602,7 +602,7 @@ class AttentionPanel(Panel):
             title += " · [CLS]/[SEP] hidden"
         at = np.flatnonzero(queries == self.query.value)
         self.head_view.show([tokens[i] for i in queries], [tokens[i] for i in keys], index.numpy().astype(np.uint16),
-                            weights.numpy(), title, query=int(at[0]) if len(at) else -1)
+                            weights.numpy(), title, query=int(at[0]) if len(at) else -1, query_positions=queries)
 
     def _draw_model_view(self) -> None:
         special, ablation, show = self.special.value, self.ablation_bar.ablation, self.ablation_bar.show.value

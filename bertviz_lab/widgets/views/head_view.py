@@ -39,6 +39,7 @@ class HeadView(anywidget.AnyWidget):
         self._weights = np.zeros((0, 0, 1), np.float32)
         self._open_listeners: list[Callable[[int, int], None]] = []
         self._holding = False
+        self._positions: list[int] | None = None  # the query rows' positions in the input
         self.on_msg(self._front_end_message)
         self.observe(lambda _: self._draw(), names=["heads", "query", "first"])
 
@@ -48,9 +49,10 @@ class HeadView(anywidget.AnyWidget):
         return self._indices.shape[-1]
 
     def show(self, query_tokens: Sequence[str], key_tokens: Sequence[str], indices: np.ndarray, weights: np.ndarray,
-             title: str, query: int | None = None) -> None:
+             title: str, query: int | None = None, query_positions: Sequence[int] | None = None) -> None:
         """Draw a layer's lines: indices and weights (num_heads, queries, k), each query's k strongest keys; `query`
-        selects a query row (None keeps the one selected), and the window moves to show it."""
+        selects a query row (None keeps the one selected), and the window moves to show it; query_positions name
+        the window's rows in its title (default: the rows)."""
         indices, weights = np.asarray(indices), np.asarray(weights, dtype=np.float32)
         if indices.ndim != 3 or indices.shape != weights.shape or indices.shape[1] != len(query_tokens):
             raise ValueError(f"indices {indices.shape} and weights {weights.shape} must both be (heads, "
@@ -61,6 +63,7 @@ class HeadView(anywidget.AnyWidget):
         if not -1 <= query < len(query_tokens):
             query = -1
         self._indices, self._weights = indices, weights
+        self._positions = None if query_positions is None else [int(p) for p in query_positions]
         self.query_tokens, self.key_tokens, self.title = list(query_tokens), list(key_tokens), title
         self.num_heads = indices.shape[0]
         self._holding = True  # one drawing for the whole change, not one per trait
@@ -75,7 +78,8 @@ class HeadView(anywidget.AnyWidget):
         if self._holding:
             return
         self.svg = figure.head_view_svg(self.query_tokens, self.key_tokens, self._indices, self._weights,
-                                        self.heads, self.title, self.query, self.first) if self.num_heads else ""
+                                        self.heads, self.title, self.query, self.first,
+                                        query_positions=self._positions) if self.num_heads else ""
 
     def on_open(self, callback: Callable[[int, int], None]) -> None:
         """Call `callback(query_index, head)` when a query token (head: the first shown, or -1) or a line is clicked:
