@@ -189,6 +189,7 @@ def test_512_tokens_zoomed_heatmap_and_windowed_head_view(lab_server, lab_contex
             typed = wait_for(run, "typing 100–131 did not show those queries",
                              lambda: (d := heat.evaluate(HEATMAP))["window"] == "100,132,0,512" and d)
             assert typed["area"] == [32, 512, 100, 0], typed["area"]  # keys stay whole
+            assert [q.split("·")[0] for q in typed["queries"]] == [str(p) for p in range(100, 132)], typed["queries"]
             assert "queries 100–131 · keys 0–511 of 512" in typed["title"], typed["title"]
             bar.get_by_label("show all tokens").click()
             wait_for(run, "the reset button did not show all tokens",

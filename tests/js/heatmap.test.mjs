@@ -9,7 +9,10 @@ import {
 const area = cellArea({ rows: "3", cols: "4", x: "100", y: "50", cell: "10" }); // as an element's dataset gives it
 
 test("cellArea reads the numbers of the cell area's data- attributes", () => {
-  assert.deepEqual(area, { rows: 3, cols: 4, x: 100, y: 50, cell: 10, row0: 0, col0: 0, top: null });
+  assert.deepEqual(area, { rows: 3, cols: 4, x: 100, y: 50, cellW: 10, cellH: 10, row0: 0, col0: 0, top: null });
+  const band = cellArea({ rows: "32", cols: "512", x: "0", y: "0", cellW: "1", cellH: "18" }); // a band of queries
+  assert.deepEqual([band.cellW, band.cellH], [1, 18]);
+  assert.deepEqual(cellAt(band, 300.5, 20), { row: 1, col: 300 });
   const zoomed = cellArea({ rows: "2", cols: "2", x: "0", y: "0", cell: "5", row0: "40", col0: "7", top: "0.25" });
   assert.deepEqual([zoomed.row0, zoomed.col0, zoomed.top], [40, 7, 0.25]);
 });

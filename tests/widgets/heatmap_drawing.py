@@ -51,10 +51,11 @@ def drawn_colours(svg: str) -> np.ndarray:
     rows, cols = int(area.get("data-rows")), int(area.get("data-cols"))
     if area.tag == f"{SVG}image":
         return png_pixels(base64.b64decode(area.get("href").split(",", 1)[1])).reshape(rows, cols, 3)
-    x0, y0, cell = float(area.get("data-x")), float(area.get("data-y")), float(area.get("data-cell"))
+    x0, y0 = float(area.get("data-x")), float(area.get("data-y"))
+    cell_w, cell_h = float(area.get("data-cell-w")), float(area.get("data-cell-h"))
     colours = np.full((rows, cols, 3), -1, np.int16)
     for rect in area.iter(f"{SVG}rect"):
-        r, c = round((float(rect.get("y")) - y0) / cell), round((float(rect.get("x")) - x0) / cell)
+        r, c = round((float(rect.get("y")) - y0) / cell_h), round((float(rect.get("x")) - x0) / cell_w)
         fill = rect.get("fill")
         colours[r, c] = [int(fill[i: i + 2], 16) for i in (1, 3, 5)]
     assert (colours >= 0).all(), "a cell without a rect"

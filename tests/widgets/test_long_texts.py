@@ -44,14 +44,14 @@ def long_panel(tokenizer) -> AttentionPanel:
 def clipped_cells(svg: str) -> set[tuple[int, int]]:
     """The cells (row, col in the matrix) the drawing outlines as clipped: each outline subpath `M{x},{y}h...z`."""
     area = cell_area(svg)
-    x0, y0, cell = (float(area.get(f"data-{n}")) for n in ("x", "y", "cell"))
+    x0, y0, cell_w, cell_h = (float(area.get(f"data-{n}")) for n in ("x", "y", "cell-w", "cell-h"))
     row0, col0 = int(area.get("data-row0")), int(area.get("data-col0"))
     marks = [node for node in ET.fromstring(svg).iter(f"{SVG}path")
              if node.get("class") == "bvl-clipped-mark" and node.get("data-cells")]
     if not marks:
         return set()
     (mark,) = marks
-    found = {(row0 + round((float(y) - 0.5 - y0) / cell), col0 + round((float(x) - 0.5 - x0) / cell))
+    found = {(row0 + round((float(y) - 0.5 - y0) / cell_h), col0 + round((float(x) - 0.5 - x0) / cell_w))
              for x, y in re.findall(r"M([\d.]+),([\d.]+)h", mark.get("d"))}
     assert len(found) == int(mark.get("data-cells"))
     return found
@@ -348,3 +348,18 @@ def test_a_window_of_the_head_view_is_titled_by_token_positions(long_panel):
     assert texts(view.svg, "bvl-title")[0].endswith(f"queries 101–{100 + WINDOW_ROWS} of 510")
     assert panel.query.value == 106  # row 105 is the token at position 106
     panel.special.value, panel.view.value = "clip", "heatmap"
+
+
+def test_a_band_of_queries_against_every_key_gets_rows_tall_enough_to_label(long_panel):
+    panel = long_panel
+    panel.view.value = "heatmap"
+    view = panel.heatmap
+    view.window = [100, 132, 0, T]  # a range typed for the queries only
+    area = cell_area(view.svg)
+    assert (area.get("data-rows"), area.get("data-cols")) == ("32", str(T))
+    assert (area.get("data-cell-w"), area.get("data-cell-h"), area.get("data-cell")) == ("1", "18", None)
+    queries = texts(view.svg, "bvl-query")
+    assert [q.split("·")[0] for q in queries] == [str(p) for p in range(100, 132)]  # every query labelled
+    assert len(texts(view.svg, "bvl-key")) < 64  # the keys thinned out to where they fit
+    assert (float(area.get("width")), float(area.get("height"))) == (T * 1, 32 * 18)  # the embedded image
+    view.window = []

@@ -60,6 +60,12 @@ def cell_size(rows: int, cols: int) -> int:
     return max(1, min(MAX_CELL, MAX_SIDE // max(rows, cols, 1)))
 
 
+def cell_sides(rows: int, cols: int) -> tuple[int, int]:
+    """Whole pixels (width, height) of a cell of a window, each side on its own: a band of 32 queries against every
+    key gets rows tall enough to label, whatever its width."""
+    return max(1, min(MAX_CELL, MAX_SIDE // max(cols, 1))), max(1, min(MAX_CELL, MAX_SIDE // max(rows, 1)))
+
+
 def tick_labels(tokens: Sequence[str], positions: Sequence[int], cell: int,
                 numbered: bool = False) -> list[tuple[int, str]]:
     """(index, text) of the labels drawn along an axis: all where they fit (with their positions when `numbered`),
@@ -77,21 +83,24 @@ def _label_width(ticks: Sequence[Sequence[Any]]) -> int:
 
 
 def heatmap_layout(rows: int, cols: int, row_ticks: Sequence[tuple[int, str]], col_ticks: Sequence[tuple[int, str]],
-                   title: str, note: str, bar_ticks: Sequence[tuple[float, str]]) -> dict[str, int]:
-    """Pixel positions of the matrix, labels, title and colour bar."""
+                   title: str, note: str, bar_ticks: Sequence[tuple[float, str]],
+                   sides: tuple[int, int] | None = None) -> dict[str, int]:
+    """Pixel positions of the matrix, labels, title and colour bar; `sides` (width, height) of a cell where they
+    differ (default: square cells of cell_size)."""
     cell = cell_size(rows, cols)
+    cell_w, cell_h = sides or (cell, cell)
     row_w, col_h = _label_width(row_ticks), _label_width(col_ticks)
     top = 30 + (NOTE_FONT + 8 if note else 0)
     left = 24 + row_w
-    width, height = cols * cell, rows * cell
+    width, height = cols * cell_w, rows * cell_h
     bar_h = max(height, BAR_MIN_H)
     bar_x = left + width + 24
     total_w = max(bar_x + BAR_W + 6 + _label_width(bar_ticks) + 28, math.ceil(len(title) * 7.6) + 20,
                   math.ceil(len(note) * 6.4) + 20)
     total_h = top + max(height + 6 + col_h + 24, bar_h) + 10
-    return {"cell": cell, "left": left, "top": top, "width": width, "height": height, "row_label_w": row_w,
-            "col_label_h": col_h, "bar_x": bar_x, "bar_w": BAR_W, "bar_h": bar_h, "total_w": total_w,
-            "total_h": total_h}
+    return {"cell": cell_h, "cell_w": cell_w, "left": left, "top": top, "width": width, "height": height,
+            "row_label_w": row_w, "col_label_h": col_h, "bar_x": bar_x, "bar_w": BAR_W, "bar_h": bar_h,
+            "total_w": total_w, "total_h": total_h}
 
 
 def overflow_label(top: float) -> str:
@@ -157,18 +166,18 @@ def _hatch(x: float, y: float, width: float, height: float) -> str:
             f"M{x + width / 2:g},{y + height:g}l{width / 2:g},{-height / 2:g}")
 
 
-def clipped_marks(codes: np.ndarray, left: float, top: float, cell: int) -> str:
+def clipped_marks(codes: np.ndarray, left: float, top: float, cell_w: int, cell_h: int) -> str:
     """One path that outlines and hatches every cell beyond the colour scale (code 255), or '' when none is or the
     cells are too small to carry a mark (their overflow colour still sets them apart). Each cell's outline is the
-    subpath `M{x},{y}h{side}v{side}h-{side}z`, inset half a pixel."""
+    subpath `M{x},{y}h{width}v{height}h-{width}z`, inset half a pixel."""
     rows, cols = np.nonzero(codes == D.OVER_CODE)
-    if not len(rows) or cell < MIN_MARKED_CELL:
+    if not len(rows) or min(cell_w, cell_h) < MIN_MARKED_CELL:
         return ""
-    side = cell - 1
+    w, h = cell_w - 1, cell_h - 1
     parts = []
     for r, c in zip(rows.tolist(), cols.tolist()):
-        x, y = left + c * cell + 0.5, top + r * cell + 0.5
-        parts.append(f"M{x:g},{y:g}h{side}v{side}h-{side}z" + (_hatch(x, y, side, side) if cell >= 8 else ""))
+        x, y = left + c * cell_w + 0.5, top + r * cell_h + 0.5
+        parts.append(f"M{x:g},{y:g}h{w}v{h}h-{w}z" + (_hatch(x, y, w, h) if min(w, h) >= 7 else ""))
     return f'<path class="bvl-clipped-mark" data-cells="{len(rows)}" d="{"".join(parts)}"/>'
 
 
@@ -205,11 +214,12 @@ def heatmap_svg(matrix: np.ndarray, row_tokens: Sequence[str], col_tokens: Seque
 
     mode and ignore_rows/ignore_cols ([CLS]/[SEP] when clipped) choose the colours (attention_data.encode_heatmap),
     over the whole matrix; window (row_start, row_end, col_start, col_end; matrix indices, ends excluded) draws only
-    those rows and columns, and the title says which; selected (row, col) outlines that cell.
+    those rows and columns (each side of a cell sized on its own), and the title says which; selected (row, col)
+    outlines that cell.
     The cell area (class bvl-cells) says where its cells are for hover: data-rows, data-cols (the cells drawn),
     data-row0, data-col0 (the first one's row and column in the matrix), data-x, data-y (its top-left corner) and
-    data-cell (the side of one cell), all in the SVG's pixels; data-top is the weight at the top of a single colour
-    scale (absent for the per-row scale).
+    data-cell-w, data-cell-h (a cell's sides; data-cell too where they are equal), all in the SVG's pixels; data-top
+    is the weight at the top of a single colour scale (absent for the per-row scale).
     """
     all_rows, all_cols = len(row_tokens), len(col_tokens)
     values = np.asarray(matrix, dtype=np.float64).reshape(all_rows, all_cols)
@@ -224,24 +234,26 @@ def heatmap_svg(matrix: np.ndarray, row_tokens: Sequence[str], col_tokens: Seque
     bar_labels = bar_ticks + ([(0.0, overflow_label(over))] if over is not None else [])
     rows, cols = codes.shape
     cell = cell_size(rows, cols)
+    cell_w, cell_h = cell_sides(rows, cols) if window is not None else (cell, cell)
     row_tokens, col_tokens = list(row_tokens)[row_span], list(col_tokens)[col_span]
     row_positions, col_positions = list(row_positions)[row_span], list(col_positions)[col_span]
-    row_ticks = tick_labels(row_tokens, row_positions, cell, numbered=window is not None)
-    col_ticks = tick_labels(col_tokens, col_positions, cell, numbered=window is not None)
-    box = heatmap_layout(rows, cols, row_ticks, col_ticks, title, note, bar_labels)
+    row_ticks = tick_labels(row_tokens, row_positions, cell_h, numbered=window is not None)
+    col_ticks = tick_labels(col_tokens, col_positions, cell_w, numbered=window is not None)
+    box = heatmap_layout(rows, cols, row_ticks, col_ticks, title, note, bar_labels, (cell_w, cell_h))
     left, top = box["left"], box["top"]
-    width, height = cols * cell, rows * cell
+    width, height = cols * cell_w, rows * cell_h
     parts = figure_header("bvl-heatmap", box, title, note)
     scale_top = D.scale_top(encoded)
     area = (f'class="bvl-cells" data-rows="{rows}" data-cols="{cols}" data-row0="{row_span.start}" '
-            f'data-col0="{col_span.start}" data-x="{left}" data-y="{top}" data-cell="{cell}"'
+            f'data-col0="{col_span.start}" data-x="{left}" data-y="{top}" data-cell-w="{cell_w}" '
+            f'data-cell-h="{cell_h}"' + (f' data-cell="{cell_w}"' if cell_w == cell_h else "")
             + (f' data-top="{scale_top:.6g}"' if scale_top is not None else ""))
     if rows * cols <= RECT_LIMIT:
         parts.append(f'<g {area} shape-rendering="crispEdges">')
         colours = [f"#{r:02x}{g:02x}{b:02x}" for r, g, b in D.HEATMAP_PALETTE]
         for r in range(rows):
             for c in range(cols):
-                parts.append(f'<rect x="{left + c * cell}" y="{top + r * cell}" width="{cell}" height="{cell}" '
+                parts.append(f'<rect x="{left + c * cell_w}" y="{top + r * cell_h}" width="{cell_w}" height="{cell_h}" '
                              f'fill="{colours[codes[r, c]]}"/>')
         parts.append("</g>")
     else:
@@ -249,21 +261,21 @@ def heatmap_svg(matrix: np.ndarray, row_tokens: Sequence[str], col_tokens: Seque
         parts.append(f'<image {area} x="{left}" y="{top}" width="{width}" height="{height}" '
                      'preserveAspectRatio="none" image-rendering="optimizeSpeed" style="image-rendering:pixelated" '
                      f'href="data:image/png;base64,{data}"/>')
-    parts.append(clipped_marks(codes, left, top, cell))
+    parts.append(clipped_marks(codes, left, top, cell_w, cell_h))
     parts.append(f'<rect class="bvl-rule bvl-frame" x="{left}" y="{top}" width="{width}" height="{height}" '
                  'stroke-width="0.5"/>')
     if selected is not None:
         r, c = selected[0] - row_span.start, selected[1] - col_span.start
         if 0 <= r < rows and 0 <= c < cols:
-            at = f'x="{left + c * cell}" y="{top + r * cell}" width="{cell}" height="{cell}"'
+            at = f'x="{left + c * cell_w}" y="{top + r * cell_h}" width="{cell_w}" height="{cell_h}"'
             parts.append(f'<g class="bvl-selected-cell" data-row="{selected[0]}" data-col="{selected[1]}">'
                          f'<rect class="bvl-heatmap-mark-halo" {at}/><rect class="bvl-heatmap-mark-line" {at}/></g>')
     for r, text in row_ticks:
-        y = top + (r + 0.5) * cell + LABEL_FONT * 0.35
+        y = top + (r + 0.5) * cell_h + LABEL_FONT * 0.35
         parts.append(f'<text class="bvl-token bvl-query" x="{left - 4}" y="{y:.1f}" text-anchor="end">'
                      f"{_label(text, row_tokens[r])}</text>")
     for c, text in col_ticks:
-        x = left + (c + 0.5) * cell + LABEL_FONT * 0.35
+        x = left + (c + 0.5) * cell_w + LABEL_FONT * 0.35
         parts.append(f'<text class="bvl-token bvl-key" transform="translate({x:.1f},{top + height + 4}) '
                      f'rotate(-90)" text-anchor="end">{_label(text, col_tokens[c])}</text>')
     axis = 'class="bvl-axis-title" font-size="12" text-anchor="middle"'

@@ -13,8 +13,9 @@ import { showFigure, tooltip, float16s, redrawScheduler, weightText, svgEl } fro
 // `selected` trait ([query_position, key_position]) marks it in the drawing.
 //
 // The figure's cell area (class bvl-cells) says where the cells are: data-rows, data-cols (the cells drawn), data-row0,
-// data-col0 (the first one's row and column in the matrix), data-x, data-y (its top-left corner), data-cell (a cell's
-// side), in the SVG's pixels, and data-top (the top of a single colour scale: a weight above it is clipped).
+// data-col0 (the first one's row and column in the matrix), data-x, data-y (its top-left corner), data-cell-w and
+// data-cell-h (a cell's sides; a window sizes them apart), in the SVG's pixels, and data-top (the top of a single
+// colour scale: a weight above it is clipped).
 // The view's element (div.bvl-heatmap-view) says what it shows, for tools and tests: data-title (the title of the
 // drawing on screen, window included), data-rows, data-cols (the whole matrix), data-window (the window drawn, as
 // positions "qs,qe,ks,ke", or ""), data-draws (drawings shown so far), data-draw-ms; while a cell is read,
@@ -26,7 +27,9 @@ export const MIN_WINDOW = 8; // tokens a side: zooming in stops there
 // Where the cells of a figure are, from the data- attributes of its cell area (an element, or its dataset).
 export function cellArea(dataset) {
   const area = {};
-  for (const name of ["rows", "cols", "x", "y", "cell"]) area[name] = Number(dataset[name]);
+  for (const name of ["rows", "cols", "x", "y"]) area[name] = Number(dataset[name]);
+  area.cellW = Number(dataset.cellW || dataset.cell);
+  area.cellH = Number(dataset.cellH || dataset.cell);
   area.row0 = Number(dataset.row0 || 0);
   area.col0 = Number(dataset.col0 || 0);
   area.top = dataset.top === undefined ? null : Number(dataset.top);
@@ -36,7 +39,7 @@ export function cellArea(dataset) {
 // The cell {row, col} under the point (x, y), in the SVG's pixels, as row and column of the matrix; null outside
 // the cells.
 export function cellAt(area, x, y) {
-  const col = Math.floor((x - area.x) / area.cell), row = Math.floor((y - area.y) / area.cell);
+  const col = Math.floor((x - area.x) / area.cellW), row = Math.floor((y - area.y) / area.cellH);
   if (!(row >= 0 && col >= 0 && row < area.rows && col < area.cols)) return null;
   return { row: row + (area.row0 || 0), col: col + (area.col0 || 0) };
 }
@@ -212,16 +215,16 @@ function render({ model, el }) {
     tip.textContent = tipText(current.rowTokens[row], current.rowPositions[row], current.colTokens[col],
       current.colPositions[col], weight, area.top);
     tip.style.display = "block";
-    mark.setAttribute("transform", `translate(${area.x + c * area.cell},${area.y + r * area.cell})`);
+    mark.setAttribute("transform", `translate(${area.x + c * area.cellW},${area.y + r * area.cellH})`);
     mark.setAttribute("visibility", "visible");
     Object.assign(outer.dataset, { cellRow: row, cellCol: col, weight: weightText(weight) });
     // beside the cell, inside the figure: right of it in the left half, left of it in the right half
     const frame = stage.getBoundingClientRect(), box = current.svg.getBoundingClientRect();
     const k = box.width / current.width || 1;
     const right = c < area.cols / 2;
-    const x = box.left - frame.left + k * (area.x + (right ? (c + 1) * area.cell : c * area.cell));
+    const x = box.left - frame.left + k * (area.x + (right ? (c + 1) * area.cellW : c * area.cellW));
     tip.style.left = (right ? x + 12 : x - 12 - tip.offsetWidth) + "px";
-    tip.style.top = (box.top - frame.top + k * (area.y + r * area.cell) + 12) + "px";
+    tip.style.top = (box.top - frame.top + k * (area.y + r * area.cellH) + 12) + "px";
   }
 
   function showRanges() {
@@ -256,8 +259,8 @@ function render({ model, el }) {
       if (area.row0 + area.rows <= rowTokens.length && area.col0 + area.cols <= colTokens.length &&
           count === rowTokens.length * colTokens.length) {
         const mark = svgEl(svg, "g", { class: "bvl-heatmap-mark", visibility: "hidden" });
-        svgEl(mark, "rect", { class: "bvl-heatmap-mark-halo", width: area.cell, height: area.cell });
-        svgEl(mark, "rect", { class: "bvl-heatmap-mark-line", width: area.cell, height: area.cell });
+        svgEl(mark, "rect", { class: "bvl-heatmap-mark-halo", width: area.cellW, height: area.cellH });
+        svgEl(mark, "rect", { class: "bvl-heatmap-mark-line", width: area.cellW, height: area.cellH });
         node.setAttribute("tabindex", "0");
         node.setAttribute("role", "img");
         node.setAttribute("aria-label", "attention weights: the arrow keys read one cell after another, + and - " +
