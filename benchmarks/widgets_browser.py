@@ -1,10 +1,11 @@
 """What a user waits for in the browser: a layer change repainted, `%bert_inspect` drawn, and what a saved notebook
 weighs. JupyterLab and Debian's Chromium (headless), offline, on this machine.
 
-    python benchmarks/widgets_browser.py [repaint] [magic] [size]    (all three when none is named)
+    python benchmarks/widgets_browser.py [repaint] [headview] [magic] [size]    (all four when none is named)
 
 - repaint: the attention heatmap of MiniLM at 128 and 512 tokens; from choosing another layer in the page to the
   frame showing its new drawing (median of 7); goal at 512 tokens: 0.1 s.
+- headview: the same for the head view (a window of 32 rows around the selected query); goal at 512 tokens: 0.2 s.
 - `%bert_inspect`: in a warm kernel (after `%load_ext bertviz_lab` finished its warm-up) and a warm page (after the
   page's first panel), from running the cell to the heatmap drawn, median of 7; goal 0.3 s.
 - size: `00_workbench.ipynb` executed by `jupyter nbconvert --execute` (which stores every widget's state);
@@ -37,10 +38,11 @@ def text_of(tokens):
             return text
 """
 
-# Choose the next layer in the panel's layer dropdown, then wait until the heatmap shows that layer's drawing (its
-# data-title names the layer, heatmap.js sets it after putting the new SVG in place) and the browser painted a frame.
-REPAINT = """async (output) => {
-  const view = output.querySelector('.bvl-heatmap-view');
+# Choose the next layer in the panel's layer dropdown, then wait until the view shows that layer's drawing (its
+# data-title names the layer: heatmap.js and head_view.js set it after putting the new SVG in place) and the browser
+# painted a frame. The argument: the output, and the selector of the view's element.
+REPAINT = """async (output, selector) => {
+  const view = output.querySelector(selector);
   const select = [...output.querySelectorAll('.widget-dropdown')]
     .find((d) => /layer/.test(d.textContent)).querySelector('select');
   const next = (select.selectedIndex + 1) % select.options.length;
@@ -56,6 +58,11 @@ REPAINT = """async (output) => {
   await new Promise((resolve) => requestAnimationFrame(resolve));  // the frame that shows it
   return (performance.now() - start) / 1000;
 }"""
+
+VIEWS = {"heatmap": "div.bvl-heatmap-view", "head view": "div.bvl-head-view"}
+
+DRAWN_VIEWS = """(selector) => [...document.querySelectorAll(selector)]
+  .filter((v) => Number(v.dataset.draws || 0) > 0 && v.querySelector('svg')).length >= 2"""
 
 DRAWN_HEATMAPS = """() => [...document.querySelectorAll('.bvl-heatmap-view')].filter((v) =>
   Number(v.dataset.rows || 0) > 1 && v.querySelector('svg.bvl-heatmap .bvl-cells')).length"""
@@ -76,19 +83,23 @@ def open_and_run(page, server, path: str) -> None:
     assert page.wait_for_function(RUN_STATE, timeout=300_000, polling=500).json_value() == "done"
 
 
-def repaint(page, server) -> None:
-    notebook(server.root / "notebooks" / "repaint.ipynb",
-             [SETUP] + [f"AttentionPanel(model=model, tokenizer=tokenizer, text=text_of({n}))" for n in (128, 512)])
-    open_and_run(page, server, "notebooks/repaint.ipynb")
-    page.wait_for_function(f"() => ({DRAWN_HEATMAPS})() >= 2", timeout=60_000)
-    outputs = page.locator(".jp-OutputArea-output:has(.bvl-heatmap-view)")
-    print("| tokens | layer change to repainted heatmap (median of 7) | min | max |")
+def repaint(page, server, view: str = "heatmap") -> None:
+    name = view.replace(" ", "_")
+    notebook(server.root / "notebooks" / f"repaint_{name}.ipynb",
+             [SETUP] + [f"AttentionPanel(model=model, tokenizer=tokenizer, text=text_of({n}), view={view!r})"
+                        for n in (128, 512)])
+    open_and_run(page, server, f"notebooks/repaint_{name}.ipynb")
+    selector = VIEWS[view]
+    page.wait_for_function(DRAWN_VIEWS, arg=selector, timeout=60_000)
+    outputs = page.locator(f".jp-OutputArea-output:has({selector})")
+    print(f"| tokens | layer change to repainted {view} (median of 7) | min | max |")
     print("|---|---|---|---|")
     for index, tokens in enumerate((128, 512)):
         output = outputs.nth(index)
         output.scroll_into_view_if_needed()
-        output.evaluate(REPAINT)  # warm up
-        times = [output.evaluate(REPAINT) for _ in range(7)]
+        output.evaluate(REPAINT, selector)  # warm up
+        times = [output.evaluate(REPAINT, selector) for _ in range(7)]
+        assert min(times) >= 0, f"the {view} at {tokens} tokens did not show the next layer within 20 s"
         print(f"| {tokens} | {statistics.median(times):.3f} s | {min(times):.3f} s | {max(times):.3f} s |", flush=True)
 
 
@@ -128,8 +139,8 @@ def saved_size() -> None:
 def main(parts: list[str]) -> None:
     from playwright.sync_api import sync_playwright
 
-    parts = parts or ["repaint", "magic", "size"]
-    in_browser = [part for part in ("repaint", "magic") if part in parts]
+    parts = parts or ["repaint", "headview", "magic", "size"]
+    in_browser = [part for part in ("repaint", "headview", "magic") if part in parts]
     if in_browser:
         with tempfile.TemporaryDirectory() as base:
             server = LabServer(Path(base))
@@ -140,7 +151,8 @@ def main(parts: list[str]) -> None:
                                                          args=CHROMIUM_ARGS)
                     page = browser.new_page(viewport={"width": 1400, "height": 1000})
                     for part in in_browser:
-                        {"repaint": repaint, "magic": magic}[part](page, server)
+                        {"repaint": repaint, "headview": lambda page, server: repaint(page, server, "head view"),
+                         "magic": magic}[part](page, server)
                     browser.close()
             finally:
                 server.stop()
