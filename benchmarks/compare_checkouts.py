@@ -5,8 +5,9 @@
 
 Each checkout runs in a process of its own (PYTHONPATH=its folder), both built the same (MiniLM from its package,
 bert-base from a seeded random init). The processes take turns, one forward each, base and new alternating which
-goes first, so that the drift of a shared machine hits both sides of a pair alike; the ratio reported is the median
-over pairs of new / base (below 1: the new checkout is faster). Run it under the benchmark lock on a shared machine.
+goes first, so that the drift of a shared machine hits both sides of a pair alike. Reported per row: the median
+and the fastest time of each side, the median over pairs of new / base and the ratio of the fastest times (below 1:
+the new checkout is faster). Run it under the benchmark lock on a shared machine.
 """
 
 from __future__ import annotations
@@ -79,14 +80,22 @@ def main() -> None:
     parser.add_argument("base", help="folder of the checkout before (its bertviz_lab package is imported)")
     parser.add_argument("new", help="folder of the checkout after")
     parser.add_argument("--quick", action="store_true", help="5 pairs and 4 s per row instead of 15 and 12 s")
+    parser.add_argument("--rows", default=None, help="only these rows, as model:batch:seq:traced,... "
+                                                    "(e.g. minilm:1:32:yes)")
+    parser.add_argument("--seconds", type=float, default=None, help="at least this long per row")
     args = parser.parse_args()
     pairs, seconds = (5, 4.0) if args.quick else (15, 12.0)
+    seconds = args.seconds or seconds
+    wanted = None if args.rows is None else set(args.rows.split(","))
     base, new = Checkout(args.base), Checkout(args.new)
-    print("| model | batch | seq | traced | base ms | new ms | new / base | pairs |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|")
+    print("| model | batch | seq | traced | base ms (median, fastest) | new ms (median, fastest) | new / base "
+          "(median of pairs) | new / base (fastest) | pairs |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
     try:
         for name, batch, seq in ROWS:
             for traced in (False, True):
+                if wanted is not None and f"{name}:{batch}:{seq}:{'yes' if traced else 'no'}" not in wanted:
+                    continue
                 request = {"model": name, "batch": batch, "seq": seq, "traced": traced}
                 base.time(request), new.time(request)  # warm-up (and building the model)
                 times: dict[str, list[float]] = {"base": [], "new": []}
@@ -96,9 +105,11 @@ def main() -> None:
                     for side, checkout in order:
                         times[side].append(checkout.time(request))
                 ratio = statistics.median(n / b for b, n in zip(times["base"], times["new"]))
+                b, n = times["base"], times["new"]
                 print(f"| {name} | {batch} | {seq} | {'yes' if traced else 'no'} | "
-                      f"{1000 * statistics.median(times['base']):.1f} | {1000 * statistics.median(times['new']):.1f} | "
-                      f"{ratio:.3f} | {len(times['base'])} |", flush=True)
+                      f"{1000 * statistics.median(b):.1f}, {1000 * min(b):.1f} | "
+                      f"{1000 * statistics.median(n):.1f}, {1000 * min(n):.1f} | {ratio:.3f} | {min(n) / min(b):.3f} | "
+                      f"{len(b)} |", flush=True)
     finally:
         base.close()
         new.close()
