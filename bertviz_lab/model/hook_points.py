@@ -95,7 +95,8 @@ def hook_points(model: nn.Module) -> dict[str, HookPoint]:
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
     points = {name: module for name, module in model.named_modules() if isinstance(module, HookPoint)}
     for name, point in points.items():
-        point.name = name
+        if point.name != name:  # nn.Module's attribute setting is slow: a trace lists the points on every entry
+            point.name = name
     return points
 
 
@@ -119,10 +120,12 @@ def names_matching(points: dict[str, HookPoint], names_filter: NamesFilter) -> l
 
 
 @contextlib.contextmanager
-def hooks(model: nn.Module, fwd_hooks: Iterable[tuple[NamesFilter, Hook]]) -> Iterator[nn.Module]:
+def hooks(model: nn.Module, fwd_hooks: Iterable[tuple[NamesFilter, Hook]], *,
+          points: dict[str, HookPoint] | None = None) -> Iterator[nn.Module]:
     """Inside the block each `(name_or_filter, hook)` is on every point it selects; on exit, also after an error,
-    exactly these hooks are removed (nested blocks compose). Yields the model."""
-    points = hook_points(model)
+    exactly these hooks are removed (nested blocks compose). Yields the model. `points`: `hook_points(model)` where
+    the caller has it already."""
+    points = hook_points(model) if points is None else points
     chosen = []
     for pair in fwd_hooks:
         if not isinstance(pair, tuple) or len(pair) != 2 or not callable(pair[1]):

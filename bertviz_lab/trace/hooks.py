@@ -109,7 +109,8 @@ class Trace:
         self.names = [name for name in points if name in by_options | by_filter]  # in model order
         self.max_bytes = max_bytes
         self.passes: list[ForwardPass] = []
-        self._point_names = {id(points[name]): name for name in self.names}
+        self._points = {name: points[name] for name in self.names}
+        self._point_names = {id(point): name for name, point in self._points.items()}
         self._tokens: list[list[str]] | None = None
         self._encoding_inputs: dict[str, torch.Tensor] = {}
         self._signature = self._forward_signature(model)
@@ -130,13 +131,13 @@ class Trace:
         if self.record_shapes:
             handles += self._calls.attach(model)
         try:
-            with hooks(model, [(self.names, Reader(self._record))]):
+            with hooks(model, [(self.names, Reader(self._record))], points=self._points):
                 yield
         finally:
             for handle in handles:
                 handle.remove()
             self._calls.clear()
-            self._point_names = {}  # ids of the model's points: a finished trace keeps nothing of it
+            self._points, self._point_names = {}, {}  # the model's points: a finished trace keeps nothing of it
 
     @staticmethod
     def _forward_signature(model: nn.Module) -> inspect.Signature | None:
