@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable, Sequence
 import ipywidgets as widgets
 
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text, max_positions  # noqa: F401 (re-exported)
+from bertviz_lab.model.files import shown
 from bertviz_lab.widgets.figures.caption import caption_line
 from bertviz_lab.widgets.figures.export import save_figure
 from bertviz_lab.widgets.figures.text import escape
@@ -112,7 +113,7 @@ class Panel(widgets.VBox):
         if isinstance(caption, str):
             return caption
         if not isinstance(caption, bool):
-            raise TypeError(f"caption must be True, False or a string, got {type(caption).__name__} {caption!r}.")
+            raise TypeError(f"caption must be True, False or a string, got {type(caption).__name__} {shown(caption)}.")
         return caption_line(*self.caption_parts()) if caption else ""
 
     def save(self, path: str | Path, scale: float = 1, theme: str = "light", caption: bool | str = False) -> Path:
