@@ -64,6 +64,7 @@ class SentMessages:
 @pytest.mark.parametrize("background", [False, True])
 def test_the_panel_sends_progress_while_integrated_gradients_runs(backbone, tokenizer, monkeypatch, background):
     monkeypatch.setattr(SV, "PROGRESS_INTERVAL_S", 0)  # every update sent, however fast the tiny model is
+    monkeypatch.setattr(SV, "MIN_BATCH_TOKENS", 0)  # batches as small as the updates ask, however short the text
     panel = SaliencyPanel(backbone, tokenizer, PLAIN, method="gradient_x_input", steps=16)
     panel.background = background
     sent = SentMessages(panel.view)
@@ -71,9 +72,9 @@ def test_the_panel_sends_progress_while_integrated_gradients_runs(backbone, toke
     panel.view.observe(lambda _: texts.append(panel.view.progress_text), names="progress_done")
     panel.method.value = "integrated_gradients"
     assert panel.wait(60)
-    # 16 points in batches of max(MIN_BATCH, 16 / PROGRESS_UPDATES) = 4: the line goes 0, 4, 8, 12, 16 of 16
-    assert sent.progress() == [(0, 16), (4, 16), (8, 16), (12, 16), (16, 16), (0, 0)]
-    assert texts[:4] == [f"Integrated gradients: {done}/16 steps" for done in (4, 8, 12, 16)]
+    # 16 points in batches of 16 / PROGRESS_UPDATES = 2: the line goes 0, 2, 4, ... 16 of 16
+    assert sent.progress() == [(0, 16), *((done, 16) for done in range(2, 17, 2)), (0, 0)]
+    assert texts[:8] == [f"Integrated gradients: {done}/16 steps" for done in range(2, 17, 2)]
     assert panel.view.status == "ready" and panel.view.progress_text == ""
     assert sent.threads == {"bertviz-saliency" if background else threading.current_thread().name}
     # the computing figure (the previous tokens dimmed) went before the first step, the new one after the last
@@ -81,6 +82,18 @@ def test_the_panel_sends_progress_while_integrated_gradients_runs(backbone, toke
     assert 'data-status="computing"' in sent.states[first]["svg"] and "bvl-stale" in sent.states[first]["svg"]
     last = next(i for i, s in enumerate(sent.states) if s.get("progress_total") == 0)
     assert 'data-status="ready"' in sent.states[last]["svg"] and "bvl-stale" not in sent.states[last]["svg"]
+
+
+def test_a_short_text_is_not_split_into_small_batches(backbone, tokenizer, monkeypatch):
+    monkeypatch.setattr(SV, "PROGRESS_INTERVAL_S", 0)
+    panel = SaliencyPanel(backbone, tokenizer, PLAIN, method="gradient_x_input", steps=16)
+    panel.background = False
+    done: list[int] = []
+    panel.view.observe(lambda change: done.append(change["new"]), names="progress_done")
+    length = panel.encoded.encoding["input_ids"].shape[1]
+    assert 16 * length < SV.MIN_BATCH_TOKENS  # the whole run fits one efficient batch
+    panel.method.value = "integrated_gradients"
+    assert done == [16, 0]  # one forward: the line goes from 0 to 16 of 16 at once
 
 
 def test_progress_of_a_run_no_longer_wanted_is_not_shown(backbone, tokenizer, monkeypatch):
@@ -97,9 +110,10 @@ def test_progress_of_a_run_no_longer_wanted_is_not_shown(backbone, tokenizer, mo
 
 def test_progress_messages_are_throttled_but_the_last_is_sent(backbone, tokenizer, monkeypatch):
     monkeypatch.setattr(SV, "PROGRESS_INTERVAL_S", 3600)
+    monkeypatch.setattr(SV, "MIN_BATCH_TOKENS", 0)
     panel = SaliencyPanel(backbone, tokenizer, PLAIN, method="gradient_x_input", steps=16)
     panel.background = False
     done: list[int] = []
     panel.view.observe(lambda change: done.append(change["new"]), names="progress_done")
     panel.method.value = "integrated_gradients"
-    assert done == [4, 16, 0]  # the first update, then only the last (and the reset once the figure is drawn)
+    assert done == [2, 16, 0]  # the first update, then only the last (and the reset once the figure is drawn)
