@@ -248,6 +248,18 @@ def pooled_thumbnails(attentions: Sequence[torch.Tensor], row: int, size: int = 
     return codes, s, scale
 
 
+def pooled_maps(maps: Sequence[torch.Tensor], size: int = 24) -> tuple[np.ndarray, float]:
+    """Every layer's (H, Q, K) maps average-pooled to at most size rows × size columns, 8-bit under one shared scale:
+    a cross attention's rectangle keeps query rows and key columns. Returns codes (L, H, rows, cols), weight = code ×
+    scale, and scale."""
+    Q, K = maps[0].shape[-2:]
+    shape = (max(1, min(size, Q)), max(1, min(size, K)))
+    stacked = torch.stack([F.adaptive_avg_pool2d(m.float().unsqueeze(1), shape).squeeze(1) for m in maps]).numpy()
+    top = float(stacked.max(initial=0.0))
+    scale = top / TOP_CODE if top > 0 else 0.0
+    return np.rint(stacked / (scale or 1.0)).clip(0, TOP_CODE).astype(np.uint8), scale
+
+
 def top_lines(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """For each query row, the k strongest keys: (indices uint16 (Q, k), weights uint8 (Q, k), 255 = probability 1)."""
     k = max(1, min(k, matrix.shape[1]))

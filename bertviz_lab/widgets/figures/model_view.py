@@ -63,21 +63,26 @@ def _badge(change: float, x: float, y: float) -> str:
 def model_view_svg(codes: np.ndarray, palette: np.ndarray, bar_ticks: Sequence[Sequence], bar_title: str,
                    title: str, hint: str, lines: Sequence[str] = (), ablated: Sequence[Sequence[int]] = (),
                    changes: np.ndarray | None = None, badge_min: float = BADGE_MIN,
-                   selected: Sequence[int] | None = None) -> str:
+                   selected: Sequence[int] | None = None, layer_names: Sequence[int] = (),
+                   head_names: Sequence[int] = ()) -> str:
     """The model view as a standalone SVG document.
 
     codes (L, H, s, s): each head's map as palette codes (one PNG each); palette (256, 3); bar_ticks (position 0..1,
     label) and bar_title: the one colour bar; hint: how to read a map; lines: what the ablation did; ablated: the
     (layer, head) pairs switched off; changes (L, H): how far each head's attention moved (a badge where it is at
-    least badge_min and the head is on); selected: the (layer, head) open in the heatmap, outlined.
+    least badge_min and the head is on); selected: the (layer, head) open in the heatmap, outlined; layer_names,
+    head_names: the model's numbers of the rows and columns drawn, where only some layers or heads are (default 0..);
+    a map may be (rows, cols), a cross attention's, stretched to the square thumbnail.
     """
     codes = np.asarray(codes, dtype=np.uint8)
-    if codes.ndim != 4 or codes.shape[2] != codes.shape[3]:
-        raise ValueError(f"codes must be (layers, heads, size, size), got shape {codes.shape}")
+    if codes.ndim != 4:  # (rows, cols) may differ: a cross attention's map, stretched to the square thumbnail
+        raise ValueError(f"codes must be (layers, heads, rows, cols), got shape {codes.shape}")
     L, H = codes.shape[:2]
     if changes is not None and np.shape(changes) != (L, H):
         raise ValueError(f"changes must be ({L}, {H}), one per head, got shape {np.shape(changes)}")
     off = {(int(layer), int(head)) for layer, head in ablated}
+    layer_names = list(layer_names) or list(range(L))
+    head_names = list(head_names) or list(range(H))
     lines = list(lines)
     line_y = [20 + (NOTE_FONT + 6) + (i + 1) * (NOTE_FONT + 4) for i in range(len(lines))]
     top = 30 + NOTE_FONT + 8 + HEADER_H + len(lines) * (NOTE_FONT + 4)
@@ -92,7 +97,7 @@ def model_view_svg(codes: np.ndarray, palette: np.ndarray, bar_ticks: Sequence[S
     for layer in range(L):
         y = top + layer * (THUMB + GAP)
         grid.append(f'<text class="bvl-layer-label" x="{LABEL_W - 8}" y="{y + THUMB / 2 + 4}" text-anchor="end">'
-                    f"layer {layer}</text>")
+                    f"layer {layer_names[layer]}</text>")
         for head in range(H):
             x = LABEL_W + head * (THUMB + GAP)
             is_off = (layer, head) in off
@@ -117,7 +122,7 @@ def model_view_svg(codes: np.ndarray, palette: np.ndarray, bar_ticks: Sequence[S
                  for line, y in zip(lines, line_y))
     parts.append(f'<text class="bvl-axes-hint bvl-muted" x="8" y="{top - 6}">query ↓ key →</text>')
     parts.extend(f'<text class="bvl-head-label" x="{LABEL_W + h * (THUMB + GAP) + THUMB / 2}" y="{top - 6}" '
-                 f'text-anchor="middle">head {h}</text>' for h in range(H))
+                 f'text-anchor="middle">head {head_names[h]}</text>' for h in range(H))
     parts.extend(grid)
     parts.append(colorbar(bar_x, top, bar_h, palette, [tuple(t) for t in bar_ticks], bar_title))
     parts.append("</svg>")

@@ -38,6 +38,7 @@ class ModelView(anywidget.AnyWidget):
     num_layers = traitlets.Int(0)
     num_heads = traitlets.Int(0)
     size = traitlets.Int(1)
+    cols = traitlets.Int(1)  # a thumbnail's columns: size too, unless a rectangular (cross attention) map was given
     thumbnails = traitlets.Bytes(b"")  # uint8 (layers, heads, size, size): weight = (code − zero_code) × scale
     scale = traitlets.Float(0.0)
     zero_code = traitlets.Int(0)  # the code of weight 0: 0, or 127 for differences (diverging)
@@ -49,6 +50,8 @@ class ModelView(anywidget.AnyWidget):
     changes = traitlets.Bytes(b"")  # float32 (L, H): how far each head's attention moved, or empty
     badge_min = traitlets.Float(figure.BADGE_MIN)  # changes below this get no badge
     lines = traitlets.List(traitlets.Unicode())  # what the ablation did to the predictions
+    layer_names = traitlets.List(traitlets.Int())  # the model's numbers of the layers drawn, where only some are
+    head_names = traitlets.List(traitlets.Int())  # the same for heads ([] for 0..)
 
     @traitlets.validate("click_mode")
     def _known_mode(self, proposal: dict) -> str:
@@ -66,9 +69,9 @@ class ModelView(anywidget.AnyWidget):
         """Draw every head's map: codes (L, H, s, s) with weight = (code − zero_code) × scale; changes (L, H) or None
         (no head off); lines: what the ablation did."""
         codes = np.ascontiguousarray(codes, dtype=np.uint8)
-        if codes.ndim != 4 or codes.shape[2] != codes.shape[3]:
-            raise ValueError(f"codes must be (layers, heads, size, size), got shape {codes.shape}")
-        self.num_layers, self.num_heads, self.size = codes.shape[:3]
+        if codes.ndim != 4:
+            raise ValueError(f"codes must be (layers, heads, rows, cols), got shape {codes.shape}")
+        self.num_layers, self.num_heads, self.size, self.cols = codes.shape
         self.thumbnails, self.scale, self.zero_code = codes.tobytes(), float(scale), int(zero_code)
         self.palette = np.ascontiguousarray(palette, dtype=np.uint8).tobytes()
         self.bar_ticks, self.bar_title = [list(t) for t in bar_ticks], bar_title
@@ -78,7 +81,7 @@ class ModelView(anywidget.AnyWidget):
 
     def codes(self) -> np.ndarray:
         """The thumbnails' palette codes, (L, H, s, s)."""
-        shape = (self.num_layers, self.num_heads, self.size, self.size)
+        shape = (self.num_layers, self.num_heads, self.size, self.cols)
         return np.frombuffer(self.thumbnails, dtype=np.uint8).reshape(shape)
 
     def decoded(self) -> np.ndarray:
@@ -97,7 +100,8 @@ class ModelView(anywidget.AnyWidget):
             return
         self.svg = figure.model_view_svg(self.codes(), np.frombuffer(self.palette, np.uint8).reshape(256, 3),
                                          self.bar_ticks, self.bar_title, self.title, self.hint, self.lines,
-                                         self.ablated, self.head_changes(), self.badge_min, self.selected)
+                                         self.ablated, self.head_changes(), self.badge_min, self.selected,
+                                         self.layer_names, self.head_names)
 
     def to_svg(self) -> str:
         """The model view as a standalone SVG document: the same drawing the browser shows."""
