@@ -16,3 +16,13 @@ def load_ipython_extension(ipython):  # noqa: ANN001 (an IPython shell)
     from bertviz_lab.magics import load_ipython_extension as load
 
     load(ipython)
+
+
+def __getattr__(name: str):  # noqa: ANN202 (a module attribute)
+    """`bertviz_lab.views` (bertviz-style views of any model's attention) is imported on first use: the widget
+    libraries it needs are not loaded by `import bertviz_lab`."""
+    if name == "views":
+        import importlib
+
+        return importlib.import_module("bertviz_lab.views")
+    raise AttributeError(f"module 'bertviz_lab' has no attribute {name!r}")
