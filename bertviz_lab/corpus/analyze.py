@@ -1,0 +1,370 @@
+"""analyze(): run a model over a corpus, shard by shard, and write a corpus folder (bertviz_lab.corpus.folder).
+
+Texts are tokenized once and sorted by length (then by id) so batches carry little padding; the sorted order is cut
+into shards of `shard_size` texts. Under torchrun each process takes every world_size-th shard, so the shards, and
+the folder, are the same for any number of processes. A shard already on disk is never recomputed."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from bertviz_lab.corpus import folder, vectors
+from bertviz_lab.corpus.corpus import Corpus
+from bertviz_lab.corpus.readers import Item, read_items
+from bertviz_lab.corpus.statistics import STATISTICS, head_sums, key_masks, punctuation_table
+from bertviz_lab.model.hook_points import Reader, hook_points, hooks
+from bertviz_lab.train import distributed
+
+VECTOR_KINDS = ("hidden", "qk")
+
+
+@dataclasses.dataclass
+class Encoded:
+    """Every text's token ids and token types, flat, with offsets: small enough to keep for any corpus size."""
+
+    ids: np.ndarray  # (tokens,) int32
+    types: np.ndarray  # (tokens,) int8
+    offsets: np.ndarray  # (texts + 1,) int64
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def batch(self, text_ids: np.ndarray, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(input_ids, token_type_ids, attention_mask), each (B, T) long, padded to the longest text."""
+        lengths = self.lengths[text_ids]
+        ids = np.full((len(text_ids), lengths.max()), pad_id, dtype=np.int64)
+        types = np.zeros_like(ids)
+        for row, (text, n) in enumerate(zip(text_ids, lengths)):
+            start = self.offsets[text]
+            ids[row, :n] = self.ids[start:start + n]
+            types[row, :n] = self.types[start:start + n]
+        mask = np.arange(ids.shape[1])[None, :] < lengths[:, None]
+        return torch.from_numpy(ids), torch.from_numpy(types), torch.from_numpy(mask.astype(np.int64))
+
+
+def encode(tokenizer: Any, items: list[Item], max_length: int, chunk: int = 4096) -> Encoded:
+    """Tokenize every item once ([CLS] a [SEP] (b [SEP]), truncated to max_length)."""
+    ids: list[np.ndarray] = []
+    types: list[np.ndarray] = []
+    for start in range(0, len(items), chunk):
+        part = items[start:start + chunk]
+        singles = [i for i, (_, b) in enumerate(part) if b is None]
+        pairs = [i for i, (_, b) in enumerate(part) if b is not None]
+        rows: dict[int, tuple[list[int], list[int]]] = {}
+        for chosen, pair in ((singles, False), (pairs, True)):
+            if not chosen:
+                continue
+            texts = [part[i][0] for i in chosen]
+            second = [part[i][1] for i in chosen] if pair else None
+            enc = tokenizer(texts, text_pair=second, truncation=True, max_length=max_length)
+            for i, row_ids, row_types in zip(chosen, enc["input_ids"], enc["token_type_ids"]):
+                rows[i] = (row_ids, row_types)
+        for i in range(len(part)):
+            ids.append(np.asarray(rows[i][0], dtype=np.int32))
+            types.append(np.asarray(rows[i][1], dtype=np.int8))
+    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(x) for x in ids])
+    return Encoded(np.concatenate(ids), np.concatenate(types), offsets)
+
+
+def backbone_of(model: nn.Module) -> nn.Module:
+    """The encoder a head model wraps (`model.bert`), or the model itself: heads are not run."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module (e.g. from bertviz_lab.load_default()), "
+                        f"got {type(model).__name__}.")
+    inner = getattr(model, "bert", None)
+    return inner if isinstance(inner, nn.Module) else model
+
+
+def _checked_indices(values: Any, count: int, what: str) -> list[int]:
+    """Sorted unique layer or head indices; one that does not exist is an error naming the range."""
+    if values is None:
+        return list(range(count))
+    values = [values] if isinstance(values, int) else list(values)
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < count:
+            raise ValueError(f"{what} {value!r} does not exist: the model has {count} {what}s (0-{count - 1}).")
+    if not values:
+        raise ValueError(f"{what}s is empty; leave it out for all {count}.")
+    return sorted({int(v) for v in values})
+
+
+def _checked_vectors(value: Any) -> list[str]:
+    kinds = [value] if isinstance(value, str) else list(value or ())
+    unknown = [kind for kind in kinds if kind not in VECTOR_KINDS]
+    if unknown:
+        raise ValueError(f"vectors={unknown[0]!r} is not a kind of vector; expected any of {', '.join(VECTOR_KINDS)}.")
+    return [kind for kind in VECTOR_KINDS if kind in kinds]
+
+
+def _positive(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    return value
+
+
+def model_digest(backbone: nn.Module) -> str:
+    """A digest of the configuration and a sample of every parameter: other weights give another digest."""
+    digest = hashlib.sha256()
+    config = getattr(backbone, "config", None)
+    if config is not None:
+        fields = config.to_dict() if hasattr(config, "to_dict") else vars(config)
+        digest.update(json.dumps(fields, sort_keys=True, default=str).encode())
+    for name, parameter in backbone.named_parameters():
+        sample = parameter.detach().reshape(-1)[:4096].float().cpu().numpy()
+        digest.update(name.encode() + str(tuple(parameter.shape)).encode() + sample.tobytes())
+    return digest.hexdigest()[:16]
+
+
+def data_digest(items: list[Item], encoded: Encoded) -> str:
+    """A digest of the texts and the ids the tokenizer made of them."""
+    digest = hashlib.sha256()
+    for a, b in items:
+        digest.update(a.encode() + b"\x00" + (b.encode() if b is not None else b"\x01") + b"\x02")
+    digest.update(encoded.ids.tobytes() + encoded.types.tobytes() + encoded.offsets.tobytes())
+    return digest.hexdigest()[:16]
+
+
+def default_model_name(backbone: nn.Module) -> str | None:
+    """'default' where the model holds the packaged default weights (so Corpus.open can load it again)."""
+    try:
+        from safetensors import safe_open
+
+        from bertviz_lab.model.weights import BERT_Weights
+
+        path = BERT_Weights.DEFAULT.path / "model.safetensors"
+        with safe_open(str(path), "pt") as weights:
+            stored = weights.get_slice("embeddings.word_embeddings.weight")[:4]
+        ours = backbone.embeddings.word_embeddings.weight.detach()[:4].cpu()
+        return "default" if ours.shape == stored.shape and torch.equal(ours.to(stored.dtype), stored) else None
+    except Exception:  # no packaged model, another layout: not the default
+        return None
+
+
+class ShardWriter:
+    """Runs batches of one shard with hooks that reduce attention to statistics on the device (and keep the
+    requested vectors), then writes the shard's tables and arrays into a temporary folder and renames it."""
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, layers: list[int], heads: list[int],
+                 kinds: list[str]) -> None:
+        self.backbone, self.tokenizer, self.layers, self.heads, self.kinds = backbone, tokenizer, layers, heads, kinds
+        self.device = next(backbone.parameters()).device
+        self.num_heads = backbone.config.num_attention_heads
+        special = list(getattr(tokenizer, "all_special_ids", []))
+        vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        self.punct = punctuation_table(vocab, special).to(self.device)
+        self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
+        self.batch: dict[str, Any] = {}
+        self.points = hook_points(backbone)
+
+    def _point(self, name: str) -> str:
+        if name not in self.points:
+            raise ValueError(f"the model has no hook point {name!r}; analyze needs a model with bertviz_lab's hook "
+                             "points (bertviz_lab.load).")
+        return name
+
+    def _hooks(self) -> list[tuple[str, Callable]]:
+        """Readers only: the attention backend keeps its fast path and hands the probabilities over."""
+        chosen = [] if len(self.heads) == self.num_heads else self.heads
+        pairs: list[tuple[str, Callable]] = []
+        for layer in self.layers:
+            def on_probs(probs: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
+                probs = probs[:, chosen] if chosen else probs
+                self.batch[("stats", layer)] = head_sums(probs, self.batch["valid"], self.batch["keys"])
+
+            pairs.append((self._point(f"encoder.layer.{layer}.attention.self.probs"), Reader(on_probs)))
+            if "hidden" in self.kinds:
+                def on_hidden(hidden: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
+                    self.batch[("hidden", layer)] = hidden[self.batch["where"]].to("cpu", torch.float16)
+
+                pairs.append((self._point(f"encoder.layer.{layer}.hidden"), Reader(on_hidden)))
+            if "qk" in self.kinds:
+                for kind in ("q", "k"):
+                    def on_qk(x: torch.Tensor, point: Any, handed_over: bool, layer: int = layer,
+                              kind: str = kind) -> None:
+                        rows = x[:, self.heads].transpose(1, 2)[self.batch["where"]]  # (n, heads, hs)
+                        self.batch[(kind, layer)] = rows.to("cpu", torch.float16)
+
+                    pairs.append((self._point(f"encoder.layer.{layer}.attention.self.{kind}"), Reader(on_qk)))
+        return pairs
+
+    def write(self, out: Path, index: int, text_ids: np.ndarray, items: list[Item], encoded: Encoded,
+              batch_size: int, on_batch: Callable[[int], None]) -> None:
+        """Compute shard `index` (texts `text_ids`, in this order) and publish it."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        stats, queries, tokens, arrays = [], [], [], {}
+        with hooks(self.backbone, self._hooks(), points=self.points), torch.inference_mode():
+            for start in range(0, len(text_ids), batch_size):
+                chunk = text_ids[start:start + batch_size]
+                ids, types, mask = self.batch_inputs(chunk, encoded)
+                self.backbone(input_ids=ids, token_type_ids=types, attention_mask=mask)
+                sums = torch.stack([self.batch[("stats", layer)] for layer in self.layers]).cpu().double()
+                counts = mask.sum(1).cpu()  # (B,) queries per text
+                stats.append((sums / counts[None, :, None, None]).numpy())  # (L, B, H, 7) means
+                queries.append(counts.numpy())
+                for key, value in self.batch.items():
+                    if isinstance(key, tuple) and key[0] in ("hidden", "q", "k"):
+                        arrays.setdefault(key, []).append(value.numpy())
+                self.batch.clear()
+                on_batch(len(chunk))
+        for text in text_ids:
+            start, end = encoded.offsets[text], encoded.offsets[text + 1]
+            tokens.append(self.tokenizer.convert_ids_to_tokens(encoded.ids[start:end].tolist()))
+        target = folder.temporary_shard_dir(out, index)
+        means = np.concatenate(stats, axis=1)  # (L, N, H, 7)
+        counts = np.concatenate(queries)
+        L, N, H, _ = means.shape
+        text_column = np.broadcast_to(text_ids[None, :, None], (L, N, H)).reshape(-1)
+        columns = {"text_id": pa.array(text_column, pa.int64()),
+                   "layer": pa.array(np.repeat(self.layers, N * H), pa.int16()),
+                   "head": pa.array(np.tile(self.heads, L * N), pa.int16())}
+        for s, name in enumerate(STATISTICS):
+            columns[name] = pa.array(means[..., s].reshape(-1), pa.float64())
+        columns["queries"] = pa.array(np.broadcast_to(counts[None, :, None], (L, N, H)).reshape(-1), pa.int32())
+        pq.write_table(pa.table(columns), target / "text_stats.parquet")
+        pq.write_table(pa.table({
+            "text_id": pa.array(text_ids, pa.int64()),
+            "text_a": [items[t][0] for t in text_ids],
+            "text_b": pa.array([items[t][1] for t in text_ids], pa.string()),
+            "num_tokens": pa.array(encoded.lengths[text_ids], pa.int32())}), target / "texts.parquet")
+        lengths = encoded.lengths[text_ids]
+        pq.write_table(pa.table({
+            "text_id": pa.array(np.repeat(text_ids, lengths), pa.int64()),
+            "position": pa.array(np.concatenate([np.arange(n) for n in lengths]), pa.int32()),
+            "token": pa.array([token for row in tokens for token in row], pa.string())}), target / "tokens.parquet")
+        for (kind, layer), parts in arrays.items():
+            array = np.concatenate(parts)
+            if kind == "hidden":
+                np.save(target / vectors.hidden_file(layer), array)
+                continue
+            for h, head in enumerate(self.heads):
+                np.save(target / vectors.qk_files(layer, head)[0 if kind == "q" else 1], np.ascontiguousarray(
+                    array[:, h]))
+        folder.publish(target, folder.shard_dir(out, index))
+
+    def batch_inputs(self, chunk: np.ndarray, encoded: Encoded) -> tuple[torch.Tensor, ...]:
+        """The batch's inputs on the device, and the per-batch state the hooks read (valid queries, key masks)."""
+        ids, types, mask = (x.to(self.device) for x in encoded.batch(chunk, self.pad_id))
+        self.batch.update(valid=mask.to(torch.float32), where=mask.bool(),
+                          keys=key_masks(ids, self.cls_id, self.sep_id, self.punct))
+        return ids, types, mask
+
+
+def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_heads: int) -> None:
+    """Rank 0, once every shard is on disk: the corpus-wide head statistics, the indexes, then the manifest."""
+    import duckdb
+
+    shard_dirs = [folder.shard_dir(out, i) for i in range(len(shard_sizes))]
+    files = [str(d / "text_stats.parquet") for d in shard_dirs]
+    means = ", ".join(f"sum({name} * queries) / sum(queries) as {name}" for name in STATISTICS)
+    con = duckdb.connect()
+    try:
+        temporary = out / f".{folder.HEAD_STATS}.tmp"
+        query = (f"select layer::integer as layer, head::integer as head, {means}, sum(queries)::bigint as queries "
+                 f"from read_parquet({files!r}) group by layer, head "
+                 "order by layer, head")
+        con.execute(f"copy ({query}) to '{temporary}' (format parquet)")
+        os.replace(temporary, out / folder.HEAD_STATS)
+    finally:
+        con.close()
+    import pyarrow.parquet as pq
+
+    rows = [pq.read_metadata(d / "tokens.parquet").num_rows for d in shard_dirs]
+    vector_layers = settings["layers"] if "hidden" in settings["vectors"] else []
+    if vector_layers:
+        (out / folder.INDEX).mkdir(exist_ok=True)
+    for layer in vector_layers:
+        vectors.build_index(vectors.stacked(shard_dirs, vectors.hidden_file(layer)),
+                            out / folder.INDEX / vectors.index_file(layer))
+    qk_heads = ([[layer, head] for layer in settings["layers"] for head in settings["heads"]]
+                if "qk" in settings["vectors"] else [])
+    folder.write_json(out / folder.MANIFEST, {
+        "format": folder.FORMAT, "complete": True, "hash": folder.settings_hash(settings),
+        "model_name": settings["model_name"], "layers": settings["layers"], "heads": settings["heads"],
+        "num_heads": num_heads, "vectors": settings["vectors"], "vector_layers": vector_layers, "qk_heads": qk_heads,
+        "num_texts": settings["num_texts"], "max_length": settings["max_length"],
+        "shards": [{"name": folder.shard_name(i), "texts": n, "tokens": r}
+                   for i, (n, r) in enumerate(zip(shard_sizes, rows))]})
+
+
+def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike, *, layers: Any = None,
+            heads: Any = None, vectors: Any = (), batch_size: int = 32, max_length: int = 128,
+            text_column: str = "text", progress: bool = True, shard_size: int = 1024,
+            model_name: str | None = None) -> Corpus:
+    """Run `model` over the corpus `data` and write the folder `out` (per-head statistics, per-text values, tokens
+    and the requested vectors: "hidden" states at `layers`, "qk" queries and keys of `heads`); resumes an
+    interrupted run and returns at once where `out` holds this corpus already."""
+    out = Path(out)
+    backbone = backbone_of(model)
+    config = backbone.config
+    layers = _checked_indices(layers, config.num_hidden_layers, "layer")
+    heads = _checked_indices(heads, config.num_attention_heads, "head")
+    kinds = _checked_vectors(vectors)
+    _positive(batch_size, "batch_size")
+    _positive(shard_size, "shard_size")
+    if _positive(max_length, "max_length") > config.max_position_embeddings:
+        raise ValueError(f"max_length={max_length} is more than the model's {config.max_position_embeddings} "
+                         "positions.")
+    items = read_items(data, text_column)
+    encoded = encode(tokenizer, items, max_length)
+    order = np.lexsort((np.arange(len(items)), encoded.lengths))  # by length, then by id
+    shards = [order[i:i + shard_size] for i in range(0, len(order), shard_size)]
+    name = model_name or default_model_name(backbone) or type(model).__name__
+    settings = {"format": folder.FORMAT, "model": model_digest(backbone), "model_name": name,
+                "data": data_digest(items, encoded), "num_texts": len(items), "layers": layers, "heads": heads,
+                "vectors": kinds, "max_length": max_length, "shard_size": shard_size}
+    context = distributed.init_distributed(next(backbone.parameters()).device.type)
+    try:
+        outcome: Any = None
+        if context.is_main:
+            try:
+                outcome = folder.prepare(out, settings)
+            except ValueError as error:
+                outcome = error
+        outcome = distributed.broadcast_object(outcome, context)
+        if isinstance(outcome, Exception):
+            raise outcome
+        if not outcome:
+            _run_shards(backbone, tokenizer, out, shards, items, encoded, layers, heads, kinds, batch_size,
+                        progress and context.is_main, context)
+            distributed.barrier(context)
+            if context.is_main:
+                finish(out, settings, [len(s) for s in shards], config.num_attention_heads)
+            distributed.barrier(context)
+    finally:
+        distributed.close_distributed(context)
+    return Corpus.open(out, model=model, tokenizer=tokenizer)
+
+
+def _run_shards(backbone: nn.Module, tokenizer: Any, out: Path, shards: list[np.ndarray], items: list[Item],
+                encoded: Encoded, layers: list[int], heads: list[int], kinds: list[str], batch_size: int,
+                progress: bool, context: distributed.DistributedContext) -> None:
+    """This process' shards (every world_size-th) that are not on disk yet, with a texts/s bar."""
+    from tqdm.auto import tqdm
+
+    mine = [i for i in range(len(shards)) if i % context.world_size == context.rank and not folder.shard_done(out, i)]
+    if not mine:
+        return
+    writer = ShardWriter(backbone, tokenizer, layers, heads, kinds)
+    was_training = backbone.training
+    backbone.eval()
+    try:
+        with tqdm(total=sum(len(shards[i]) for i in mine), unit="text", disable=not progress,
+                  desc="analyze") as bar:
+            for i in mine:
+                writer.write(out, i, shards[i], items, encoded, batch_size, bar.update)
+    finally:
+        backbone.train(was_training)

@@ -1,0 +1,257 @@
+"""Corpus: a finished corpus folder read back: head statistics, per-text values, texts and tokens through DuckDB
+over the Parquet shards, nearest contexts from the vector index, query-key maps from the stored queries and keys."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertviz_lab.corpus import folder, vectors
+from bertviz_lab.corpus.statistics import STATISTICS
+
+CONTEXT = 5  # tokens of context on each side of a nearest match
+
+
+class Corpus:
+    """A complete corpus folder (see bertviz_lab.corpus.folder); `Corpus.open(path)` reads one."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], model: Any = None, tokenizer: Any = None) -> None:
+        self.path = path
+        self.manifest = manifest
+        self._model, self._tokenizer = model, tokenizer
+        self._con: Any = None
+        self._rows: Any = None  # (text_ids, positions, tokens) of every stored token, in vector row order
+        self._starts: dict[int, int] | None = None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, model: Any = None, tokenizer: Any = None) -> "Corpus":
+        """Read a corpus folder; a ValueError naming the folder when it is not a complete corpus. `model` and
+        `tokenizer` are needed only by nearest() on new text (the packaged default model loads itself)."""
+        path = Path(path)
+        return cls(path, folder.read_manifest(path), model, tokenizer)
+
+    # what it holds --------------------------------------------------------------------------------------------
+    @property
+    def num_texts(self) -> int:
+        return int(self.manifest["num_texts"])
+
+    @property
+    def layers(self) -> list[int]:
+        return list(self.manifest["layers"])
+
+    @property
+    def heads(self) -> list[int]:
+        return list(self.manifest["heads"])
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.manifest["num_heads"])
+
+    @property
+    def model_name(self) -> str:
+        return str(self.manifest["model_name"])
+
+    @property
+    def vector_layers(self) -> list[int]:
+        return list(self.manifest["vector_layers"])
+
+    @property
+    def qk_heads(self) -> list[tuple[int, int]]:
+        return [(int(layer), int(head)) for layer, head in self.manifest["qk_heads"]]
+
+    def __repr__(self) -> str:
+        return (f"Corpus({str(self.path)!r}: {self.num_texts} texts, layers {self.layers}, {len(self.heads)} heads, "
+                f"model {self.model_name})")
+
+    def _shard_dirs(self) -> list[Path]:
+        return [self.path / folder.SHARDS / entry["name"] for entry in self.manifest["shards"]]
+
+    # tables ---------------------------------------------------------------------------------------------------
+    @property
+    def connection(self) -> Any:
+        """A DuckDB connection with the views head_stats, text_stats, texts and tokens over the Parquet files."""
+        if self._con is None:
+            import duckdb
+
+            con = duckdb.connect()
+            dirs = self._shard_dirs()
+            for table in ("text_stats", "texts", "tokens"):
+                files = [str(d / f"{table}.parquet") for d in dirs]
+                con.execute(f"create view {table} as select * from read_parquet({files!r})")
+            con.execute(f"create view head_stats as select * from read_parquet('{self.path / folder.HEAD_STATS}')")
+            self._con = con
+        return self._con
+
+    def sql(self, query: str, parameters: list[Any] | None = None) -> Any:
+        """A pandas DataFrame of a DuckDB query over the tables head_stats, text_stats, texts and tokens."""
+        return self.connection.execute(query, parameters or []).df()
+
+    def head_stats(self) -> Any:
+        """Per (layer, head): the token-weighted means of STATISTICS over the whole corpus and its query count."""
+        return self.sql("select * from head_stats order by layer, head")
+
+    def top_texts(self, layer: int, head: int, stat: str, k: int = 10, largest: bool = True) -> Any:
+        """The k texts where head (layer, head) has the largest (or smallest) mean of `stat`."""
+        self._check_head(layer, head)
+        if stat not in STATISTICS:
+            raise ValueError(f"stat={stat!r} is not a statistic; expected one of {', '.join(STATISTICS)}.")
+        order = "desc" if largest else "asc"
+        return self.sql(
+            f"select s.text_id, case when t.text_b is null then t.text_a else t.text_a || ' [SEP] ' || t.text_b end "
+            f"as text, s.{stat} as value, s.queries from text_stats s join texts t using (text_id) "
+            f"where s.layer = ? and s.head = ? order by value {order}, s.text_id limit ?", [layer, head, int(k)])
+
+    def _check_head(self, layer: int, head: int) -> None:
+        if layer not in self.layers:
+            raise ValueError(f"layer {layer!r} is not in this corpus; it holds layers {self.layers}.")
+        if head not in self.heads:
+            raise ValueError(f"head {head!r} is not in this corpus; it holds heads {self.heads}.")
+
+    def _check_text_id(self, text_id: Any) -> int:
+        if isinstance(text_id, bool) or not isinstance(text_id, (int, np.integer)) or not 0 <= text_id < self.num_texts:
+            raise ValueError(f"text id {text_id!r} is not in this corpus of {self.num_texts} texts "
+                             f"(0-{self.num_texts - 1}).")
+        return int(text_id)
+
+    def text(self, text_id: int) -> tuple[str, str | None]:
+        """(text_a, text_b or None) of one text."""
+        row = self.connection.execute("select text_a, text_b from texts where text_id = ?",
+                                      [self._check_text_id(text_id)]).fetchone()
+        return row[0], row[1]
+
+    def tokens(self, text_id: int) -> list[str]:
+        """The tokens the model saw for one text, [CLS] ... [SEP]."""
+        rows = self.connection.execute("select token from tokens where text_id = ? order by position",
+                                       [self._check_text_id(text_id)]).fetchall()
+        return [row[0] for row in rows]
+
+    # vectors --------------------------------------------------------------------------------------------------
+    def _token_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(text_id, position, token) of every stored token, in the order of the vector files' rows."""
+        if self._rows is None:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pa.concat_tables([pq.read_table(d / "tokens.parquet") for d in self._shard_dirs()])
+            self._rows = (table.column("text_id").to_numpy(), table.column("position").to_numpy(),
+                          np.asarray(table.column("token").to_pylist(), dtype=object))
+            starts = np.flatnonzero(self._rows[1] == 0)
+            self._starts = dict(zip(self._rows[0][starts].tolist(), starts.tolist()))
+        return self._rows
+
+    def _row_of(self, text_id: int, position: int) -> int:
+        """The vector row of a stored token."""
+        text_ids, positions, _ = self._token_rows()
+        start = self._starts[self._check_text_id(text_id)]
+        length = len(self.tokens(text_id))
+        if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not 0 <= position < length:
+            raise ValueError(f"position {position!r} is not in text {text_id}, which has {length} tokens.")
+        return start + int(position)
+
+    def vectors(self, layer: int) -> np.ndarray:
+        """(tokens, hidden) float32 hidden states stored at `layer`, in token row order (for brute-force checks)."""
+        self._check_vector_layer(layer)
+        return vectors.stacked(self._shard_dirs(), vectors.hidden_file(layer))
+
+    def _check_vector_layer(self, layer: int) -> None:
+        if layer not in self.vector_layers:
+            stored = f"layers {self.vector_layers}" if self.vector_layers else "none (analyze with vectors=('hidden',))"
+            raise ValueError(f"layer {layer!r} has no stored hidden states; this corpus stores {stored}.")
+
+    def _query_vector(self, text: Any, position: int, layer: int) -> np.ndarray:
+        """The hidden state at `layer` of token `position` of `text`: a stored one (text id) or a new one (str)."""
+        if not isinstance(text, str):
+            row = self._row_of(text, position)
+            shard, offset = self._locate(row)
+            return np.load(self._shard_dirs()[shard] / vectors.hidden_file(layer), mmap_mode="r")[offset].astype(
+                np.float32)
+        model, tokenizer = self._model_and_tokenizer()
+        from bertviz_lab.corpus.analyze import backbone_of
+
+        backbone = backbone_of(model)
+        enc = tokenizer(text, truncation=True, max_length=int(self.manifest["max_length"]), return_tensors="pt")
+        length = enc["input_ids"].shape[1]
+        if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not 0 <= position < length:
+            raise ValueError(f"position {position!r} is not in the text, which has {length} tokens.")
+        import torch
+
+        from bertviz_lab.model.hook_points import run_with_cache
+
+        device = next(backbone.parameters()).device
+        with torch.inference_mode():
+            _, cache = run_with_cache(backbone, input_ids=enc["input_ids"].to(device),
+                                      token_type_ids=enc["token_type_ids"].to(device),
+                                      attention_mask=enc["attention_mask"].to(device),
+                                      names_filter=f"encoder.layer.{layer}.hidden", device="cpu")
+        hidden = cache[f"encoder.layer.{layer}.hidden"][0, int(position)]
+        return hidden.to(torch.float16).float().numpy()  # as the stored vectors are kept
+
+    def _locate(self, row: int) -> tuple[int, int]:
+        """(shard number, row inside it) of a global vector row."""
+        ends = np.cumsum([entry["tokens"] for entry in self.manifest["shards"]])
+        shard = int(np.searchsorted(ends, row, side="right"))
+        return shard, row - (int(ends[shard - 1]) if shard else 0)
+
+    def _model_and_tokenizer(self) -> tuple[Any, Any]:
+        if self._model is None or self._tokenizer is None:
+            if self.model_name != "default":
+                raise ValueError(f"nearest() on new text needs the model: Corpus.open({str(self.path)!r}, "
+                                 f"model=..., tokenizer=...) with {self.model_name}; or pass a text id.")
+            from bertviz_lab.model.auto import load_default
+
+            self._model, self._tokenizer = load_default()
+        return self._model, self._tokenizer
+
+    def nearest(self, text: str | int, position: int, layer: int, k: int = 10, *, exact: bool | None = None) -> Any:
+        """The k stored tokens whose hidden state at `layer` is most cosine-similar to that of token `position` of
+        `text` (a str run through the model, or a text id): text_id, position, token, left/right context, score.
+        `exact`: brute force (default where the index holds up to 200,000 vectors) or the HNSW graph."""
+        import pandas as pd
+
+        self._check_vector_layer(layer)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}.")
+        query = self._query_vector(text, position, layer)
+        rows, scores = vectors.search(self.path / folder.INDEX / vectors.index_file(layer), query, k, exact)
+        text_ids, positions, tokens = self._token_rows()
+        records = []
+        for row, score in sorted(zip(rows.tolist(), scores.tolist()), key=lambda pair: (-pair[1], pair[0])):
+            start = row - int(positions[row])
+            end = start + int(np.searchsorted(text_ids[start:], text_ids[row], side="right"))
+            records.append({"text_id": int(text_ids[row]), "position": int(positions[row]), "token": tokens[row],
+                            "left": " ".join(tokens[max(start, row - CONTEXT):row]),
+                            "right": " ".join(tokens[row + 1:min(end, row + 1 + CONTEXT)]), "score": score})
+        return pd.DataFrame.from_records(records, columns=["text_id", "position", "token", "left", "right", "score"])
+
+    def qk_map(self, layer: int, head: int, n: int = 2000, method: str = "pca", seed: int = 0) -> Any:
+        """Queries and keys of n sampled tokens of head (layer, head), each set translated to a shared mean (as
+        AttentionViz does), in one 2-D projection: kind, text_id, position, token, x, y."""
+        import pandas as pd
+
+        if (layer, head) not in self.qk_heads:
+            stored = "none (analyze with vectors=('qk',))" if not self.qk_heads else f"{len(self.qk_heads)} heads"
+            raise ValueError(f"head ({layer}, {head}) has no stored queries and keys; this corpus stores {stored}.")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise ValueError(f"n must be an int of at least 2, got {n!r}.")
+        q_name, k_name = vectors.qk_files(layer, head)
+        queries, keys = vectors.stacked(self._shard_dirs(), q_name), vectors.stacked(self._shard_dirs(), k_name)
+        total = len(queries)
+        rows = np.sort(np.random.default_rng(seed).choice(total, size=min(n, total), replace=False))
+        q, k = queries[rows].astype(np.float64), keys[rows].astype(np.float64)
+        points = np.concatenate([q - q.mean(0), k - k.mean(0)])
+        xy = vectors.project_2d(points, method, seed)
+        text_ids, positions, tokens = self._token_rows()
+        m = len(rows)
+        return pd.DataFrame({"kind": ["query"] * m + ["key"] * m,
+                             "text_id": np.tile(text_ids[rows], 2).astype(np.int64),
+                             "position": np.tile(positions[rows], 2).astype(np.int64),
+                             "token": np.tile(tokens[rows], 2), "x": xy[:, 0], "y": xy[:, 1]})
+
+    def close(self) -> None:
+        """Close the DuckDB connection (reopened on the next query)."""
+        if self._con is not None:
+            self._con.close()
+            self._con = None

@@ -1,0 +1,117 @@
+"""The corpus folder: settings written first, one directory per shard made visible by an atomic rename, the
+manifest (`complete: true`) written last. A folder a killed process left behind is never read as complete: half
+written shards are temporary directories that the next run removes and recomputes.
+
+    out/settings.json            what the corpus was analysed with (and its hash): a rerun must match it
+    out/shards/00000/            texts, tokens, text_stats (.parquet); hidden-L{l}.npy, q-L{l}-H{h}.npy, k-...npy
+    out/head_stats.parquet       the token-weighted means over the whole corpus
+    out/index/hidden-L{l}.usearch  the nearest-neighbour index of the hidden states at layer l
+    out/manifest.json            written last: complete, shard list, layers, heads, vectors, model name
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1
+SETTINGS = "settings.json"
+MANIFEST = "manifest.json"
+SHARDS = "shards"
+INDEX = "index"
+HEAD_STATS = "head_stats.parquet"
+
+
+def settings_hash(settings: dict[str, Any]) -> str:
+    """A stable digest of the settings (sorted JSON)."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def write_json(path: Path, value: dict[str, Any]) -> None:
+    """Write JSON through a temporary file and an atomic rename: readers see the old file or the new, never half."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in `path`, or None where it is missing or unreadable."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def shard_name(index: int) -> str:
+    return f"{index:05d}"
+
+
+def shard_dir(out: Path, index: int) -> Path:
+    return out / SHARDS / shard_name(index)
+
+
+def shard_done(out: Path, index: int) -> bool:
+    """A shard is done once its directory exists under its final name (renamed into place as a whole)."""
+    return shard_dir(out, index).is_dir()
+
+
+def temporary_shard_dir(out: Path, index: int) -> Path:
+    """Where a shard is written before its rename; a leftover from a killed run is removed first."""
+    temporary = out / SHARDS / f".{shard_name(index)}.tmp"
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    return temporary
+
+
+def publish(temporary: Path, final: Path) -> None:
+    """Make a fully written directory or file visible under its final name in one rename."""
+    if final.is_dir():
+        shutil.rmtree(final)
+    os.replace(temporary, final)
+
+
+def prepare(out: Path, settings: dict[str, Any]) -> bool:
+    """Check `out` can hold a corpus of these settings and record them; True when it holds that corpus complete
+    already. A folder holding something else, or a corpus of other settings, is an error naming the difference."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={out} is a file, not a folder for a corpus.")
+    recorded = read_json(out / SETTINGS)
+    if recorded is None:
+        if out.is_dir() and any(out.iterdir()):
+            raise ValueError(f"out={out} is a folder that holds other files and no corpus; choose an empty or new "
+                             "folder.")
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / SETTINGS, {"hash": settings_hash(settings), "settings": settings})
+        return False
+    if recorded.get("hash") != settings_hash(settings):
+        old = recorded.get("settings") or {}
+        changed = [key for key in sorted(set(old) | set(settings)) if old.get(key) != settings.get(key)]
+        raise ValueError(f"out={out} holds a corpus analysed with other settings ({', '.join(changed) or 'format'} "
+                         "differ); use another folder or delete this one.")
+    manifest = read_json(out / MANIFEST)
+    return bool(manifest and manifest.get("complete") and manifest.get("hash") == recorded["hash"])
+
+
+def read_manifest(out: Path) -> dict[str, Any]:
+    """The manifest of a complete corpus folder; a ValueError naming the folder otherwise."""
+    out = Path(out)
+    if not out.is_dir():
+        raise ValueError(f"{out} is not a corpus folder: it does not exist." if not out.exists()
+                         else f"{out} is not a corpus folder: it is a file.")
+    manifest = read_json(out / MANIFEST)
+    if manifest is None:
+        why = ("its analysis did not finish (no manifest.json yet); run analyze again to resume it"
+               if (out / SETTINGS).is_file() else "it has no manifest.json")
+        raise ValueError(f"{out} is not a complete corpus: {why}.")
+    if not manifest.get("complete") or manifest.get("format") != FORMAT:
+        raise ValueError(f"{out} is not a complete corpus: its manifest.json is not marked complete (format {FORMAT}).")
+    missing = [entry["name"] for entry in manifest["shards"] if not (out / SHARDS / entry["name"]).is_dir()]
+    if missing:
+        raise ValueError(f"{out} is not a complete corpus: shard {missing[0]} listed in manifest.json is missing.")
+    return manifest

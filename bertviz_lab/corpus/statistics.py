@@ -1,0 +1,50 @@
+"""Per-head attention statistics reduced on the device inside the forward: a hook at each layer's `probs` turns the
+(B, H, T, S) map into per-(text, head) sums, so no attention map ever reaches the CPU.
+
+For every non-padding query position i of a text and every head: the entropy of its attention (nats), the weight on
+[CLS], the total weight on [SEP], the weight on itself (i), on the previous (i-1) and next (i+1) token (0 where that
+position does not exist or is padding, the query still counted) and the total weight on punctuation keys (tokens
+made only of Unicode punctuation, P*; special tokens are not punctuation). Means are token-weighted: sum over
+queries / number of queries.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+STATISTICS = ("entropy", "cls", "sep", "self", "prev", "next", "punct")
+
+
+def is_punctuation(token: str) -> bool:
+    """A token made only of punctuation characters (Unicode category P*)."""
+    return bool(token) and all(unicodedata.category(ch).startswith("P") for ch in token)
+
+
+def punctuation_table(tokens: Sequence[str], special_ids: Sequence[int]) -> torch.Tensor:
+    """(vocab,) bool: which token ids are punctuation (special tokens never are)."""
+    table = torch.tensor([is_punctuation(token) for token in tokens], dtype=torch.bool)
+    table[[i for i in special_ids if 0 <= i < len(tokens)]] = False
+    return table
+
+
+def key_masks(input_ids: torch.Tensor, cls_id: int, sep_id: int, punct: torch.Tensor) -> torch.Tensor:
+    """(B, 1, S, 3) float: which keys are [CLS], [SEP] and punctuation, for one batch of ids."""
+    masks = torch.stack([input_ids == cls_id, input_ids == sep_id, punct[input_ids]], dim=-1)
+    return masks.to(torch.float32)[:, None]
+
+
+def head_sums(probs: torch.Tensor, valid: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """(B, H, 7) sums over each text's non-padding queries of the seven statistics, in STATISTICS order.
+    probs (B, H, T, S) attention probabilities; valid (B, T) float, 1 at real tokens; keys (B, 1, S, 3) key masks."""
+    p = probs.float()
+    entropy = torch.special.entr(p).sum(-1)  # (B, H, T): -sum p log p, 0 log 0 = 0
+    by_kind = p @ keys  # (B, H, T, 3): weight on [CLS], [SEP], punctuation
+    own = p.diagonal(0, -2, -1)  # (B, H, T): p[i, i]
+    prev = F.pad(p.diagonal(-1, -2, -1), (1, 0))  # p[i, i-1], 0 for i = 0
+    nxt = F.pad(p.diagonal(1, -2, -1), (0, 1))  # p[i, i+1], 0 for the last position
+    per_query = torch.stack([entropy, by_kind[..., 0], by_kind[..., 1], own, prev, nxt, by_kind[..., 2]], dim=-1)
+    return torch.einsum("bhts,bt->bhs", per_query, valid)  # (B, H, 7)
