@@ -91,3 +91,14 @@ export function stepIndex(current, key, count, page = 0) {
   if (key === "End") return count - 1;
   return null;
 }
+
+// Places the hover box `tip` beside `node` (an element of a figure inside `frame`, the box's positioned parent):
+// right of it where it fits in the frame's visible width, else left of it; just under its top.
+export function tipBeside(tip, frame, node) {
+  tip.style.display = "block";
+  const area = frame.getBoundingClientRect(), rect = node.getBoundingClientRect();
+  const left = rect.right - area.left + frame.scrollLeft + 8;
+  const fits = left + tip.offsetWidth < frame.clientWidth + frame.scrollLeft;
+  tip.style.left = (fits ? left : Math.max(0, rect.left - area.left + frame.scrollLeft - 8 - tip.offsetWidth)) + "px";
+  tip.style.top = rect.top - area.top + frame.scrollTop + Math.min(rect.height, 24) + 4 + "px";
+}
