@@ -4,8 +4,12 @@ queried with DuckDB, a vector index for nearest contexts, query-key maps. `analy
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bertviz_lab.corpus.analyze import analyze
 from bertviz_lab.corpus.corpus import Corpus
 from bertviz_lab.corpus.statistics import STATISTICS
 
-__all__ = ["analyze", "Corpus", "STATISTICS"]
+SENTENCES = Path(__file__).parent / "data" / "sentences.txt"  # the built-in corpus: 420 English sentences
+
+__all__ = ["analyze", "Corpus", "STATISTICS", "SENTENCES"]
