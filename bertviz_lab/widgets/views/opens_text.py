@@ -31,7 +31,7 @@ class OpensText(anywidget.AnyWidget):
         """What opening the index-th item means (text_id and where), or None for an index the view does not hold."""
         raise NotImplementedError
 
-    def open(self, index: int) -> bool:
+    def open_item(self, index: int) -> bool:
         """Open the index-th item as a click would; False when there is no such item."""
         what = self.opened(index)
         if what is None:
@@ -42,7 +42,7 @@ class OpensText(anywidget.AnyWidget):
 
     def _front_end_message(self, _: Any, content: Any, buffers: list) -> None:
         if isinstance(content, dict) and content.get("type") == "open" and isinstance(content.get("index"), int):
-            self.open(content["index"])
+            self.open_item(content["index"])
 
     def to_svg(self) -> str:
         """The figure on screen as a standalone SVG document: the same drawing the browser shows."""
