@@ -361,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--output", help="write the results dict here as JSON")
     train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override one config key (value read as YAML); repeatable")
+    from bertviz_lab.corpus.cli import add_corpus_parser
+
+    add_corpus_parser(commands)
     return parser
 
 
@@ -421,6 +424,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse exits 2 on bad usage, 0 on --help
         return int(exit_.code or 0)
+    if args.command == "corpus":
+        from bertviz_lab.corpus.cli import run as run_corpus
+
+        return run_corpus(args)
     stream = logging.StreamHandler(sys.stderr)
     stream.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     logger.addHandler(stream)

@@ -1,0 +1,78 @@
+"""`bertviz-lab corpus --model NAME --data FILE --out DIR`: analyze() from the command line, also under torchrun
+(each process takes its share of the shards; rank 0 writes the manifest)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def _int_list(value: str) -> list[int]:
+    """'0,1,5' -> [0, 1, 5]."""
+    try:
+        return [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 0,1,5, got {value!r}") from None
+
+
+def _kinds(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def add_corpus_parser(commands: Any) -> argparse.ArgumentParser:
+    """The `corpus` subcommand on the CLI's subparsers."""
+    corpus = commands.add_parser(
+        "corpus", help="analyse a corpus: per-head attention statistics, nearest contexts, query-key maps",
+        description="Run a model over a corpus and write a corpus folder (Parquet tables, a vector index) that "
+                    "bertviz_lab.corpus.Corpus.open reads. Rerunning resumes an interrupted run and recomputes "
+                    "nothing done. Runs under torchrun as well (the processes share the shards).")
+    corpus.add_argument("--model", required=True,
+                        help="'default' (the packaged MiniLM), a checkpoint folder or a Hugging Face Hub repo id")
+    corpus.add_argument("--data", required=True,
+                        help="a .txt (one text per line), .jsonl, .csv or .parquet file; 'builtin' for the built-in "
+                             "corpus")
+    corpus.add_argument("--out", required=True, help="the corpus folder to write (or resume)")
+    corpus.add_argument("--layers", type=_int_list, help="layers to analyse, e.g. 0,1,5 (default: all)")
+    corpus.add_argument("--heads", type=_int_list, help="heads to analyse in each layer, e.g. 0,3 (default: all)")
+    corpus.add_argument("--vectors", type=_kinds, default=[],
+                        help="vectors to store: hidden (hidden states, for nearest contexts), qk (queries and keys, "
+                             "for query-key maps), e.g. hidden,qk (default: none)")
+    corpus.add_argument("--text-column", default="text", help="the text column of .jsonl/.csv/.parquet (default: text)")
+    corpus.add_argument("--batch-size", type=int, default=32, help="texts per forward (default: 32)")
+    corpus.add_argument("--max-length", type=int, default=128, help="tokens per text at most (default: 128)")
+    corpus.add_argument("--shard-size", type=int, default=1024,
+                        help="texts per shard, the unit of resuming and of sharing over processes (default: 1024)")
+    corpus.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: cpu)")
+    corpus.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return corpus
+
+
+def run(args: argparse.Namespace) -> int:
+    """Analyse as `args` say; 0, or 2 with one line on stderr for bad input."""
+    import os
+
+    from bertviz_lab.corpus import SENTENCES, analyze
+    from bertviz_lab.device import select_device
+    from bertviz_lab.model.auto import load, load_default
+
+    try:
+        device = select_device(args.device)
+        if device.type == "cuda" and "LOCAL_RANK" in os.environ:  # torchrun: one GPU per process
+            device = select_device(f"cuda:{os.environ['LOCAL_RANK']}")
+        if args.model == "default":
+            model, tokenizer = load_default(device=device)
+        else:
+            model, tokenizer = load(args.model, device=device)
+        data = SENTENCES if args.data == "builtin" else args.data
+        corpus = analyze(model, tokenizer, data, args.out, layers=args.layers, heads=args.heads,
+                         vectors=args.vectors, batch_size=args.batch_size, max_length=args.max_length,
+                         text_column=args.text_column, progress=not args.no_progress, shard_size=args.shard_size,
+                         model_name=args.model)
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as error:
+        print(f"bertviz-lab corpus: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(f"{corpus.num_texts} texts, layers {corpus.layers}, {len(corpus.heads)} heads per layer, vectors "
+              f"{', '.join(corpus.manifest['vectors']) or 'none'}: {corpus.path}")
+    return 0
