@@ -1,0 +1,100 @@
+"""nearest() equals brute-force cosine search over the stored vectors; a new text's query runs through the model;
+qk_map() is the PCA of queries and keys each translated to their shared mean."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+
+def brute_force(vectors: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    v = vectors.astype(np.float64)
+    q = query.astype(np.float64)
+    scores = v @ q / (np.linalg.norm(v, axis=1) * np.linalg.norm(q))
+    order = np.lexsort((np.arange(len(scores)), -scores))[:k]
+    return order, scores[order]
+
+
+def row_of(corpus, text_id: int, position: int) -> int:
+    tokens = corpus._token_rows()
+    return int(np.flatnonzero((tokens[0] == text_id) & (tokens[1] == position))[0])
+
+
+@pytest.mark.parametrize("layer", [1, 4])
+def test_nearest_to_a_stored_token_equals_brute_force(small_corpus, layer):
+    vectors = small_corpus.vectors(layer)
+    text_ids, positions, tokens = small_corpus._token_rows()
+    assert len(vectors) == len(text_ids) == small_corpus.sql("select count(*) as n from tokens")["n"][0]
+    for text_id, position in [(0, 1), (31, 3), (12, 0)]:
+        query = vectors[row_of(small_corpus, text_id, position)]
+        rows, scores = brute_force(vectors, query, 12)
+        got = small_corpus.nearest(text_id, position, layer, k=12)
+        assert list(got.columns) == ["text_id", "position", "token", "left", "right", "score"]
+        assert got["score"].to_numpy() == pytest.approx(scores, abs=1e-5)
+        assert list(zip(got["text_id"], got["position"])) == list(zip(text_ids[rows], positions[rows]))
+        assert got["text_id"][0] == text_id and got["position"][0] == position  # itself, score 1
+        assert list(got["token"]) == [tokens[r] for r in rows]
+        approximate = small_corpus.nearest(text_id, position, layer, k=12, exact=False)
+        assert approximate["score"].to_numpy() == pytest.approx(scores, abs=1e-5)  # a small index: HNSW finds all
+
+
+def test_nearest_gives_the_context_of_each_match(small_corpus):
+    got = small_corpus.nearest(31, 2, 4, k=5)
+    for row in got.itertuples():
+        tokens = small_corpus.tokens(row.text_id)
+        assert tokens[row.position] == row.token
+        assert row.left == " ".join(tokens[max(0, row.position - 5):row.position])
+        assert row.right == " ".join(tokens[row.position + 1:row.position + 6])
+
+
+def test_nearest_to_new_text_runs_it_through_the_model(small_corpus, minilm):
+    model, tokenizer = minilm
+    text = "The old fisherman repaired a broken clock."
+    enc = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        _, cache = model.run_with_cache(**enc, names_filter="encoder.layer.4.hidden")
+    query = cache["encoder.layer.4.hidden"][0, 3].half().float().numpy()
+    rows, scores = brute_force(small_corpus.vectors(4), query, 8)
+    got = small_corpus.nearest(text, 3, 4, k=8)
+    assert got["score"].to_numpy() == pytest.approx(scores, abs=1e-5)
+    assert list(got["text_id"]) == list(small_corpus._token_rows()[0][rows])
+
+
+def test_qk_map_is_the_pca_of_queries_and_keys_at_a_shared_mean(small_corpus):
+    n = 40
+    got = small_corpus.qk_map(2, 7, n=n, seed=3)
+    assert list(got.columns) == ["kind", "text_id", "position", "token", "x", "y"]
+    assert list(got["kind"]) == ["query"] * n + ["key"] * n
+    queries = got[got["kind"] == "query"].reset_index(drop=True)
+    keys = got[got["kind"] == "key"].reset_index(drop=True)
+    assert (queries[["text_id", "position", "token"]] == keys[["text_id", "position", "token"]]).all().all()
+    text_ids, positions, _ = small_corpus._token_rows()
+    rows = [row_of(small_corpus, t, p) for t, p in zip(queries["text_id"], queries["position"])]
+    assert len(set(rows)) == n
+    q = np.concatenate([np.load(d / "q-L2-H7.npy") for d in small_corpus._shard_dirs()])[rows].astype(np.float64)
+    k = np.concatenate([np.load(d / "k-L2-H7.npy") for d in small_corpus._shard_dirs()])[rows].astype(np.float64)
+    points = np.concatenate([q - q.mean(0), k - k.mean(0)])
+    _, _, vh = np.linalg.svd(points - points.mean(0), full_matrices=False)
+    expected = (points - points.mean(0)) @ vh[:2].T
+    got_xy = got[["x", "y"]].to_numpy()
+    for axis in range(2):  # the same axes up to sign
+        sign = np.sign(expected[:, axis] @ got_xy[:, axis])
+        assert got_xy[:, axis] == pytest.approx(sign * expected[:, axis], abs=1e-6)
+    assert small_corpus.qk_map(2, 7, n=n, seed=3).equals(got)  # the same sample for the same seed
+    assert len(small_corpus.qk_map(2, 7, n=10 ** 6)) == 2 * len(text_ids)  # n above the corpus: every token
+
+
+def test_stored_queries_are_the_models_queries(small_corpus, minilm):
+    model, tokenizer = minilm
+    a, b = small_corpus.text(31)
+    enc = tokenizer(a, b, return_tensors="pt")
+    with torch.no_grad():
+        _, cache = model.run_with_cache(**enc, names_filter=["encoder.layer.5.attention.self.q",
+                                                              "encoder.layer.5.attention.self.k"])
+    text_ids, _, _ = small_corpus._token_rows()
+    rows = np.flatnonzero(text_ids == 31)
+    for kind in ("q", "k"):
+        stored = np.concatenate([np.load(d / f"{kind}-L5-H9.npy") for d in small_corpus._shard_dirs()])[rows]
+        expected = cache[f"encoder.layer.5.attention.self.{kind}"][0, 9].numpy()
+        assert stored.astype(np.float32) == pytest.approx(expected, abs=2e-2, rel=1e-2)  # stored as float16
