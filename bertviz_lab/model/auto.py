@@ -1,7 +1,9 @@
 """load(name): any BERT checkpoint (folder, BERT_Weights entry or Hub repo id) as the model class its heads call for.
 
-The weights decide which heads exist (an MLM head, an NSP head, a classifier, QA outputs); `architectures` in
-config.json only settles what the weights cannot tell apart (a classifier per text or per token).
+config.json's model_type picks the family (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA: families.py), whose
+parameter names are read as BERT's. The weights decide which heads exist (an MLM head, an NSP head, ELECTRA's
+discriminator, a classifier, QA outputs); `architectures` in config.json only settles what the weights cannot tell
+apart (a classifier per text or per token).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import torch
 from bertviz_lab.model.bert import BERT, BERTPreTrainedModel
 from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.factory import TASK_CLASSES
+from bertviz_lab.model.families import family_of
+from bertviz_lab.model.family_tokenizer import load_tokenizer
 from bertviz_lab.model.files import read_json_object
 from bertviz_lab.model.heads import (
     BERTForCausalLM,
@@ -22,6 +26,7 @@ from bertviz_lab.model.heads import (
     BERTForNextSentencePrediction,
     BERTForPreTraining,
     BERTForQuestionAnswering,
+    BERTForReplacedTokenDetection,
     BERTForSequenceClassification,
     BERTForTokenClassification,
 )
@@ -51,8 +56,11 @@ def _has(keys: set[str], part: str) -> bool:
 
 def head_class(config: BERTConfig, architectures: Iterable[str], keys: Iterable[str]) -> type[BERTPreTrainedModel]:
     """The class with every head the checkpoint's tensors hold: pretraining > masked (or causal) LM > NSP >
-    classifier > QA > the backbone."""
-    keys, architectures = set(keys), list(architectures or ())
+    replaced-token detection > classifier > QA > the backbone. `keys` and `architectures` in the family's spelling
+    (config.model_type) are read as BERT's."""
+    family = family_of(config)
+    keys = {family.to_bert(key) for key in keys}
+    architectures = [_as_bert_name(name, family.class_prefix) for name in architectures or ()]
     mlm, nsp = _has(keys, "cls.predictions."), _has(keys, "cls.seq_relationship.")
     if mlm and nsp:
         return BERTForPreTraining
@@ -60,6 +68,10 @@ def head_class(config: BERTConfig, architectures: Iterable[str], keys: Iterable[
         return BERTForCausalLM if config.is_decoder else BERTForMaskedLM
     if nsp:
         return BERTForNextSentencePrediction
+    if _has(keys, "discriminator_predictions."):
+        return BERTForReplacedTokenDetection
+    if _has(keys, "classifier.") and family.model_type != "bert" and "BertForTokenClassification" not in architectures:
+        return BERT  # the relatives' text classifiers are shaped otherwise: the backbone, the head reported unused
     if _has(keys, "classifier."):
         named = [CLASSIFIERS[name] for name in architectures if name in CLASSIFIERS]
         if named:
@@ -72,10 +84,16 @@ def head_class(config: BERTConfig, architectures: Iterable[str], keys: Iterable[
     return BERT
 
 
+def _as_bert_name(architecture: str, prefix: str) -> str:
+    """A family's transformers class name as BERT's ("RobertaForMaskedLM" -> "BertForMaskedLM")."""
+    return "Bert" + architecture[len(prefix):] if architecture.startswith(prefix) else architecture
+
+
 def load(name_or_path: str | os.PathLike | WeightsEntry, *, revision: str | None = None,
          cache_dir: str | os.PathLike | None = None, local_files_only: bool = False, token: str | bool | None = None,
          device: str | torch.device | None = None) -> tuple[BERTPreTrainedModel, BERTTokenizerFast]:
-    """(model, tokenizer) of any BERT checkpoint, with every head it has ("bert-base-uncased" -> BERTForPreTraining)."""
+    """(model, tokenizer) of any BERT checkpoint or a relative's (RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA, by
+    config.json's model_type), with every head it has ("bert-base-uncased" -> BERTForPreTraining)."""
     if name_or_path is None:
         raise TypeError("load needs a checkpoint folder, a Hub repo id or a BERT_Weights entry, got None; "
                         "load_default() opens the default pretrained model.")
@@ -91,8 +109,8 @@ def load(name_or_path: str | os.PathLike | WeightsEntry, *, revision: str | None
         return model, BERTTokenizerFast.from_pretrained(folder)
     if is_hub_name(name_or_path):
         revision = folder.name  # the snapshot the weights came from (a commit hash): the tokenizer comes from it too
-    tokenizer = BERTTokenizerFast.from_pretrained(name_or_path, revision=revision, cache_dir=cache_dir,
-                                                  local_files_only=local_files_only, token=token)
+    tokenizer = load_tokenizer(name_or_path, revision=revision, cache_dir=cache_dir,
+                               local_files_only=local_files_only, token=token)
     return model, tokenizer
 
 

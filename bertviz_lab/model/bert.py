@@ -244,7 +244,7 @@ class BERT(BERTPreTrainedModel):
             raise ValueError(f"{name} has 0 rows: a batch needs at least one sequence.")
         if shape[1] == 0:
             raise ValueError(f"{name} has 0 tokens per row (shape {shape}): pass at least one token.")
-        if position_ids is None and past_length + shape[1] > self.config.max_position_embeddings:
+        if position_ids is None and past_length + shape[1] > self.config.max_positions:
             raise ValueError(f"sequence of {past_length + shape[1]} positions is longer than the model allows "
                              f"(max_position_embeddings={self.config.max_position_embeddings}); truncate the input.")
         if position_ids is not None:
@@ -268,8 +268,8 @@ class BERT(BERTPreTrainedModel):
 
     def _check_embeds(self, inputs_embeds: torch.Tensor) -> tuple[int, int]:
         """Shape and dtype only: NaN/Inf pass through, since looking for them would cost a device sync per call."""
-        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.hidden_size:
-            raise ValueError(f"inputs_embeds must be (batch, seq_len, {self.config.hidden_size}), "
+        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.embedding_width:
+            raise ValueError(f"inputs_embeds must be (batch, seq_len, {self.config.embedding_width}), "
                              f"got {tuple(inputs_embeds.shape)}.")
         if inputs_embeds.dtype != self.dtype:
             raise TypeError(f"inputs_embeds is {inputs_embeds.dtype} but the model is {self.dtype}; convert them "

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import torch
 
+from bertviz_lab.model.families import MODEL_TYPES, family_of
 from bertviz_lab.model.fields import MAX_INT, Field, check_fields, setting
 from bertviz_lab.model.files import as_path, json_kind, named, present, read_json, shown
 
@@ -29,7 +30,7 @@ POSITION_EMBEDDING_TYPES = ("absolute", "sinusoidal")
 _HF_RENAMES = {"tie_word_embedding": "tie_word_embeddings"}
 # HF keys that describe the file, not the model; dropped on read.
 _HF_IGNORED = {
-    "architectures", "model_type", "transformers_version", "torch_dtype", "dtype", "gradient_checkpointing",
+    "architectures", "transformers_version", "torch_dtype", "dtype", "gradient_checkpointing",
     "label2id", "_name_or_path", "problem_type", "output_past",
 }
 
@@ -91,6 +92,10 @@ class BERTConfig:
     position_embedding_type: str = _field("absolute", Field(str, choices=POSITION_EMBEDDING_TYPES))
     num_labels: int = _field(2, COUNT)
     id2label: dict[int, str] | None = None  # names of the classifier's outputs; None: LABEL_0, LABEL_1, ...
+    # the BERT relative this is (families.py): its embeddings, heads and checkpoint names
+    model_type: str = _field("bert", Field(str, choices=MODEL_TYPES))
+    # ELECTRA: the width of the embeddings when it differs from hidden_size (then projected up); None: hidden_size
+    embedding_size: int | None = _field(None, dataclasses.replace(COUNT, nullable=True))
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -139,6 +144,18 @@ class BERTConfig:
             raise ValueError(f"BERTConfig.{name} must be {expected} {choices}, got {shown(value)}.")
 
     @property
+    def embedding_width(self) -> int:
+        """Width of the token embeddings (ELECTRA's embedding_size, else hidden_size)."""
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def max_positions(self) -> int:
+        """How many tokens one sequence may hold (RoBERTa spends padding_idx + 1 positions before the first)."""
+        if family_of(self).positions_after_padding:
+            return self.max_position_embeddings - (self.pad_token_id or 0) - 1
+        return self.max_position_embeddings
+
+    @property
     def head_size(self) -> int:
         """Width of one attention head."""
         return self.hidden_size // self.num_attention_heads
@@ -173,11 +190,16 @@ class BERTConfig:
             raise ValueError("BERTConfig.hidden_act is a callable and cannot be written to config.json; "
                              "use a name such as 'gelu'.")
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("extra", "id2label")}
-        data = {_HF_RENAMES.get(k, k): v for k, v in data.items()}
+        if self.embedding_size is None:
+            del data["embedding_size"]
+        family = family_of(self)
+        renames = {**_HF_RENAMES, **family.config_keys}
+        if family.model_type == "distilbert":
+            data["sinusoidal_pos_embds"] = data.pop("position_embedding_type") == "sinusoidal"
+        data = {renames.get(k, k): v for k, v in data.items()}
         if self.id2label is not None:  # JSON keys are strings, as transformers writes them
             data["id2label"] = {str(i): name for i, name in sorted(self.id2label.items())}
             data["label2id"] = {name: i for i, name in sorted(self.id2label.items())}
-        data["model_type"] = "bert"
         return {**self.extra, **data}
 
     @classmethod
@@ -185,9 +207,17 @@ class BERTConfig:
         """Build from an HF config dictionary; unknown keys are kept in `extra` and written back."""
         if not isinstance(data, dict):
             raise TypeError(f"BERTConfig.from_dict needs a dict (a config.json object), got {type(data).__name__}.")
-        inverse = {v: k for k, v in _HF_RENAMES.items()}
-        if data.get("model_type", "bert") != "bert":
-            raise ValueError(f"config model_type is {shown(data['model_type'])}, expected 'bert'.")
+        model_type = data.get("model_type", "bert")
+        if model_type not in MODEL_TYPES:
+            raise ValueError(f"config model_type is {shown(model_type)}, expected 'bert' or one of its relatives "
+                             f"{MODEL_TYPES[1:]} (other models: bertviz_lab.views shows their attention).")
+        family = family_of(model_type)
+        inverse = {v: k for k, v in {**_HF_RENAMES, **family.config_keys}.items()}
+        data = {**{family.config_keys.get(k, k): v for k, v in family.config_defaults.items()}, **data}
+        if not family.pooler and "add_pooling_layer" not in data:
+            data["add_pooling_layer"] = False
+        if family.model_type == "distilbert" and "sinusoidal_pos_embds" in data:  # a flag there, a choice here
+            data["position_embedding_type"] = "sinusoidal" if data.pop("sinusoidal_pos_embds") else "absolute"
         architectures = data.get("architectures")
         if architectures is not None and (not isinstance(architectures, list)
                                           or not all(isinstance(name, str) for name in architectures)):

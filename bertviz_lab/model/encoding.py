@@ -67,7 +67,8 @@ class EncodedText(tuple):
 
 def max_positions(model: Any, tokenizer: Any) -> int | None:
     """How many tokens the model reads: its position embeddings, else the tokenizer's model_max_length."""
-    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None) if model is not None else None
+    config = getattr(model, "config", None) if model is not None else None
+    limit = getattr(config, "max_positions", getattr(config, "max_position_embeddings", None))
     if limit is None:
         limit = getattr(tokenizer, "model_max_length", None)
     return int(limit) if isinstance(limit, int) and 0 < limit < UNLIMITED else None

@@ -14,19 +14,23 @@ from torch import nn
 from bertviz_lab import kernels
 from bertviz_lab.model import pretraining as P
 from bertviz_lab.model.bert import BERT, BERTPreTrainedModel
-from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.config import ACTIVATIONS, BERTConfig
 from bertviz_lab.model.encoding import encode_text
+from bertviz_lab.model.families import family_of
 
 
 # head modules ----------------------------------------------------------------------------------------
 class BERTPredictionHeadTransform(nn.Module):
-    """Dense + activation + LayerNorm before the vocabulary projection."""
+    """Dense + activation + LayerNorm before the vocabulary projection (down to ELECTRA's embedding width; with
+    GELU whatever hidden_act says in RoBERTa's and ELECTRA's heads)."""
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.transform_act_fn = config.activation()
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        E = config.embedding_width
+        self.dense = nn.Linear(config.hidden_size, E)
+        fixed = family_of(config).head_activation
+        self.transform_act_fn = ACTIVATIONS[fixed] if fixed else config.activation()
+        self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
@@ -38,7 +42,7 @@ class BERTLMPredictionHead(nn.Module):
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
         self.transform = BERTPredictionHeadTransform(config)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.decoder = nn.Linear(config.embedding_width, config.vocab_size)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.decoder.bias = self.bias
 
@@ -72,6 +76,19 @@ class BERTPreTrainingHeads(nn.Module):
 
     def forward(self, sequence_output: torch.Tensor, pooled_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.predictions(sequence_output), self.seq_relationship(pooled_output)
+
+
+class ELECTRADiscriminatorHead(nn.Module):
+    """ELECTRA's replaced-token detector: dense, activation, then one logit per token (> 0: "replaced")."""
+
+    def __init__(self, config: BERTConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = config.activation()
+        self.dense_prediction = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.dense_prediction(self.activation(self.dense(hidden_states))).squeeze(-1)  # (B, T)
 
 
 def classifier_dropout(config: BERTConfig) -> float:
@@ -500,3 +517,27 @@ class BERTForQuestionAnswering(BERTTaskModel):
         best_start, best_end, _ = P.best_spans(start, end, max_answer_length, context_tokens)
         ids = encoded["input_ids"][0, int(best_start[0]): int(best_end[0]) + 1]
         return tokenizer.decode(ids.tolist())
+
+
+class BERTForReplacedTokenDetection(BERTTaskModel):
+    """ELECTRA's discriminator: for every token, a logit that it was replaced (> 0) rather than original."""
+
+    hf_architecture = "ElectraForPreTraining"
+    add_pooling_layer = False
+
+    def __init__(self, config: BERTConfig) -> None:
+        super().__init__(config)
+        self.discriminator_predictions = ELECTRADiscriminatorHead(config)
+        self._init_head()
+
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+                inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """Replaced-token logits (B, T)."""
+        out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        return self.discriminator_predictions(out.last_hidden_state)
+
+    def predict_replaced(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                         token_type_ids: torch.Tensor | None = None, **inputs: Any) -> torch.Tensor:
+        """True where the discriminator judges a token replaced, (B, T)."""
+        return self(input_ids, attention_mask, token_type_ids, **inputs) > 0

@@ -20,6 +20,7 @@ from torch import nn
 from bertviz_lab import kernels
 from bertviz_lab.model.cache import Cache, EncoderDecoderCache
 from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.families import family_of
 from bertviz_lab.model.hook_points import HookPoint
 
 
@@ -34,38 +35,62 @@ def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
 
 
 class BERTEmbeddings(nn.Module):
-    """Word + position + token-type embeddings, then LayerNorm and dropout."""
+    """Word + position + token-type embeddings, then LayerNorm and dropout; the family (families.py) decides where
+    positions start (RoBERTa: after the padding index), whether token types exist (not in DistilBERT) and whether
+    narrower embeddings are projected up to the hidden size (ELECTRA)."""
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
         self.config = config
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.family = family_of(config)
+        E, C = config.embedding_width, config.hidden_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, E, padding_idx=config.pad_token_id)
         if config.position_embedding_type == "absolute":
-            self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+            self.position_embeddings = nn.Embedding(config.max_position_embeddings, E)
         else:
-            self.register_buffer("position_table", sinusoidal_table(config.max_position_embeddings, config.hidden_size),
+            self.register_buffer("position_table", sinusoidal_table(config.max_position_embeddings, E),
                                  persistent=False)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        if self.family.token_types:
+            self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
+        self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        if E != C:
+            self.project = nn.Linear(E, C)  # ELECTRA's embeddings_project
         self.hidden = HookPoint()
+
+    def position_ids(self, input_ids: torch.Tensor | None, B: int, T: int, past_length: int,
+                     device: torch.device) -> torch.Tensor:
+        """0, 1, 2, ... after any cached tokens; RoBERTa counts only non-pad tokens from padding_idx + 1 and gives
+        padding the padding index."""
+        if not self.family.positions_after_padding:
+            return torch.arange(past_length, past_length + T, device=device).unsqueeze(0)
+        pad = self.config.pad_token_id or 0
+        if input_ids is None:  # no ids to find padding in: every token counts
+            return torch.arange(pad + 1 + past_length, pad + 1 + past_length + T, device=device).unsqueeze(0)
+        real = (input_ids != pad).long()  # (B, T)
+        return (torch.cumsum(real, dim=1) + past_length) * real + pad
 
     def forward(self, input_ids: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
                 past_length: int = 0) -> torch.Tensor:
         if inputs_embeds is None:
-            inputs_embeds = self.word_embeddings(input_ids)  # (B, T, C)
+            inputs_embeds = self.word_embeddings(input_ids)  # (B, T, E)
         B, T = inputs_embeds.shape[:2]
         if position_ids is None:
-            position_ids = torch.arange(past_length, past_length + T, device=inputs_embeds.device).unsqueeze(0)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros((1, T), dtype=torch.long, device=inputs_embeds.device)
+            position_ids = self.position_ids(input_ids, B, T, past_length, inputs_embeds.device)
         if self.config.position_embedding_type == "absolute":
             positions = self.position_embeddings(position_ids)
         else:
             positions = self.position_table[position_ids].to(inputs_embeds.dtype)
-        x = inputs_embeds + positions + self.token_type_embeddings(token_type_ids)
-        return self.hidden(self.dropout(self.LayerNorm(x)))
+        x = inputs_embeds + positions
+        if self.family.token_types:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros((1, T), dtype=torch.long, device=inputs_embeds.device)
+            x = x + self.token_type_embeddings(token_type_ids)
+        x = self.dropout(self.LayerNorm(x))
+        if hasattr(self, "project"):
+            x = self.project(x)  # (B, T, C)
+        return self.hidden(x)
 
 
 class BERTSelfAttention(nn.Module):

@@ -28,6 +28,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.families import MODEL_TYPES, Family, family_of
 from bertviz_lab.model.files import (
     as_path,
     clip,
@@ -92,7 +93,14 @@ def _replace_part(name: str, old: str, new: str) -> str:
 
 
 def to_hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Our state dict with HF names: fused projections split, tied copies dropped, contiguous CPU tensors."""
+    """Our state dict with HF names (the model's family's: families.py): fused projections split, tied copies
+    dropped, contiguous CPU tensors."""
+    family = family_of(model.config)
+    return {family.to_family(name): tensor for name, tensor in _to_bert_hf_state_dict(model).items()}
+
+
+def _to_bert_hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Our state dict with BERT's HF names."""
     out: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
     for name, tensor in model.state_dict(keep_vars=True).items():
@@ -113,10 +121,13 @@ def to_hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
-def from_hf_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """HF names to ours: legacy names fixed, ignored buffers dropped, q/k/v joined into the fused projections."""
+def from_hf_state_dict(state: dict[str, torch.Tensor], family: Family | None = None) -> dict[str, torch.Tensor]:
+    """HF names (BERT's, or `family`'s) to ours: legacy names fixed, ignored buffers dropped, q/k/v joined into the
+    fused projections."""
     renamed: dict[str, torch.Tensor] = {}
     for name, tensor in state.items():
+        if family is not None:
+            name = family.to_bert(name)
         for old, new in LEGACY_RENAMES.items():
             if name.endswith(old) and "LayerNorm" in name:
                 name = name[: -len(old)] + new
@@ -239,7 +250,7 @@ def build_model(cls: type, config: BERTConfig, hf_state: dict[str, torch.Tensor]
                 strict: bool = False, name: str = "checkpoint"):
     """`cls(config)` with the tensors of an HF-named state dict copied in; what did not match is reported."""
     model = cls(config)
-    state = _align_prefix(from_hf_state_dict(hf_state), model)
+    state = _align_prefix(from_hf_state_dict(hf_state, family_of(config)), model)
     report = load_into(model, state, strict=strict)
     if report.missing or report.unexpected:
         warnings.warn(f"{cls.__name__}.from_pretrained({name}): {report}", stacklevel=4)
@@ -323,6 +334,8 @@ def save_pretrained(model: torch.nn.Module, directory: str | os.PathLike) -> Non
     """config.json (with the matching transformers class in `architectures`) and model.safetensors."""
     path = Path(directory)
     architecture = getattr(type(model), "hf_architecture", None)
+    if architecture:
+        architecture = family_of(model.config).architecture(architecture)
     model.config.save_pretrained(path, architectures=[architecture] if architecture else None)
     tmp = path / (SAFETENSORS_NAME + ".tmp")
     save_file(to_hf_state_dict(model), str(tmp), metadata={"format": "pt"})
@@ -498,11 +511,12 @@ def _snapshot_revision(path: Path) -> str:
 
 
 def _check_is_bert(repo_id: str, config_path: Path) -> None:
-    """Refuse a repo that is not a BERT before fetching its weights, naming its model_type."""
+    """Refuse a repo that is neither a BERT nor a relative before fetching its weights, naming its model_type."""
     model_type = read_json_object(config_path).get("model_type", "bert")
-    if model_type != "bert":
+    if model_type not in MODEL_TYPES:
         raise ValueError(f"Hub repo {repo_id!r} is not a BERT: its config.json has model_type {shown(model_type)}, "
-                         f"and bertviz_lab loads model_type 'bert' only.")
+                         f"and bertviz_lab loads {', '.join(MODEL_TYPES)} natively (any model's attention: "
+                         f"bertviz_lab.views).")
 
 
 def hub_checkpoint(repo_id: str, hub: HubOptions | None = None) -> Path:
