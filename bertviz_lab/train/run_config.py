@@ -19,6 +19,7 @@ from bertviz_lab.model import footprint
 from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.fields import check
 from bertviz_lab.model.files import ECHO_LIMIT, clip, shown
+from bertviz_lab.train.presets import config_path, preset_names
 from bertviz_lab.train.schema import MODEL_FIELDS, SCHEMA, Key
 
 __all__ = ["ECHO_LIMIT", "SCHEMA", "ConfigError", "Key", "RunConfig", "clip", "load_config", "parse_override",
@@ -139,7 +140,8 @@ def parse_override(text: str) -> tuple[str, str, Any]:
 def _read_config_text(path: Path) -> str:
     """The config file's text, or a ConfigError saying why it cannot be read."""
     if not path.is_file():
-        raise ConfigError(f"config file {shown(str(path))} does not exist.")
+        raise ConfigError(f"config file {shown(str(path))} does not exist (or name a shipped preset: "
+                          f"{', '.join(preset_names())}).")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
@@ -150,15 +152,15 @@ def _read_config_text(path: Path) -> str:
 
 def load_config(source: str | os.PathLike | Mapping[str, Any] | None,
                 overrides: Iterable[str] | Mapping[str, Any] = ()) -> RunConfig:
-    """Read a YAML file (or take a mapping), apply `section.key` overrides, validate."""
+    """Read a YAML file or a shipped preset by name (or take a mapping), apply `section.key` overrides, validate."""
     if source is None:
         raw: dict[str, Any] = {}
         name = "the defaults"
     elif isinstance(source, Mapping):
         raw, name = {k: dict(v) if isinstance(v, Mapping) else v for k, v in source.items()}, "the configuration"
     else:
-        path = Path(source)
-        name = clip(str(path))
+        path = config_path(source)
+        name = clip(str(source))
         raw = parse_yaml(_read_config_text(path), name) or {}
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{path} must hold a mapping of sections ({', '.join(SCHEMA)}), "
