@@ -43,6 +43,10 @@ def resolve(args: Any, cell: str | None, namespace: dict[str, Any]) -> dict[str,
     if cell is not None:
         text = cell.strip()
         names = words
+    elif not words and args.corpus is not None:  # a corpus alone: the workbench's own text, on its Corpus tab
+        from bertviz_lab.widgets.panels.workbench import DEFAULT_TEXT
+
+        names, text = [], DEFAULT_TEXT
     else:
         if not words:
             raise UsageError("missing TEXT: %bert_inspect [MODEL [TOKENIZER]] [options] \"TEXT\"")
@@ -77,7 +81,8 @@ def resolve(args: Any, cell: str | None, namespace: dict[str, Any]) -> dict[str,
         if value is not None and value < 0:
             raise UsageError(f"--{option} must be >= 0, got {value}.")
     return {"model": model, "tokenizer": tokenizer, "text": text, "text_b": args.pair, "view": args.view,
-            "layer": args.layer, "head": args.head, "device": args.device}
+            "layer": args.layer, "head": args.head, "device": args.device,
+            **({"corpus": args.corpus} if args.corpus is not None else {})}
 
 
 @magics_class
@@ -93,13 +98,15 @@ class BertInspectMagics(Magics):
     @argument("--device", default=None, help="auto, cpu, cuda, cuda:N or mps")
     @argument("--model", default=None, metavar="NAME",
               help="a checkpoint folder or Hugging Face Hub repo id (e.g. bert-base-uncased), loaded with every head")
+    @argument("--corpus", default=None, metavar="DIR",
+              help="a corpus folder (bertviz-lab corpus, or analyze()): opens the workbench on its Corpus tab")
     @argument("words", nargs="*", metavar="[MODEL [TOKENIZER]] TEXT",
               help="variable names of a model and its tokenizer (optional), then the quoted text")
     @line_cell_magic
     def bert_inspect(self, line: str, cell: str | None = None):
         """Inspect BERT on a text:
         %bert_inspect [MODEL [TOKENIZER] | --model NAME] [--view V] [--layer L] [--head H] [--pair B] [--device D]
-                      "TEXT".
+                      "TEXT"; %bert_inspect --corpus DIR opens an analysed corpus (the text is then optional).
 
         With no MODEL the default pretrained model (all-MiniLM-L6-v2) is used; --model NAME loads a checkpoint folder
         or Hub repo id from the Hugging Face cache (HF_HUB_OFFLINE=1: the cache only). As a cell magic

@@ -76,7 +76,7 @@ def nearest_svg(matches: Any, query: str, layer: int, title: str = "", note: str
     tokens = [str(r[2]) for r in rows]
     mono = LABEL_FONT
     left_w = math.ceil(max((text_width(t, mono, True) for t in lefts), default=0))
-    token_w = math.ceil(max((text_width(short_token(t), mono, True) for t in tokens), default=0)) + 10
+    token_w = math.ceil(max([text_width(short_token(t), mono, True) for t in tokens] + [text_width("match", 11)])) + 10
     right_w = math.ceil(max((text_width(t, mono, True) for t in rights), default=0))
     x_id, x_left = 66, 150
     x_token = x_left + left_w + 6

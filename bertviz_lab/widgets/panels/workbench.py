@@ -11,6 +11,7 @@ from bertviz_lab.model.encoding import encode_text
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.architecture import ArchitecturePanel
 from bertviz_lab.widgets.panels.attention import AttentionPanel
+from bertviz_lab.widgets.panels.corpus import CorpusPanel, show_at
 from bertviz_lab.widgets.panels.device_picker import DevicePicker
 from bertviz_lab.widgets.panels.masking import MaskingPreview
 from bertviz_lab.widgets.panels.model_label import model_name, model_summary
@@ -32,9 +33,10 @@ class Workbench(Panel):
     """
 
     def __init__(self, model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
-                 text_b: str | None = None, layer: int = 0, head: int = 0, tab: str = "attention") -> None:
-        if tab not in TABS:
-            raise ValueError(f"tab must be one of {TABS}, got {tab!r}.")
+                 text_b: str | None = None, layer: int = 0, head: int = 0, tab: str = "attention",
+                 corpus: Any = None) -> None:
+        if tab not in TABS and not (tab == "corpus" and corpus is not None):
+            raise ValueError(f"tab must be one of {TABS} (or 'corpus' with a corpus), got {tab!r}.")
         self.model, self.tokenizer = model_and_tokenizer(model, tokenizer)
         # which model is loaded, its size and its heads: the first thing the workbench says
         self.model_header = widgets.HTML(header_html(self.model))
@@ -55,7 +57,12 @@ class Workbench(Panel):
         self.tabs = widgets.Tab(children=[self.attention, self.masking, self.architecture, self.training, self.device])
         for index, title in enumerate(("Attention", "Masking", "Architecture", "Training", "Device")):
             self.tabs.set_title(index, title)
-        self.tabs.selected_index = TABS.index(tab)
+        self.corpus = None
+        if corpus is not None:  # a Corpus tab (a Corpus or its folder): the texts it opens show in the Attention tab
+            self.corpus = CorpusPanel(corpus, self.model, self.tokenizer, on_open=self.open_corpus_text)
+            self.tabs.children = (*self.tabs.children, self.corpus)
+            self.tabs.set_title(len(TABS), "Corpus")
+        self.tabs.selected_index = (*TABS, "corpus").index(tab)
         for panel in self.panels().values():
             panel.on_figure_changed(self.figure_changed)
         self.tabs.observe(lambda _: self.figure_changed(), names="selected_index")
@@ -84,6 +91,14 @@ class Workbench(Panel):
         except ValueError as error:
             self.error.value = error_html(error)
 
+    def open_corpus_text(self, text: str, text_b: str | None, layer: int | None, head: int | None,
+                         position: int | None) -> None:
+        """A text opened in the Corpus tab: run it, point the Attention tab at its layer, head and token, show it."""
+        self.text_box.value, self.text_b_box.value = text, text_b or ""
+        self.run()
+        show_at(self.attention, layer, head, position)
+        self.tabs.selected_index = 0
+
     def _training_restarted(self, old: Any, new: Any) -> None:
         """The masking tab that followed the Training tab's old run follows its fresh one."""
         if old is not None and getattr(self.masking, "trainer", None) is old:
@@ -99,7 +114,7 @@ class Workbench(Panel):
 
     def panels(self) -> dict[str, Panel]:
         """The tabs' panels by tab name."""
-        return dict(zip(TABS, self.tabs.children))
+        return dict(zip((*TABS, "corpus"), self.tabs.children))
 
     def static_html(self) -> str:
         """Every tab's static figure, one section each, the selected tab's open (no scripts needed)."""
@@ -123,9 +138,11 @@ def header_html(model: torch.nn.Module) -> str:
 
 def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
               text_b: str | None = None, view: str = "all", layer: int | None = None, head: int | None = None,
-              device: str | None = None) -> Panel:
+              device: str | None = None, corpus: Any = None) -> Panel:
     """One panel (or the whole workbench) on a text: what %bert_inspect shows; "neuron" and "saliency" are the
-    attention panel opened on that view."""
+    attention panel opened on that view; a corpus (or its folder) opens the workbench on its Corpus tab."""
+    if corpus is not None and view != "all":
+        raise ValueError(f"a corpus opens the workbench's Corpus tab; leave out the {view} view.")
     if view not in ("all", "attention", "neuron") and (layer is not None or head is not None):
         raise ValueError(f"layer and head choose what the attention view shows; the {view} view has none.")
     model, tokenizer = model_and_tokenizer(model, tokenizer)
@@ -133,7 +150,8 @@ def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None,
         model.to(device)
     layer, head = layer or 0, head or 0
     if view == "all":
-        return Workbench(model, tokenizer, text, text_b, layer=layer, head=head)
+        return Workbench(model, tokenizer, text, text_b, layer=layer, head=head,
+                         **({"corpus": corpus, "tab": "corpus"} if corpus is not None else {}))
     if view in ("attention", "neuron", "saliency"):
         shown = {"attention": "heatmap", "neuron": "neuron view", "saliency": "saliency"}[view]
         return AttentionPanel(model=model, tokenizer=tokenizer, text=text, text_b=text_b, layer=layer, head=head,
