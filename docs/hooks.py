@@ -1,0 +1,235 @@
+"""MkDocs hooks: the pages generated at build time, so none of them is a hand-kept copy.
+
+- `notebooks/NAME.md` for each `notebooks/NAME.ipynb`: run through the same executor and sanitiser as
+  `bertviz-lab html --execute` (bertviz_lab/widgets/notebook_html.py), so the panels' static copies (SVG, embedded
+  PNG) are the figures on the page. An executed notebook is kept in a cache keyed by the notebook and the package's
+  sources, so a second build runs nothing. `BERTVIZ_LAB_DOCS_EXECUTE` picks what runs: `all` (the default), `none`,
+  or notebook names separated by commas (`00_workbench`); a notebook not run shows its code and says so.
+- `api/NAME.md` for each module of API_PAGES: mkdocstrings renders every name of the module's `__all__`.
+- `<!-- yaml-keys -->` in a page becomes the table of the run config's keys (bertviz_lab.train.schema_table).
+- `stylesheets/notebook.css`: JupyterLab's theme variables the static copies use, for Material's light and dark
+  schemes (bertviz_lab.widgets.figures.theme).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import importlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+PACKAGE = ROOT / "bertviz_lab"
+CACHE = Path(os.environ.get("BERTVIZ_LAB_CACHE", Path.home() / ".cache" / "bertviz_lab")) / "docs-notebooks"
+EXECUTE_ENV = "BERTVIZ_LAB_DOCS_EXECUTE"
+YAML_KEYS = "<!-- yaml-keys -->"
+NOTEBOOK_CSS = "stylesheets/notebook.css"
+
+# page -> (module, what the page says first); each renders every name of the module's __all__
+API_PAGES = {
+    "api/bertviz_lab.md": ("bertviz_lab", "The top-level package: the model classes, `load`, `load_default` and "
+                                          "the device helpers, re-exported."),
+    "api/model.md": ("bertviz_lab.model", "BERT as a student would read it: config, layers, heads, tokenizer, "
+                                          "weights and the factories."),
+    "api/trace.md": ("bertviz_lab.trace", "Traces of a forward pass, hook points, attention statistics, ablation, "
+                                          "saliency and architecture diagrams."),
+    "api/trace.saliency.md": ("bertviz_lab.trace.saliency", "Token saliency: integrated gradients and "
+                                                            "gradient x input on the word embeddings."),
+    "api/widgets.md": ("bertviz_lab.widgets", "The panels users compose, and the workbench."),
+    "api/views.md": ("bertviz_lab.views", "bertviz-style views from any model's attentions."),
+    "api/corpus.md": ("bertviz_lab.corpus", "Corpus analysis: head statistics over many texts, nearest contexts, "
+                                            "query-key maps."),
+    "api/train.md": ("bertviz_lab.train", "Pretraining: data, the Trainer, checkpoints and the runner behind the "
+                                          "CLI."),
+    "api/kernels.md": ("bertviz_lab.kernels", "The fast paths behind one seam, and `status()`."),
+}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the hooks
+
+
+def on_files(files: Files, config: Any) -> Files:
+    """Add the generated pages (notebooks, API reference) and the notebook stylesheet."""
+    for notebook in sorted(NOTEBOOKS.glob("*.ipynb")):
+        files.append(File.generated(config, f"notebooks/{notebook.stem}.md", content=notebook_page(notebook)))
+    for page, (module, intro) in API_PAGES.items():
+        if importable(module):
+            files.append(File.generated(config, page, content=api_page(module, intro)))
+    files.append(File.generated(config, NOTEBOOK_CSS, content=notebook_css()))
+    return files
+
+
+def on_config(config: Any) -> Any:
+    """The notebook stylesheet on every page (notebook pages are the ones that use it)."""
+    if NOTEBOOK_CSS not in config["extra_css"]:
+        config["extra_css"].append(NOTEBOOK_CSS)
+    return config
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    """The run config's keys where a page asks for them."""
+    if YAML_KEYS in markdown:
+        from bertviz_lab.train.schema_table import markdown as keys_table
+
+        markdown = markdown.replace(YAML_KEYS, keys_table())
+    return markdown
+
+
+def on_page_content(content: str, page: Any, config: Any, files: Files) -> str:
+    """A notebook page's outputs, put in after Markdown so their HTML and SVG pass through untouched."""
+    outputs = OUTPUTS.get(page.file.src_uri)
+    if not outputs:
+        return content
+    return re.sub(r'<div class="bvl-output" data-output="(\d+)"></div>',
+                  lambda match: f'<div class="bvl-output">{outputs[int(match.group(1))]}</div>', content)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# API pages
+
+
+def importable(module: str) -> bool:
+    """Whether the module's source is there (corpus and views may land later than the rest)."""
+    return importlib.util.find_spec(module) is not None
+
+
+def api_page(module: str, intro: str) -> str:
+    """A page rendering every name of `module.__all__` (read at build time, so a new export needs no edit)."""
+    names = list(getattr(importlib.import_module(module), "__all__", []))
+    members = json.dumps(sorted(names))
+    return (f"# `{module}`\n\n{intro}\n\n::: {module}\n    options:\n      members: {members}\n"
+            f"      show_root_heading: false\n      show_root_toc_entry: false\n")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# notebook pages
+
+OUTPUTS: dict[str, list[str]] = {}  # page -> the HTML of each output, by placeholder number
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def to_execute(name: str) -> bool:
+    """Whether the notebook `name` runs in this build (BERTVIZ_LAB_DOCS_EXECUTE)."""
+    wanted = os.environ.get(EXECUTE_ENV, "all").strip()
+    if wanted == "all":
+        return True
+    return name in {part.strip() for part in wanted.split(",")}
+
+
+def sources_key(notebook: Path) -> str:
+    """What an executed notebook depends on: its own bytes, the package's sources and the shipped configs."""
+    digest = hashlib.sha256(notebook.read_bytes())
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.is_file() and path.suffix in {".py", ".js", ".css", ".yaml", ".c", ".j2", ".json", ".txt"}:
+            digest.update(str(path.relative_to(PACKAGE)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:32]
+
+
+def executed(notebook: Path) -> Any:
+    """The notebook run top to bottom (from the cache when nothing it depends on changed), outputs sanitised."""
+    import nbformat
+
+    from bertviz_lab.widgets.notebook_html import clean_outputs, read_notebook, run_notebook
+
+    cached = CACHE / f"{notebook.stem}-{sources_key(notebook)}.ipynb"
+    if cached.is_file():
+        node = nbformat.reads(cached.read_text(encoding="utf-8"), as_version=4)
+    else:
+        node = read_notebook(notebook)
+        with tempfile.TemporaryDirectory(prefix="bertviz-docs-") as folder:  # notebooks may write beside themselves
+            copy = Path(folder) / "notebooks" / notebook.name
+            copy.parent.mkdir()
+            shutil.copy(notebook, copy)
+            shutil.copytree(ROOT / "configs", Path(folder) / "configs")
+            run_notebook(node, copy, timeout=600)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        for old in CACHE.glob(f"{notebook.stem}-*.ipynb"):
+            old.unlink()
+        cached.write_text(nbformat.writes(node), encoding="utf-8")
+    clean_outputs(node, trust=False)
+    return node
+
+
+def notebook_page(notebook: Path) -> str:
+    """The notebook as Markdown: markdown cells as they are, code in fences, outputs as placeholders."""
+    from bertviz_lab.widgets.notebook_html import clean_outputs, read_notebook
+
+    run = to_execute(notebook.stem)
+    if run:
+        node = executed(notebook)
+    else:
+        node = read_notebook(notebook)
+        clean_outputs(node, trust=False)
+    outputs: list[str] = []
+    OUTPUTS[f"notebooks/{notebook.stem}.md"] = outputs
+    parts = [] if run else [
+        f'!!! note "Outputs left out"\n    This build ran without `{notebook.name}` ({EXECUTE_ENV}); `mkdocs build` '
+        "runs every notebook and shows its figures here.\n"]
+    for cell in node.cells:
+        if cell.cell_type == "markdown":
+            parts.append(cell.source)
+        elif cell.cell_type == "code":
+            parts.append(f"```python\n{cell.source}\n```")
+            for output in cell.get("outputs", []):
+                shown = output_html(output)
+                if shown:
+                    outputs.append(shown)
+                    parts.append(f'<div class="bvl-output" data-output="{len(outputs) - 1}"></div>')
+    return "\n\n".join(parts) + "\n"
+
+
+def text_block(text: str) -> str:
+    """Plain text as the page shows it: escaped, in a pre block."""
+    return f'<pre class="bvl-text">{html.escape(ANSI.sub("", text))}</pre>'
+
+
+def output_html(output: Any) -> str:
+    """One output as HTML, the richest form first (already sanitised by clean_outputs)."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        return text_block(output.get("text", ""))
+    if kind == "error":
+        return text_block("\n".join(output.get("traceback", [])))
+    data = output.get("data", {})
+    if "text/html" in data:
+        return data["text/html"]
+    if "image/svg+xml" in data:
+        return data["image/svg+xml"]
+    for mime in ("image/png", "image/jpeg"):
+        if mime in data:
+            encoded = data[mime] if isinstance(data[mime], str) else base64.b64encode(data[mime]).decode()
+            return f'<img alt="a figure the notebook drew" src="data:{mime};base64,{encoded.strip()}">'
+    if "text/vnd.mermaid" in data:
+        return text_block(html.unescape(data["text/vnd.mermaid"]))
+    if "text/markdown" in data:
+        return text_block(data["text/markdown"])
+    if "text/plain" in data:
+        return text_block(data["text/plain"])
+    return ""
+
+
+def notebook_css() -> str:
+    """JupyterLab's theme variables, as the exports resolve them, for Material's light (default) and dark (slate)."""
+    from bertviz_lab.widgets.figures.theme import THEMES
+
+    def block(selector: str, theme: str) -> str:
+        values = "".join(f"  {name}: {value};\n" for name, value in THEMES[theme].items())
+        return f"{selector} {{\n{values}}}\n"
+
+    return ("/* The panels' static copies draw with JupyterLab's variables; here they take the site's scheme. */\n"
+            + block('[data-md-color-scheme="default"] .bvl-output', "light")
+            + block('[data-md-color-scheme="slate"] .bvl-output', "dark")
+            + ".bvl-output { margin: 0 0 1em; overflow-x: auto; }\n"
+            + ".bvl-output pre.bvl-text { font-size: 0.75em; padding: 0.5em; max-height: 30em; overflow: auto; }\n")
