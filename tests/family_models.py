@@ -8,9 +8,8 @@ from pathlib import Path
 
 import torch
 import transformers
+from hub_cache import perturbed
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-from tests.hub_cache import perturbed
 
 FAMILIES = ("roberta", "xlm-roberta", "distilbert", "electra")
 TEXTS = [

@@ -85,13 +85,14 @@ class MaskingPreview(Panel):
         self._model_source: Callable[[], Any] | None = None
         self._lock = threading.RLock()  # the training thread and the notebook may both redraw
         self._holding = 0  # > 0 while the panel sets its own controls (see _held)
+        mask = getattr(tokenizer, "mask_token", None) or "[MASK]"  # the model's own: RoBERTa's is <mask>
         self.mode = toggle_buttons([("choose", "choose"), ("sample 80/10/10", "sample")], "choose",
-                                   ["mask the tokens you click and the [MASK]s you type",
-                                    "BERT's random masking: select p, then 80% [MASK], 10% random, 10% kept"])
+                                   [f"mask the tokens you click and the {mask}s you type",
+                                    f"BERT's random masking: select p, then 80% {mask}, 10% random, 10% kept"])
         self.probability = widgets.FloatSlider(value=mlm_probability, min=0.0, max=1.0, step=0.01,
                                                description="select p", readout_format=".2f", style=LABELLED)
         self.mask_share = widgets.FloatSlider(value=mask_replace_prob, min=0.0, max=1.0, step=0.05,
-                                              description="→ [MASK]", readout_format=".2f", style=LABELLED)
+                                              description=f"→ {mask}", readout_format=".2f", style=LABELLED)
         self.random_share = widgets.FloatSlider(value=random_replace_prob, min=0.0, max=1.0, step=0.05,
                                                 description="→ random", readout_format=".2f", style=LABELLED)
         self.seed = widgets.IntText(value=seed, description="seed", style=LABELLED,

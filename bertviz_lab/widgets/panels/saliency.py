@@ -127,7 +127,8 @@ class SaliencyPanel(Panel):
         self.view = lean(SaliencyView)
         super().__init__([self.toolbar, self.truncation_notice, self.message, self.view])
         if text is None:
-            text = DEFAULT_MASKED_TEXT if self._predicts_masks() else DEFAULT_TEXT
+            mask = getattr(self.tokenizer, "mask_token", None) or "[MASK]"  # RoBERTa's is <mask>
+            text = DEFAULT_MASKED_TEXT.replace("[MASK]", mask) if self._predicts_masks() else DEFAULT_TEXT
         self.set_text(text, text_b)
         self.target_choice.observe(self._target_picked, names="value")
         for control in (self.unit, self.method, self.baseline, self.steps):
