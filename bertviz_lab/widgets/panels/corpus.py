@@ -242,6 +242,10 @@ class CorpusPanel(Panel):
         if text is not None and text != self.query.value:
             self.query.value = text
         if position is not None:
+            if position not in [value for _, value in self.position.options]:
+                self._failed(f"position {position} is not in the text, which has {len(self.position.options)} "
+                             "tokens.")
+                return
             self.position.value = position
         if layer is not None:
             self.search_layer.value = layer
@@ -329,7 +333,7 @@ class CorpusPanel(Panel):
 
     def release(self) -> None:
         """A closed panel lets go of its corpus and the tokens it read."""
-        self._token_cache.clear()
+        self.__dict__.get("_token_cache", {}).clear()
         self.corpus = None
 
 
