@@ -97,3 +97,19 @@ def build_family_checkpoint(family: str, folder: Path, head: str = "mlm", seed: 
 def transformers_model(folder: Path, head: str = "mlm") -> torch.nn.Module:
     """The reference: the checkpoint loaded by transformers with eager attention (so attentions are returned)."""
     return getattr(transformers, HEADS[head]).from_pretrained(str(folder), attn_implementation="eager").eval()
+
+
+def family_hub(root: Path) -> tuple[Path, dict[str, Path]]:
+    """A Hub cache under `root` holding one tiny masked-LM checkpoint per family as org/tiny-<family>; the folders."""
+    from hub_cache import add_folder, commit
+
+    folders = {family: build_family_checkpoint(family, root / "folders" / family, seed=i)
+               for i, family in enumerate(FAMILIES)}
+    for i, (family, folder) in enumerate(folders.items()):
+        add_folder(root / "hub", hub_name(family), folder, commit(100 + i))
+    return root / "hub", folders
+
+
+def hub_name(family: str) -> str:
+    """The repo id of `family`'s checkpoint in family_hub's cache."""
+    return f"org/tiny-{family}"
