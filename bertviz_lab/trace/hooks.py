@@ -114,7 +114,8 @@ class Trace:
         self._tokens: list[list[str]] | None = None
         self._encoding_inputs: dict[str, torch.Tensor] = {}
         self._signature = self._forward_signature(model)
-        self._calls = CallRecorder(model, lambda: self.passes[-1].index if self.passes else 0)
+        passes = self.passes  # not `self`: a trace in a reference cycle keeps its tensors until a garbage collection
+        self._calls = CallRecorder(model, lambda: passes[-1].index if passes else 0)
 
     @property
     def calls(self) -> list[Call]:
