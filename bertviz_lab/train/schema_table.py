@@ -1,4 +1,4 @@
-"""The README's table of the YAML keys, generated from the schema: `python -m bertviz_lab.train.schema_table`."""
+"""The YAML keys' table on the docs' CLI page, from the schema: `python -m bertviz_lab.train.schema_table`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _shown_default(value: Any) -> str:
 
 
 def markdown() -> str:
-    """The README's table of the YAML keys: key, type, default, meaning (and the other spelling, if any)."""
+    """The table of the YAML keys: key, type, default, meaning (and the other spelling, if any)."""
     aliases = {k.alias_of: f"{section}.{name}" for section, keys in SCHEMA.items() for name, k in keys.items()
                if k.alias_of}
     lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
@@ -34,9 +34,9 @@ def markdown() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the YAML keys' table (Markdown) for the README."""
+    """Print the YAML keys' table (Markdown), as the docs show it."""
     argparse.ArgumentParser(prog="python -m bertviz_lab.train.schema_table",
-                            description="Print the README's table of the run config's keys (Markdown), from the "
+                            description="Print the table of the run config's keys (Markdown), from the "
                                         "schema.").parse_args(argv)
     sys.stdout.write(markdown())
     return 0
