@@ -30,9 +30,9 @@ def _roberta_tokenizer() -> transformers.PreTrainedTokenizerBase:
     backend.decoder = decoders.ByteLevel()
     backend.train_from_iterator(TEXTS, trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS,
                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    backend.add_special_tokens([AddedToken("<mask>", lstrip=True, normalized=False, special=True)])
     backend.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
-    return transformers.RobertaTokenizerFast(tokenizer_object=backend,
-                                             mask_token=AddedToken("<mask>", lstrip=True, rstrip=False))
+    return transformers.RobertaTokenizerFast(tokenizer_object=backend)
 
 
 def _xlm_roberta_tokenizer() -> transformers.PreTrainedTokenizerBase:
