@@ -152,7 +152,7 @@ def test_fused_gpu_paths_are_taken_and_match_plain_pytorch(minilm, device, monke
     with torch.inference_mode(), _spy(layer_norm, "triton_add_layer_norm") as norms:
         model(**inputs)
     assert norms.call_count == 0  # two short sentences: the host is the bottleneck, plain PyTorch is faster
-    monkeypatch.setattr(choice, "MIN_FUSED_ELEMENTS", 0)
+    monkeypatch.setattr(layer_norm, "MIN_FUSED_ELEMENTS", 0)
     with torch.inference_mode(), _spy(layer_norm, "triton_add_layer_norm") as norms:
         got = model(**inputs).last_hidden_state
         with kernels.disabled():
@@ -183,7 +183,7 @@ def test_tanh_gelu_epilogue_is_exact_in_fp32(device):
 
 
 def test_a_trace_sees_every_module_so_the_fused_paths_stand_aside(minilm, device, monkeypatch):
-    monkeypatch.setattr(choice, "MIN_FUSED_ELEMENTS", 0)
+    monkeypatch.setattr(layer_norm, "MIN_FUSED_ELEMENTS", 0)
     _, tokenizer = minilm
     model = BERT.from_pretrained(BERT_Weights.DEFAULT.path, device=device).eval()
     with torch.inference_mode(), _spy(layer_norm, "triton_add_layer_norm") as norms, \

@@ -1,12 +1,14 @@
 """The one place that decides which backend runs attention, a linear layer, residual add + LayerNorm and the
 first feed-forward layer's GELU; every rule the fast paths obey is here.
 
-Attention is chosen once per layer (`choose`: when a model is built or moved, and again for every live layer when
-`override` or `disabled` changes the rules), from the device and dtype of its weights and its head size. Each
-fast path computes the same function as the plain modules and is taken only where it is faster and where no one
-could tell it apart: inference (no autograd, no active dropout), not inside a torch.compile trace, and no hook on a
-module it would replace. BERTVIZ_LAB_FUSED_KERNELS=0, or `disabled()`, turns every one off;
-BERTVIZ_LAB_CPU_GEMM=auto|avx2|onednn|off picks the CPU's packed GEMM; `override(...)` picks either for a block.
+Each is chosen once per model (`choose`: when a model is built or moved, and again for every live model when
+`override` or `disabled` changes the rules), from the device and dtype of a layer's weights, its head size and the
+config's `hidden_act`, and given to the layer as a function of tensors (attention.py, linear.py, layer_norm.py);
+None leaves the layer its plain modules and math. A backend computes the same function as those and answers only
+where it is faster and nobody could tell it apart (inference: no autograd, no active dropout, not inside a
+torch.compile trace); the layer calls its own modules wherever a hook watches one of them.
+BERTVIZ_LAB_FUSED_KERNELS=0, or `disabled()`, turns every one off; BERTVIZ_LAB_CPU_GEMM=auto|avx2|onednn|off picks
+the CPU's packed GEMM; `override(...)` picks either for a block.
 """
 
 from __future__ import annotations
@@ -19,28 +21,16 @@ from typing import Iterator
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _module
 
-from bertviz_lab.kernels import attention, build
-from bertviz_lab.kernels.attention import cpu_autocast
+from bertviz_lab.kernels import attention, build, layer_norm, linear
+from bertviz_lab.kernels.layer_norm import MIN_FUSED_ELEMENTS, triton
+from bertviz_lab.kernels.linear import MIN_PACKED_WORK
 from bertviz_lab.model.config import TANH_GELU_NAMES
 
-try:
-    import triton
-except ImportError:  # CPU-only builds of torch come without Triton
-    triton = None
+__all__ = ["MIN_FUSED_ELEMENTS", "MIN_PACKED_WORK", "choose", "cpu_backend", "disabled", "override", "triton"]
 
 ENABLED = os.environ.get("BERTVIZ_LAB_FUSED_KERNELS", "1") != "0"
 CPU_GEMM_CHOICES = ("auto", "avx2", "onednn", "off")  # BERTVIZ_LAB_CPU_GEMM
-MAX_FUSED_WIDTH = 8192  # one row per Triton program; wider rows fall back to PyTorch
-# Launching a Triton kernel costs the host ~30 µs more than PyTorch's LayerNorm; below about this many activations
-# (a few thousand tokens) a forward is bound by the host, and plain PyTorch is faster (measured on an H200).
-MIN_FUSED_ELEMENTS = 1 << 21
-# CPU: a packed GEMM wins from about this much work (rows x in x out); smaller products are cheaper through
-# addmm's lighter call. oneDNN's wins only up to this many rows; on larger products it lost on some shapes
-# (measured on a 2-core AMD EPYC, AVX2; benchmarks/README.md).
-MIN_PACKED_WORK = 1 << 20
-MAX_ONEDNN_ROWS = 1024
 ONEDNN_PACKING = (platform.machine().lower() in ("x86_64", "amd64") and torch.backends.mkldnn.is_available()
                   and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
 
@@ -87,27 +77,49 @@ def override(*, attention: str | None = None, cpu_gemm: str | None = None) -> It
 
 
 _ATTENTION_NAMES = tuple(attention.BACKENDS)
-_layers: weakref.WeakSet = weakref.WeakSet()  # every attention layer given a backend, to choose again
+_models: weakref.WeakSet = weakref.WeakSet()  # every model given backends, to choose again
 
 
 def choose(model: nn.Module) -> None:
-    """Give every attention layer of `model` (a module with `attention_backend` and `head_size`) the backend for
-    the device and dtype of its weights now; called when a model is built or moved."""
+    """Give every layer of `model` its backends for the device and dtype of its weights now: attention to modules
+    with `attention_backend` (and `head_size`), the packed GEMM to those with `linear_backend`, GELU in the GEMM's
+    epilogue to those with `gelu_backend` (from `model.config.hidden_act`) and residual add + LayerNorm to those
+    with `add_layer_norm_backend`; called when a model is built or moved. Packed weight copies that no longer match
+    their weight are dropped."""
+    _models.add(model)
+    for parameter in model.parameters():
+        linear.release(parameter)
+    _assign(model)
+
+
+def _assign(model: nn.Module) -> None:
+    hidden_act = getattr(getattr(model, "config", None), "hidden_act", None)
     for module in model.modules():
-        if hasattr(module, "attention_backend") and hasattr(module, "head_size"):
-            _layers.add(module)
-            _assign(module)
+        given = vars(module)
+        if not any(name in given for name in BACKEND_ATTRIBUTES):
+            continue
+        weight = next(module.parameters(), None)
+        device, dtype = (torch.device("cpu"), torch.float32) if weight is None else (weight.device, weight.dtype)
+        if "attention_backend" in given and hasattr(module, "head_size"):
+            name = "sdpa" if weight is None else attention_backend_name(device, dtype, module.head_size)
+            module.attention_backend = attention.BACKENDS[name]
+        if "linear_backend" in given:
+            name = linear_backend_name(device, dtype)
+            module.linear_backend = None if name is None else linear.packed_linear(name)
+        if "gelu_backend" in given:
+            name = gelu_backend_name(device, dtype, hidden_act)
+            module.gelu_backend = None if name is None else linear.gelu_backend(name)
+        if "add_layer_norm_backend" in given:
+            name = add_layer_norm_backend_name(device)
+            module.add_layer_norm_backend = None if name is None else layer_norm.add_layer_norm_backend(name)
 
 
-def _assign(layer: nn.Module) -> None:
-    weight = next(layer.parameters(), None)
-    name = "sdpa" if weight is None else attention_backend_name(weight.device, weight.dtype, layer.head_size)
-    layer.attention_backend = attention.BACKENDS[name]
+BACKEND_ATTRIBUTES = ("attention_backend", "linear_backend", "gelu_backend", "add_layer_norm_backend")
 
 
 def _choose_again() -> None:
-    for layer in list(_layers):
-        _assign(layer)
+    for model in list(_models):
+        _assign(model)
 
 
 def attention_backend_name(device: torch.device, dtype: torch.dtype, head_size: int) -> str:
@@ -119,18 +131,6 @@ def attention_backend_name(device: torch.device, dtype: torch.dtype, head_size: 
     if _forced_attention is not None:
         return _forced_attention if _forced_attention != "avx2" or kernel_fits else "sdpa"
     return "avx2" if kernel_fits and cpu_backend() == "avx2" else "sdpa"
-
-
-def unhooked(*modules: nn.Module) -> bool:
-    """No hook on `modules` and no module-wide hook: nobody could see that a fast path replaced them."""
-    if _module._global_forward_hooks or _module._global_forward_pre_hooks:
-        return False
-    return not any(m._forward_hooks or m._forward_pre_hooks for m in modules)
-
-
-def inference_outside_compile() -> bool:
-    """What every fast path needs: switched on, no autograd, not inside a torch.compile trace."""
-    return ENABLED and not torch.is_grad_enabled() and not torch.compiler.is_compiling()
 
 
 def cpu_backend() -> str | None:
@@ -158,50 +158,30 @@ _UNSET = object()
 _cpu_backend: str | None | object = _UNSET
 
 
-def linear_backend(x: torch.Tensor, weight: torch.Tensor) -> str | None:
-    """The packed GEMM a linear layer runs `x` on ("avx2" or "onednn"), or None for `F.linear`."""
-    out_features, in_features = weight.shape
-    if not (inference_outside_compile()
-            and x.dtype == weight.dtype == torch.float32 and x.device.type == weight.device.type == "cpu"
-            and not weight.is_inference()  # made in inference mode: no version counter to follow
-            and not cpu_autocast()
-            and x.numel() * out_features >= MIN_PACKED_WORK):  # rows x in x out multiply-adds
+def linear_backend_name(device: torch.device, dtype: torch.dtype) -> str | None:
+    """The packed GEMM for a linear layer with fp32 CPU weights ("avx2" or "onednn", `cpu_backend()`), else None:
+    F.linear (MKL's addmm, cuBLAS)."""
+    if not ENABLED or device.type != "cpu" or dtype != torch.float32:
         return None
-    backend = cpu_backend()
-    if backend == "onednn" and (x.numel() > MAX_ONEDNN_ROWS * in_features or not torch.backends.mkldnn.enabled):
-        return None
-    return backend
+    return cpu_backend()
 
 
-def linear_gelu_backend(x: torch.Tensor, linear: nn.Linear, activation_name: str | None) -> str | None:
-    """Where `gelu(linear(x))` may run as one GEMM with a bias + GELU epilogue: "avx2" (erf form, as exact as
-    PyTorch's) for fp32 CPU inference, "cublaslt" on a GPU (tanh form: exact for the tanh-GELU activations, and
-    for the erf GELU within rounding in bf16/fp16, |erf - tanh form| < 1e-3), or None."""
-    if linear.bias is None or x.dtype != linear.weight.dtype:
+def gelu_backend_name(device: torch.device, dtype: torch.dtype, hidden_act: object) -> str | None:
+    """Where `gelu(linear(x))` runs as one GEMM with a bias + GELU epilogue: "avx2" (erf form, as exact as
+    PyTorch's) for `hidden_act="gelu"` with fp32 CPU weights on the AVX2 GEMM; "cublaslt" on a GPU (tanh form: the
+    tanh-GELU activations, and the erf GELU in bf16/fp16 within rounding, |erf - tanh form| < 1e-3); else None."""
+    if not ENABLED or not isinstance(hidden_act, str):
         return None
-    if x.device.type == "cpu":
-        packs = getattr(linear, "packs_weights", False)  # a kernels.Linear keeps the packed copy the kernel needs
-        return "avx2" if activation_name == "gelu" and packs and linear_backend(x, linear.weight) == "avx2" else None
-    if not hasattr(torch, "_addmm_activation"):
+    if device.type == "cpu":
+        return "avx2" if hidden_act == "gelu" and dtype == torch.float32 and cpu_backend() == "avx2" else None
+    if device.type != "cuda" or not hasattr(torch, "_addmm_activation"):
         return None
-    if activation_name not in TANH_GELU_NAMES and not (activation_name == "gelu" and
-                                                        x.dtype in (torch.bfloat16, torch.float16)):
-        return None
-    return "cublaslt" if _gpu_inference(x, linear) else None
-
-
-def add_layer_norm_backend(x: torch.Tensor, residual: torch.Tensor, norm: nn.LayerNorm,
-                           dropout: nn.Dropout) -> str | None:
-    """"triton" where `norm(dropout(x) + residual)` may run as one GPU kernel (2M activations or more), or None."""
-    if (triton is not None and x.shape[-1] <= MAX_FUSED_WIDTH and x.numel() >= MIN_FUSED_ELEMENTS
-            and x.shape == residual.shape
-            and norm.elementwise_affine and norm.bias is not None and x.dtype == residual.dtype == norm.weight.dtype
-            and not (dropout.training and dropout.p > 0) and _gpu_inference(x, norm, dropout)):
-        return "triton"
+    if hidden_act in TANH_GELU_NAMES or (hidden_act == "gelu" and dtype in (torch.bfloat16, torch.float16)):
+        return "cublaslt"
     return None
 
 
-def _gpu_inference(x: torch.Tensor, *modules: nn.Module) -> bool:
-    """Whether a fused GPU path may replace `modules` for input `x`."""
-    return (x.is_cuda and inference_outside_compile() and not torch.is_autocast_enabled()
-            and unhooked(*modules))
+def add_layer_norm_backend_name(device: torch.device) -> str | None:
+    """"triton" where residual add + LayerNorm may run as one kernel (CUDA with Triton installed; the backend
+    itself leaves fewer than MIN_FUSED_ELEMENTS activations to PyTorch), else None."""
+    return "triton" if ENABLED and triton is not None and device.type == "cuda" else None

@@ -1,89 +1,171 @@
-"""Linear layers on packed weights for fp32 CPU inference, and a linear layer with its GELU in the epilogue."""
+"""Linear-layer backends: functions of tensors that `choice.choose` gives a model's layers once, for the device and
+dtype of their weights (and, for GELU, the config's `hidden_act`).
+
+`PackedLinear` answers x @ W.T + b from a copy of W packed for a faster CPU GEMM (avx2.c's or oneDNN's); the copies
+live here, one per weight, made on first use and made again when the weight changes in place or moves (its data
+pointer and version counter), dropped when the weight is freed, moved or trained. `AVX2LinearGELU` and
+`CublasLtLinearGELU` answer gelu(x @ W.T + b) with the GELU in the GEMM's epilogue. Each answers None where it does
+not apply (autograd, autocast, another dtype, a product too small to gain), and the layer runs its own nn.Linear and
+activation: the model's modules stay plain nn.Linear.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import weakref
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from bertviz_lab.kernels import avx2, choice
+from bertviz_lab.kernels import avx2
+from bertviz_lab.kernels.attention import cpu_autocast
 
+# CPU: a packed GEMM wins from about this much work (rows x in x out); smaller products are cheaper through
+# addmm's lighter call. oneDNN's wins only up to this many rows; on larger products it lost on some shapes
+# (measured on a 2-core AMD EPYC, AVX2; benchmarks/README.md).
+MIN_PACKED_WORK = 1 << 20
+MAX_ONEDNN_ROWS = 1024
 ONEDNN_ROWS_HINT = 1024  # the row count oneDNN chooses the packed layout for
 
+# id(weight) -> (weak reference to it, backend, data pointer, version, packed copy)
+_packed: dict[int, tuple[weakref.ref, str, int, int, torch.Tensor]] = {}
 
-class Linear(nn.Linear):
-    """nn.Linear whose fp32 CPU inference runs a faster GEMM on a copy of its weight packed for it.
+
+def packed_weight(weight: torch.Tensor, backend: str) -> torch.Tensor:
+    """`weight` (out, in) in `backend`'s layout, packed again only when the weight changed since."""
+    key = id(weight)
+    entry = _packed.get(key)
+    if (entry is None or entry[0]() is not weight or entry[1] != backend or entry[2] != weight.data_ptr()
+            or entry[3] != weight._version):
+        data = weight.detach()
+        copy = avx2.pack(data) if backend == "avx2" else torch.ops.mkldnn._reorder_linear_weight(data,
+                                                                                               ONEDNN_ROWS_HINT)
+        reference = weakref.ref(weight, lambda _, key=key: _packed.pop(key, None))
+        entry = _packed[key] = (reference, backend, data.data_ptr(), weight._version, copy)
+    return entry[4]
+
+
+def has_packed_copy(weight: torch.Tensor) -> str | None:
+    """The backend whose packed copy of `weight` is kept, or None."""
+    entry = _packed.get(id(weight))
+    return entry[1] if entry is not None and entry[0]() is weight else None
+
+
+def release(weight: torch.Tensor) -> None:
+    """Drop the packed copy of `weight` if it no longer matches where and what the weight is (moved, cast)."""
+    entry = _packed.get(id(weight))
+    if entry is not None and (entry[0]() is not weight or entry[2] != weight.data_ptr() or not weight.is_cpu
+                              or weight.dtype != torch.float32):
+        del _packed[id(weight)]
+
+
+def _fp32_cpu_inference(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """No autograd, not inside a torch.compile trace, no CPU autocast, fp32 CPU tensors, a weight with a version
+    counter to follow (one made inside inference_mode has none)."""
+    return (not torch.is_grad_enabled() and not torch.compiler.is_compiling() and x.dtype is torch.float32
+            and x.is_cpu and weight.dtype is torch.float32 and not weight.is_inference() and not cpu_autocast())
+
+
+class PackedLinear:
+    """x @ W.T + b for fp32 CPU inference on a packed copy of W: "avx2" (avx2.c) or "onednn".
 
     On the 2-core AMD EPYC we measure on, avx2.c is 1.1-1.9x as fast as MKL's `addmm` on the few-row products of
     short inputs (32-128 rows) and 1.1-1.4x from 512 rows, oneDNN mostly in between (`benchmarks/cpu_gemm.py`).
-    The packed copy, as large as the weight, is made on the first such call, rebuilt when the weight changes in
-    place or moves, and dropped when the layer runs with autograd or its weight leaves the CPU or fp32. Weights
-    created inside `torch.inference_mode()` have no version counter to follow and stay on the plain path. To hooks,
-    checkpoints and traces it is an nn.Linear named Linear; `accelerate` turns a model's nn.Linear into these.
     """
 
-    packs_weights = True
-    _packed: tuple[str, int, int, torch.Tensor] | None = None  # (backend, weight data_ptr, version, packed weight)
+    def __init__(self, name: str) -> None:
+        self.name = name
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self.weight  # one module attribute lookup: this runs for every layer of a short forward
-        backend = choice.linear_backend(x, weight)
-        if backend == "avx2":
-            return avx2.linear(x, self.packed_weight(backend), self.bias, self.out_features)
-        if backend == "onednn":
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight(backend), self.bias, "none", [], "")
-        if self._packed is not None and not torch.compiler.is_compiling() and (
-                torch.is_grad_enabled() or weight.device.type != "cpu" or weight.dtype != torch.float32):
-            self._packed = None  # training, or the weight moved: the copy would only hold memory
-        return F.linear(x, weight, self.bias)
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
+        """x @ weight.T + bias, or None where this backend does not apply (then: F.linear)."""
+        if not _fp32_cpu_inference(x, weight):
+            if torch.is_grad_enabled() and _packed and not torch.compiler.is_compiling():
+                _packed.pop(id(weight), None)  # training: the copy would only hold memory
+            return None
+        out_features, in_features = weight.shape
+        if x.numel() * out_features < MIN_PACKED_WORK:  # rows x in x out multiply-adds
+            return None
+        if self.name == "avx2":
+            return avx2.linear(x, packed_weight(weight, "avx2"), bias, out_features)
+        if x.numel() > MAX_ONEDNN_ROWS * in_features or not torch.backends.mkldnn.enabled:
+            return None
+        return torch.ops.mkldnn._linear_pointwise(x, packed_weight(weight, "onednn"), bias, "none", [], "")
 
-    def packed_weight(self, backend: str) -> torch.Tensor:
-        """The weight in `backend`'s layout, packed again only when the weight changed."""
-        weight, packed = self.weight, self._packed
-        if (packed is None or packed[0] != backend or packed[1] != weight.data_ptr()
-                or packed[2] != weight._version):
-            data = weight.detach()
-            copy = (avx2.pack(data) if backend == "avx2"
-                    else torch.ops.mkldnn._reorder_linear_weight(data, ONEDNN_ROWS_HINT))
-            packed = self._packed = (backend, data.data_ptr(), weight._version, copy)
-        return packed[3]
+    def __reduce__(self) -> tuple:
+        return packed_linear, (self.name,)  # copies and pickles of a model share the one instance
 
-    def __getstate__(self) -> dict:
-        """Copies and pickles leave the packed weight out (oneDNN tensors have no storage to copy)."""
-        state = super().__getstate__()
-        state.pop("_packed", None)
-        return state
+    def __repr__(self) -> str:
+        return f"<linear backend {self.name!r}>"
 
 
-def accelerate(model: nn.Module) -> nn.Module:
-    """Turn every plain nn.Linear of `model` into a `Linear` in place (same parameters, same names, same state
-    dict), so that fp32 CPU inference runs on packed weights; the model's files keep writing nn.Linear."""
-    for module in model.modules():
-        if type(module) is nn.Linear:
-            module.__class__ = Linear
-    return model
+class LinearGELU:
+    """gelu(x @ W.T + b) in one pass: `__call__` answers it, or None where the backend does not apply."""
+
+    name = ""
+
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
+        raise NotImplementedError
+
+    def gelu(self, y: torch.Tensor) -> torch.Tensor | None:
+        """GELU of a linear layer's output `y` as `__call__` computes it, or None (then: the layer's activation)."""
+        return None
+
+    def __reduce__(self) -> tuple:
+        return gelu_backend, (self.name,)  # copies and pickles of a model share the one instance
+
+    def __repr__(self) -> str:
+        return f"<linear + GELU backend {self.name!r}>"
 
 
-def linear_activation(x: torch.Tensor, linear: nn.Linear, activation: Callable[[torch.Tensor], torch.Tensor],
-                      activation_name: str | None) -> torch.Tensor:
-    """activation(linear(x)); GELU in the GEMM's epilogue where `choice.linear_gelu_backend` allows.
+class AVX2LinearGELU(LinearGELU):
+    """gelu(x @ W.T + b), erf form (as exact as PyTorch's), for fp32 CPU inference: avx2.c's GEMM on the packed
+    weight with GELU in its epilogue, or, for a product too small to pack, F.linear and avx2.c's GELU. `gelu`
+    alone has the same arithmetic, for a layer whose linear layer is hooked: its output is bit for bit the same."""
 
-    On the CPU a hooked layer runs first (its hooks see, and may change, the output before GELU), then the same
-    GELU arithmetic in a second pass: a trace that only watches leaves every output bit for bit as it was.
-    """
-    backend = choice.linear_gelu_backend(x, linear, activation_name)
-    if backend == "avx2":
-        if not choice.unhooked(linear):
-            return avx2.gelu(linear(x))
-        return avx2.linear(x, linear.packed_weight("avx2"), linear.bias, linear.out_features, gelu=True)
-    if backend == "cublaslt":
-        return cublaslt_linear_gelu(x, linear)
-    return activation(linear(x))
+    name = "avx2"
+
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
+        if bias is None or not _fp32_cpu_inference(x, weight):
+            return None
+        out_features = weight.shape[0]
+        if x.numel() * out_features < MIN_PACKED_WORK:
+            return avx2.gelu(F.linear(x, weight, bias))
+        return avx2.linear(x, packed_weight(weight, "avx2"), bias, out_features, gelu=True)
+
+    def gelu(self, y: torch.Tensor) -> torch.Tensor | None:
+        if torch.is_grad_enabled() or torch.compiler.is_compiling() or y.dtype is not torch.float32 or not y.is_cpu \
+                or cpu_autocast():
+            return None
+        return avx2.gelu(y)
 
 
-def cublaslt_linear_gelu(x: torch.Tensor, linear: nn.Linear) -> torch.Tensor:
+class CublasLtLinearGELU(LinearGELU):
+    """gelu(x @ W.T + b), tanh form, as one cuBLASLt GEMM with a bias + GELU epilogue for GPU inference: exact for
+    the tanh-GELU activations, and for the erf GELU within rounding in bf16/fp16 (|erf - tanh form| < 1e-3)."""
+
+    name = "cublaslt"
+
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
+        if (bias is None or not x.is_cuda or x.dtype != weight.dtype or torch.is_grad_enabled()
+                or torch.compiler.is_compiling() or torch.is_autocast_enabled()):
+            return None
+        return cublaslt_linear_gelu(x, weight, bias)  # a hooked layer keeps its own activation (gelu: None)
+
+
+def cublaslt_linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """gelu(x @ W.T + b) (tanh form) as one cuBLASLt GEMM with a bias + GELU epilogue."""
-    y = torch._addmm_activation(linear.bias, x.reshape(-1, x.shape[-1]), linear.weight.t(), use_gelu=True)
+    y = torch._addmm_activation(bias, x.reshape(-1, x.shape[-1]), weight.t(), use_gelu=True)
     return y.view(*x.shape[:-1], y.shape[-1])
+
+
+PACKED = {"avx2": PackedLinear("avx2"), "onednn": PackedLinear("onednn")}
+GELU_BACKENDS: dict[str, LinearGELU] = {"avx2": AVX2LinearGELU(), "cublaslt": CublasLtLinearGELU()}
+
+
+def packed_linear(name: str) -> PackedLinear:
+    """The packed-weight GEMM called `name` ("avx2" or "onednn")."""
+    return PACKED[name]
+
+
+def gelu_backend(name: str) -> LinearGELU:
+    """The linear + GELU backend called `name`."""
+    return GELU_BACKENDS[name]

@@ -1,5 +1,6 @@
-"""status(): which backend runs attention, linear layers, residual add + LayerNorm and GELU on this machine for
-inference, and why the others do not (training, autograd and hooked modules always take PyTorch's own)."""
+"""status(): which backend a model on this machine is given for attention, linear layers, residual add + LayerNorm
+and GELU (once per model, for the device and dtype of its weights: `choice.choose`), and why not the others
+(training and autograd always take PyTorch's own, and a layer calls the modules a hook watches)."""
 
 from __future__ import annotations
 
@@ -80,12 +81,13 @@ def _cpu_rows() -> list[BackendChoice]:
     plain = {"attention": "sdpa", "linear": "pytorch", "layer_norm": "pytorch", "gelu": "pytorch"}
     if not choice.ENABLED:
         return _off_rows("cpu", plain)
-    backend = choice.cpu_backend()
+    cpu, fp32 = torch.device("cpu"), torch.float32
+    backend = choice.linear_backend_name(cpu, fp32)
     on_avx2 = backend == "avx2"
     not_avx2 = {} if on_avx2 else {"avx2": _why_not_avx2()}
     eager = ("the math written out in the model: a layer whose probabilities a hook may replace, or that the "
              "backend cannot form them for")
-    if choice.attention_backend_name(torch.device("cpu"), torch.float32, 64) == "avx2":
+    if choice.attention_backend_name(cpu, fp32, 64) == "avx2":
         attention = BackendChoice("attention", "cpu", "avx2", "avx2.c's one-pass attention, chosen per model for "
                                   "fp32 weights with a head size that is a multiple of 16; it forms the "
                                   "probabilities in the same pass for a trace", {
@@ -100,12 +102,13 @@ def _cpu_rows() -> list[BackendChoice]:
                                {**not_avx2, "onednn": _why_not_onednn(backend)})
     else:
         others = {"onednn": _why_not_onednn(backend)} if on_avx2 else not_avx2
-        linear = BackendChoice("linear", "cpu", backend, f"a GEMM on packed weights for fp32 inference; {small}",
-                               others)
-    layer_norm = BackendChoice("layer_norm", "cpu", "pytorch", "PyTorch's LayerNorm after the residual add",
-                               {"triton": "a GPU kernel"})
-    if on_avx2:
-        gelu = BackendChoice("gelu", "cpu", "avx2", "GELU (erf form) in the packed GEMM's epilogue")
+        linear = BackendChoice("linear", "cpu", backend, f"a GEMM on packed weights, given per model for fp32 "
+                               f"weights; {small}", others)
+    layer_norm = BackendChoice("layer_norm", "cpu", "pytorch", "nn.LayerNorm after the residual add, as the model "
+                               "writes it", {"triton": "a GPU kernel"})
+    if choice.gelu_backend_name(cpu, fp32, "gelu") == "avx2":
+        gelu = BackendChoice("gelu", "cpu", "avx2", "GELU (erf form) in the packed GEMM's epilogue, given per model "
+                             "whose hidden_act is gelu")
     else:
         gelu = BackendChoice("gelu", "cpu", "pytorch", "PyTorch's GELU after the linear layer", not_avx2)
     return [attention, linear, layer_norm, gelu]

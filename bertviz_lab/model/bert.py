@@ -121,24 +121,23 @@ class BERTPreTrainedModel(nn.Module):
             nn.init.zeros_(module.bias)
 
     def post_init(self) -> None:
-        """Initialise every weight, tie the output embeddings to the input ones, name the hook points, give each
-        attention layer its backend and let the linear layers run on packed weights for CPU inference
-        (bertviz_lab.kernels; to everything else they stay nn.Linear)."""
+        """Initialise every weight, tie the output embeddings to the input ones, name the hook points and give each
+        layer its backends for the device and dtype of its weights (bertviz_lab.kernels.choose: attention, the
+        packed CPU GEMM, GELU, add + LayerNorm; the modules stay plain nn.Linear and nn.LayerNorm)."""
         self.apply(self._init_weights)
         self.tie_weights()
         self.hook_points()
-        kernels.accelerate(self)
         kernels.choose(self)
 
     def _apply(self, fn: Any, recurse: bool = True):
-        """Moving or casting the model (to, cuda, half, ...) gives its attention layers the backend for where and
-        what their weights are now."""
+        """Moving or casting the model (to, cuda, half, ...) gives its layers the backends for where and what their
+        weights are now."""
         super()._apply(fn, recurse)
         kernels.choose(self)
         return self
 
     def __setstate__(self, state: dict) -> None:
-        """A copy or an unpickled model is given its attention backends like a new one (and follows override())."""
+        """A copy or an unpickled model is given its backends like a new one (and follows override())."""
         super().__setstate__(state)
         kernels.choose(self)
 

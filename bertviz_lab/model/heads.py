@@ -17,6 +17,7 @@ from bertviz_lab.model.bert import BERT, BERTPreTrainedModel
 from bertviz_lab.model.config import ACTIVATIONS, BERTConfig
 from bertviz_lab.model.encoding import encode_text
 from bertviz_lab.model.families import family_of
+from bertviz_lab.model.layers import linear
 
 
 # head modules ----------------------------------------------------------------------------------------
@@ -45,9 +46,10 @@ class BERTLMPredictionHead(nn.Module):
         self.decoder = nn.Linear(config.embedding_width, config.vocab_size)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.decoder.bias = self.bias
+        self.linear_backend: kernels.PackedLinear | None = None  # given by the model (kernels.choose)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.transform(hidden_states))  # (B, T, V)
+        return linear(self.decoder, self.transform(hidden_states), self.linear_backend)  # (B, T, V)
 
 
 class BERTOnlyMLMHead(nn.Module):
@@ -113,7 +115,7 @@ class BERTTaskModel(BERTPreTrainedModel):
                 child.apply(self._init_weights)
         self.tie_weights()
         self.hook_points()  # names them from this model: `bert.embeddings.hidden`, ...
-        kernels.accelerate(self)
+        kernels.choose(self)  # the decoder's packed CPU GEMM
 
     def tie_weights(self) -> None:
         predictions = getattr(getattr(self, "cls", None), "predictions", None)

@@ -3,10 +3,12 @@
 Shapes: B batch, T query length, S key length, C hidden size, nh heads, hs head size.
 Module and parameter names follow Hugging Face's BERT except the fused projections
 (`attention.self.qkv`, `crossattention.self.kv`), which weights.py splits and joins.
-Attention is written out below (`BERTSelfAttention.attention`); the backend each layer is given once for its
-device and dtype (SDPA, the CPU kernel: bertviz_lab.kernels) computes the same thing faster and is the one call
-into it. The other fast paths are two calls, residual add + LayerNorm and linear + activation, each computing what
-its plain PyTorch form says. HookPoints mark the tensors a trace or a hook can read or replace.
+Attention is written out below (`BERTSelfAttention.attention`), and so are the linear layers, residual add +
+LayerNorm and the activation, as plain nn.Linear / nn.LayerNorm / GELU. The model gives each layer its backends once
+for the device and dtype of its weights (bertviz_lab.kernels.choose: SDPA or the CPU attention kernel, a GEMM on
+packed CPU weights, GELU in that GEMM's epilogue, add + LayerNorm in one GPU kernel); each computes the same thing
+faster from tensors, is reached through one call, and stands aside (answers None) where it does not apply. A layer
+whose modules someone hooks calls them as modules. HookPoints mark the tensors a trace or a hook can read or replace.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.modules import module as _module
 
 from bertviz_lab import kernels
 from bertviz_lab.model.cache import Cache, EncoderDecoderCache
@@ -32,6 +35,38 @@ def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
     table[:, 0::2] = torch.sin(position * freq)
     table[:, 1::2] = torch.cos(position * freq[: dim // 2])
     return table
+
+
+def hooked(*modules: nn.Module) -> bool:
+    """Whether a hook could see these modules run (their own or a module-wide one): then they run as modules."""
+    if _module._global_forward_hooks or _module._global_forward_pre_hooks:
+        return True
+    return any(m._forward_hooks or m._forward_pre_hooks for m in modules)
+
+
+def linear(layer: nn.Linear, x: torch.Tensor, gemm: kernels.PackedLinear | None) -> torch.Tensor:
+    """layer(x) = x @ W.T + b, computed by `gemm` (the packed CPU GEMM the model was given) where it applies; a
+    hooked layer is still called as a module, its hooks run around the GEMM's product."""
+    if gemm is None or torch.compiler.is_compiling():
+        return layer(x)
+    if hooked(layer):
+        return _hooked_linear(layer, x, gemm)
+    y = gemm(x, layer.weight, layer.bias)
+    return layer(x) if y is None else y
+
+
+def _hooked_linear(layer: nn.Linear, x: torch.Tensor, gemm: kernels.PackedLinear) -> torch.Tensor:
+    """layer(x) with its hooks, the product from `gemm` for this one call (a trace recording module calls keeps
+    the model's speed and its output bits)."""
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        y = gemm(x, layer.weight, layer.bias)
+        return F.linear(x, layer.weight, layer.bias) if y is None else y
+
+    vars(layer)["forward"] = forward  # nn.Module runs the hooks around `forward`; the class stays nn.Linear
+    try:
+        return layer(x)
+    finally:
+        vars(layer).pop("forward", None)
 
 
 class BERTEmbeddings(nn.Module):
@@ -109,8 +144,10 @@ class BERTSelfAttention(nn.Module):
         else:
             self.qkv = nn.Linear(C, 3 * C)
         self.dropout_p = config.attention_probs_dropout_prob
-        # given once per device and dtype by the model (kernels.choose); None: the math of `attention` below
+        # given once per device and dtype by the model (kernels.choose); None: the math of `attention` below, and
+        # the nn.Linear projections
         self.attention_backend: kernels.AttentionBackend | None = None
+        self.linear_backend: kernels.PackedLinear | None = None
         self.q, self.k, self.v = HookPoint(), HookPoint(), HookPoint()  # (B, nh, T|S, hs)
         self.probs = HookPoint()  # (B, nh, T, S) attention probabilities, only computed when watched
         self.context = HookPoint()  # (B, nh, T, hs) each head's output, before the output projection
@@ -122,15 +159,17 @@ class BERTSelfAttention(nn.Module):
     def _project(self, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None,
                  cache: Cache | None, cache_position: torch.Tensor | None):
         if not self.is_cross_attention:
-            q, k, v = self._heads(self.qkv(hidden_states)).chunk(3, dim=1)  # 3 x (B, nh, T, hs)
+            qkv = linear(self.qkv, hidden_states, self.linear_backend)  # (B, T, 3C)
+            q, k, v = self._heads(qkv).chunk(3, dim=1)  # 3 x (B, nh, T, hs)
             if cache is not None:
                 k, v = cache.update(k, v, self.layer_idx, cache_position)
             return q, k, v
-        q = self._heads(self.query(hidden_states))
+        q = self._heads(linear(self.query, hidden_states, self.linear_backend))
         cached = cache.cross_attention(self.layer_idx) if isinstance(cache, EncoderDecoderCache) else None
         if cached is not None:
             return (q, *cached)
-        k, v = self._heads(self.kv(encoder_hidden_states)).chunk(2, dim=1)  # 2 x (B, nh, S, hs)
+        kv = linear(self.kv, encoder_hidden_states, self.linear_backend)  # (B, S, 2C)
+        k, v = self._heads(kv).chunk(2, dim=1)  # 2 x (B, nh, S, hs)
         if isinstance(cache, EncoderDecoderCache):
             cache.set_cross_attention(self.layer_idx, k, v)
         return q, k, v
@@ -177,10 +216,19 @@ class BERTOutput(nn.Module):
         self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        # given once per device and dtype by the model (kernels.choose); None: the plain modules
+        self.linear_backend: kernels.PackedLinear | None = None
+        self.add_layer_norm_backend: kernels.TritonAddLayerNorm | None = None
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        # LayerNorm(dropout(y) + residual), on a GPU in one kernel
-        return kernels.residual_layer_norm(self.dense(hidden_states), residual, self.LayerNorm, self.dropout)
+        y = linear(self.dense, hidden_states, self.linear_backend)  # (B, T, C)
+        fused = self.add_layer_norm_backend  # the sum and the LayerNorm below in one GPU kernel, where it applies
+        if fused is not None and not hooked(self.LayerNorm, self.dropout):
+            norm, dropout_p = self.LayerNorm, self.dropout.p if self.training else 0.0
+            out = fused(y, residual, norm.weight, norm.bias, norm.eps, dropout_p)
+            if out is not None:
+                return out
+        return self.LayerNorm(self.dropout(y) + residual)  # (B, T, C)
 
 
 class BERTAttention(nn.Module):
@@ -205,13 +253,21 @@ class BERTIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.intermediate_act_fn = config.activation()
-        self.activation_name = config.hidden_act if isinstance(config.hidden_act, str) else None
+        # given once per device and dtype by the model (kernels.choose; GELU's for a GELU hidden_act); None: the
+        # plain nn.Linear and activation
+        self.linear_backend: kernels.PackedLinear | None = None
+        self.gelu_backend: kernels.LinearGELU | None = None
         self.act = HookPoint()  # (B, T, intermediate) after the activation
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        # act(dense(x)), with GELU in the GEMM's epilogue where a kernel can
-        y = kernels.linear_activation(hidden_states, self.dense, self.intermediate_act_fn, self.activation_name)
-        return self.act(y)
+        fused = self.gelu_backend  # act(dense(x)) as one GEMM with GELU in its epilogue, where it applies
+        if fused is not None and not hooked(self.dense):
+            y = fused(hidden_states, self.dense.weight, self.dense.bias)
+            if y is not None:
+                return self.act(y)
+        y = linear(self.dense, hidden_states, self.linear_backend)  # (B, T, intermediate)
+        activated = None if fused is None else fused.gelu(y)  # a hooked dense: the fused pass's GELU arithmetic
+        return self.act(self.intermediate_act_fn(y) if activated is None else activated)
 
 
 class BERTLayer(nn.Module):
@@ -274,6 +330,7 @@ class BERTPooler(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = nn.Tanh()
+        self.linear_backend: kernels.PackedLinear | None = None  # given by the model (kernels.choose)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.activation(self.dense(hidden_states[:, 0]))
+        return self.activation(linear(self.dense, hidden_states[:, 0], self.linear_backend))

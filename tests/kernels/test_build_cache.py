@@ -27,6 +27,7 @@ from tiny_models import tiny_config
 from bertviz_lab import kernels
 from bertviz_lab.kernels import build as kernel_build
 from bertviz_lab.kernels import choice
+from bertviz_lab.kernels import linear as kernel_linear
 from bertviz_lab.model import BERT
 
 needs_kernel = pytest.mark.usefixtures("avx2_kernels")
@@ -205,13 +206,14 @@ def test_a_foreign_library_under_the_expected_name_is_rebuilt(build, cache, tmp_
 def test_without_a_compiler_a_verified_build_runs(build, cache, monkeypatch):
     _copy_build(build, cache)
     monkeypatch.setenv("CC", "/nonexistent")
-    linear, x = kernels.Linear(384, 1152), torch.randn(2, 64, 384)
+    layer, x = torch.nn.Linear(384, 1152), torch.randn(2, 64, 384)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert kernel_build.library() is not None and choice.cpu_backend() == "avx2"
         with torch.inference_mode():
-            torch.testing.assert_close(linear(x), F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
-    assert linear._packed[0] == "avx2"
+            y = kernels.PackedLinear("avx2")(x, layer.weight, layer.bias)
+            torch.testing.assert_close(y, F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+    assert kernel_linear.has_packed_copy(layer.weight) == "avx2"
     assert str(cache) in Path("/proc/self/maps").read_text()  # the very copy in this cache is the one loaded
 
 

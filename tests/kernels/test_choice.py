@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -15,11 +16,11 @@ from tiny_models import tiny_config
 from torch import nn
 
 from bertviz_lab import kernels
-from bertviz_lab.kernels import avx2, build, choice
+from bertviz_lab.kernels import avx2, build, choice, layer_norm, linear
 from bertviz_lab.model import BERT, BERTForMaskedLM
 from bertviz_lab.model.hook_points import Reader
 
-# large enough that every linear layer reaches the packed GEMMs (choice.MIN_PACKED_WORK) at 64 tokens
+# large enough that every linear layer reaches the packed GEMMs (linear.MIN_PACKED_WORK) at 64 tokens
 PACKED_SIZES = dict(vocab_size=200, hidden_size=128, intermediate_size=512, max_position_embeddings=128)
 
 
@@ -34,20 +35,6 @@ def backend(request) -> Iterator[str]:
         yield request.param
 
 
-def test_a_hook_on_a_replaced_module_or_a_global_hook_rules_the_fused_path_out():
-    norm, dropout = nn.LayerNorm(8), nn.Dropout(0.1)
-    assert choice.unhooked(norm, dropout)
-    handle = norm.register_forward_pre_hook(lambda module, args: None)
-    assert not choice.unhooked(norm, dropout)
-    handle.remove()
-    handle = nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
-    try:
-        assert not choice.unhooked(norm, dropout)
-    finally:
-        handle.remove()
-    assert choice.unhooked(norm, dropout)
-
-
 def test_disabled_restores_the_setting_after_an_error():
     before = choice.ENABLED
     with pytest.raises(RuntimeError), kernels.disabled():
@@ -56,81 +43,109 @@ def test_disabled_restores_the_setting_after_an_error():
     assert choice.ENABLED is before
 
 
-def test_the_gpu_paths_never_take_cpu_tensors():
-    x = torch.randn(2, 3, 8)
-    linear = nn.Linear(8, 8)
+def test_the_gpu_paths_are_never_given_for_cpu_weights_nor_take_cpu_tensors():
+    cpu = torch.device("cpu")
+    assert choice.add_layer_norm_backend_name(cpu) is None
+    assert choice.gelu_backend_name(cpu, torch.float32, "gelu_pytorch_tanh") is None
+    assert choice.gelu_backend_name(cpu, torch.bfloat16, "gelu") is None
+    x, weight, bias = torch.randn(2, 3, 8), torch.randn(8, 8), torch.randn(8)
     with torch.inference_mode():
-        assert not choice.add_layer_norm_backend(x, x, nn.LayerNorm(8), nn.Dropout(0.0).eval())
-        assert choice.linear_gelu_backend(x, linear, "gelu_pytorch_tanh") is None
+        assert layer_norm.TRITON(x, x, torch.ones(8), torch.zeros(8), 1e-12) is None
+        assert linear.gelu_backend("cublaslt")(x, weight, bias) is None
 
 
-def _packed_linear() -> tuple[kernels.Linear, torch.Tensor]:
+def _packed_linear() -> tuple[nn.Linear, torch.Tensor]:
     """A layer and input big enough for the packed path: 128 rows x 384 -> 1152 (MiniLM's QKV at batch 1)."""
     torch.manual_seed(0)
-    return kernels.Linear(384, 1152), torch.randn(2, 64, 384)
+    return nn.Linear(384, 1152), torch.randn(2, 64, 384)
 
 
 def test_cpu_inference_runs_on_a_packed_weight_and_equals_nn_linear(backend):
-    linear, x = _packed_linear()
+    layer, x = _packed_linear()
+    gemm = linear.packed_linear(backend)
     with torch.inference_mode():
-        y = linear(x)
-        assert linear._packed is not None and linear._packed[0] == backend
-        torch.testing.assert_close(y, F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
+        y = gemm(x, layer.weight, layer.bias)
+        assert linear.has_packed_copy(layer.weight) == backend
+        torch.testing.assert_close(y, F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
         strided = torch.randn(64, 2, 384).transpose(0, 1)  # not contiguous
-        torch.testing.assert_close(linear(strided), F.linear(strided, linear.weight, linear.bias),
+        torch.testing.assert_close(gemm(strided, layer.weight, layer.bias), F.linear(strided, layer.weight, layer.bias),
                                    rtol=1e-5, atol=1e-5)
 
 
 def test_the_packed_weight_follows_in_place_changes_and_reloads(backend):
-    linear, x = _packed_linear()
+    layer, x = _packed_linear()
+    gemm = linear.packed_linear(backend)
     with torch.no_grad():
-        linear(x)
-        linear.weight.mul_(-2.0)
-        torch.testing.assert_close(linear(x), F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
-        other = kernels.Linear(384, 1152)
-        linear.load_state_dict(other.state_dict())
-        torch.testing.assert_close(linear(x), F.linear(x, other.weight, other.bias), rtol=1e-5, atol=1e-5)
+        gemm(x, layer.weight, layer.bias)
+        layer.weight.mul_(-2.0)
+        torch.testing.assert_close(gemm(x, layer.weight, layer.bias), F.linear(x, layer.weight, layer.bias),
+                                   rtol=1e-5, atol=1e-5)
+        other = nn.Linear(384, 1152)
+        layer.load_state_dict(other.state_dict())
+        torch.testing.assert_close(gemm(x, layer.weight, layer.bias), F.linear(x, other.weight, other.bias),
+                                   rtol=1e-5, atol=1e-5)
 
 
-def test_autograd_runs_plain_and_drops_the_packed_copy(backend):
-    linear, x = _packed_linear()
+def test_autograd_and_small_products_stand_aside_and_training_drops_the_packed_copy(backend):
+    layer, x = _packed_linear()
+    gemm = linear.packed_linear(backend)
     with torch.inference_mode():
-        linear(x)
-    assert linear._packed is not None
-    with torch.inference_mode(), kernels.disabled():  # switching the path off for a comparison keeps the copy
-        linear(x)
-    assert linear._packed is not None
-    y = linear(x)
-    y.sum().backward()
-    assert linear._packed is None and linear.weight.grad is not None
-    torch.testing.assert_close(linear.weight.grad, x.reshape(-1, 384).sum(0).expand(1152, 384))
-
-
-def test_small_products_and_disabled_take_plain_pytorch(backend):
+        gemm(x, layer.weight, layer.bias)
+        small = nn.Linear(8, 8)
+        assert gemm(torch.randn(2, 3, 8), small.weight, small.bias) is None  # addmm's lighter call is faster
+        assert linear.has_packed_copy(small.weight) is None
+    assert linear.has_packed_copy(layer.weight) == backend
+    assert gemm(x, layer.weight, layer.bias) is None  # autograd: the layer's own nn.Linear
+    assert linear.has_packed_copy(layer.weight) is None
+    weak, key = weakref.ref(layer.weight), id(layer.weight)
     with torch.inference_mode():
-        small = kernels.Linear(8, 8)
-        small(torch.randn(2, 3, 8))
-        assert small._packed is None
-        linear, x = _packed_linear()
-        with kernels.disabled():
-            linear(x)
-        assert linear._packed is None
+        gemm(x, layer.weight, layer.bias)
+    assert key in linear._packed
+    del layer
+    assert weak() is None and key not in linear._packed  # a freed weight takes its copy with it
+
+
+def test_the_model_keeps_plain_modules_and_is_given_its_backends_once(monkeypatch):
+    model = BERTForMaskedLM(tiny_config(**PACKED_SIZES)).eval()
+    assert {type(m) for m in model.modules() if isinstance(m, nn.Linear)} == {nn.Linear}
+    layer = model.bert.encoder.layer[0]
+    given = (layer.attention.self.attention_backend, layer.attention.self.linear_backend,
+             layer.intermediate.gelu_backend, layer.output.linear_backend, layer.output.add_layer_norm_backend)
+
+    def no_choice_per_call(*args):
+        raise AssertionError("a backend was chosen during a forward")
+
+    for rule in ("attention_backend_name", "linear_backend_name", "gelu_backend_name", "add_layer_norm_backend_name",
+                 "cpu_backend"):
+        monkeypatch.setattr(choice, rule, no_choice_per_call)
+    with torch.inference_mode():
+        model(input_ids=torch.randint(5, 200, (2, 64)))
+        with model.hooks([("bert.encoder.layer.0.attention.self.probs", lambda probs, point: None)]):
+            model(input_ids=torch.randint(5, 200, (2, 64)))
+    assert given == (layer.attention.self.attention_backend, layer.attention.self.linear_backend,
+                     layer.intermediate.gelu_backend, layer.output.linear_backend,
+                     layer.output.add_layer_norm_backend)
+    with pytest.raises(AssertionError, match="chosen during"):
+        model.double()  # moved or cast: chosen again
 
 
 def test_models_with_packed_weights_copy_and_pickle(backend):
     model = BERTForMaskedLM(tiny_config(**PACKED_SIZES)).eval()
     ids = torch.randint(5, model.config.vocab_size, (2, 64))
+    decoder = model.cls.predictions.decoder
     with torch.inference_mode():
         logits = model(input_ids=ids)
-        assert model.cls.predictions.decoder._packed is not None
+        assert linear.has_packed_copy(decoder.weight) == backend
     twin, unpickled = copy.deepcopy(model), pickle.loads(pickle.dumps(model))
     with torch.inference_mode():
         torch.testing.assert_close(twin(input_ids=ids), logits)
         torch.testing.assert_close(unpickled(input_ids=ids), logits)
-        assert twin.cls.predictions.decoder._packed is not None
+        assert linear.has_packed_copy(twin.cls.predictions.decoder.weight) == backend
         inference_twin = copy.deepcopy(model)  # inference tensors: no version counter, so no packed copy
         torch.testing.assert_close(inference_twin(input_ids=ids), logits)
-        assert inference_twin.cls.predictions.decoder._packed is None
+        assert linear.has_packed_copy(inference_twin.cls.predictions.decoder.weight) is None
+    model.double()  # the copies of weights that moved or changed dtype are dropped
+    assert linear.has_packed_copy(decoder.weight) is None
 
 
 def test_a_model_on_packed_weights_matches_plain_pytorch(backend):
@@ -138,26 +153,52 @@ def test_a_model_on_packed_weights_matches_plain_pytorch(backend):
     ids = torch.randint(5, 200, (2, 64), generator=torch.Generator().manual_seed(0))  # ids <= 20 are masked out
     attention = {layer.attention.self.attention_backend.name for layer in model.encoder.layer}
     assert attention == {"avx2" if backend == "avx2" else "sdpa"}  # the kernel's attention comes with its GEMM
+    assert {layer.output.linear_backend.name for layer in model.encoder.layer} == {backend}
     with torch.inference_mode():
         packed = model(input_ids=ids, attention_mask=(ids > 20).long())
-        assert model.encoder.layer[0].intermediate.dense._packed[0] == backend
+        assert linear.has_packed_copy(model.encoder.layer[0].intermediate.dense.weight) == backend
         with kernels.disabled():
             assert {layer.attention.self.attention_backend.name for layer in model.encoder.layer} == {"sdpa"}
+            assert {layer.output.linear_backend for layer in model.encoder.layer} == {None}
             plain = model(input_ids=ids, attention_mask=(ids > 20).long())
+        # switching the fast paths off for a comparison keeps the packed copies
+        assert linear.has_packed_copy(model.encoder.layer[0].intermediate.dense.weight) == backend
     torch.testing.assert_close(packed.last_hidden_state, plain.last_hidden_state, rtol=0, atol=1e-5)
     torch.testing.assert_close(packed.pooler_output, plain.pooler_output, rtol=0, atol=1e-5)
+
+
+def test_a_hooked_linear_layer_runs_as_a_module_on_the_packed_gemm(backend):
+    """Hooks on an nn.Linear see it called (a trace recording module calls); its product is the packed GEMM's, so
+    the output is bit for bit the unhooked one, and a hook's replacement is what the model goes on with."""
+    model = BERT(tiny_config(**PACKED_SIZES)).eval()
+    ids = torch.randint(5, 200, (2, 64), generator=torch.Generator().manual_seed(0))
+    qkv = model.encoder.layer[0].attention.self.qkv
+    seen = []
+    with torch.inference_mode():
+        plain = model(input_ids=ids).last_hidden_state
+        handle = qkv.register_forward_hook(lambda module, args, output: seen.append((module, output.clone())))
+        hooked = model(input_ids=ids).last_hidden_state
+        handle.remove()
+        handle = qkv.register_forward_hook(lambda module, args, output: torch.zeros_like(output))
+        silenced = model(input_ids=ids).last_hidden_state
+        handle.remove()
+        after = model(input_ids=ids).last_hidden_state
+    assert seen[0][0] is qkv and type(qkv) is nn.Linear and "forward" not in vars(qkv)
+    torch.testing.assert_close(seen[0][1], F.linear(model.embeddings(ids), qkv.weight, qkv.bias), rtol=0, atol=1e-5)
+    assert torch.equal(hooked, plain) and torch.equal(after, plain)
+    assert (silenced - plain).abs().max() > 1e-2
 
 
 def test_a_packed_copy_from_another_backend_is_replaced():
     if build.library() is None or not choice.ONEDNN_PACKING:
         pytest.skip("needs both packed CPU GEMMs")
-    linear, x = _packed_linear()
-    expected = F.linear(x, linear.weight, linear.bias)
+    layer, x = _packed_linear()
+    expected = F.linear(x, layer.weight, layer.bias)
     with torch.inference_mode():
         for backend in ("onednn", "avx2"):
-            with kernels.override(cpu_gemm=backend):
-                torch.testing.assert_close(linear(x), expected, rtol=1e-5, atol=1e-5)
-            assert linear._packed[0] == backend
+            torch.testing.assert_close(linear.packed_linear(backend)(x, layer.weight, layer.bias), expected,
+                                       rtol=1e-5, atol=1e-5)
+            assert linear.has_packed_copy(layer.weight) == backend
 
 
 def test_the_cpu_gemm_can_be_chosen_by_environment(monkeypatch):
@@ -235,24 +276,44 @@ def test_the_avx2_backend_hands_autograd_and_dropout_to_sdpa():
                                                                    scale=0.25))
 
 
-def test_cpu_gelu_stands_aside_where_it_does_not_apply():
+def test_the_gelu_epilogue_is_given_for_gelu_models_and_a_hooked_dense_keeps_its_bits():
     require_avx2_kernels()
-    linear, x = _packed_linear()
-    with kernels.override(cpu_gemm="avx2"), torch.inference_mode():
-        assert choice.linear_gelu_backend(x, linear, "gelu") == "avx2"
-        assert choice.linear_gelu_backend(x, linear, "gelu_new") is None  # the tanh form: PyTorch's own
-        assert choice.linear_gelu_backend(x, nn.Linear(384, 1152), "gelu") is None
-        fused_output = kernels.linear_activation(x, linear, F.gelu, "gelu")
-        seen = []  # a hook sees the output before GELU, and the result is bit for bit the fused one
-        handle = linear.register_forward_hook(lambda module, args, output: seen.append(output.clone()))
-        assert choice.linear_gelu_backend(x, linear, "gelu") == "avx2"
-        hooked_output = kernels.linear_activation(x, linear, F.gelu, "gelu")
-        handle.remove()
-        torch.testing.assert_close(seen[0], F.linear(x, linear.weight, linear.bias), rtol=1e-5, atol=1e-5)
-        assert torch.equal(hooked_output, fused_output) and not torch.equal(seen[0], hooked_output)
+    cpu, fp32 = torch.device("cpu"), torch.float32
+    with kernels.override(cpu_gemm="avx2"):
+        assert choice.gelu_backend_name(cpu, fp32, "gelu") == "avx2"
+        assert choice.gelu_backend_name(cpu, fp32, "gelu_new") is None  # the tanh form: PyTorch's own
+        assert choice.gelu_backend_name(cpu, fp32, "relu") is None
+        assert choice.gelu_backend_name(cpu, fp32, F.gelu) is None  # a callable: the model's own
+        assert BERT(tiny_config(hidden_act="relu")).encoder.layer[0].intermediate.gelu_backend is None
+        model = BERT(tiny_config(**PACKED_SIZES)).eval()
+        intermediate = model.encoder.layer[0].intermediate
+        assert intermediate.gelu_backend.name == "avx2"
+        x = torch.randn(2, 64, 128)
+        with torch.inference_mode():
+            fused = intermediate(x)
+            seen = []  # a hook sees the output before GELU, and the result is bit for bit the fused one
+            handle = intermediate.dense.register_forward_hook(lambda module, args, output: seen.append(output.clone()))
+            hooked = intermediate(x)
+            handle.remove()
+        dense = intermediate.dense
+        torch.testing.assert_close(seen[0], F.linear(x, dense.weight, dense.bias), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(fused, F.gelu(F.linear(x, dense.weight, dense.bias)), rtol=1e-5, atol=1e-5)
+        assert torch.equal(hooked, fused) and not torch.equal(seen[0], hooked)
     if choice.ONEDNN_PACKING:
-        with kernels.override(cpu_gemm="onednn"), torch.inference_mode():
-            assert choice.linear_gelu_backend(x, linear, "gelu") is None
+        with kernels.override(cpu_gemm="onednn"):
+            assert intermediate.gelu_backend is None
+
+
+def test_the_output_layer_is_the_written_out_layer_norm_on_the_cpu():
+    model = BERT(tiny_config(hidden_dropout_prob=0.0)).eval()
+    output = model.encoder.layer[0].output
+    assert output.add_layer_norm_backend is None  # a GPU kernel
+    y, residual = torch.randn(2, 5, model.config.intermediate_size), torch.randn(2, 5, model.config.hidden_size)
+    with torch.inference_mode():
+        want = F.layer_norm(F.linear(y, output.dense.weight, output.dense.bias) + residual,
+                            (model.config.hidden_size,), output.LayerNorm.weight, output.LayerNorm.bias,
+                            output.LayerNorm.eps)
+        torch.testing.assert_close(output(y, residual), want, rtol=0, atol=1e-5)
 
 
 @pytest.fixture

@@ -78,7 +78,8 @@ def test_an_unknown_cpu_gemm_is_an_error_naming_the_choices():
 
 @pytest.mark.usefixtures("avx2_kernels")
 def test_status_says_what_a_forward_pass_then_runs():
-    """The report and the model follow one rule: where status names avx2 for attention, the layers run it."""
+    """The report and the model follow one rule: what status names for attention, linear layers, GELU and
+    LayerNorm is what the model's layers were given."""
     from bertviz_lab.model import BERT
 
     model = BERT(tiny_config()).eval()
@@ -86,8 +87,13 @@ def test_status_says_what_a_forward_pass_then_runs():
         if gemm == "onednn" and not choice.ONEDNN_PACKING:
             continue
         with kernels.override(cpu_gemm=gemm):
+            report = kernels.status()
             given = {layer.attention.self.attention_backend.name for layer in model.encoder.layer}
-            assert given == {kernels.status()["attention"].backend} == {"avx2" if gemm == "avx2" else "sdpa"}
+            assert given == {report["attention"].backend} == {"avx2" if gemm == "avx2" else "sdpa"}
+            assert {layer.output.linear_backend.name for layer in model.encoder.layer} == {report["linear"].backend}
+            gelu = {getattr(layer.intermediate.gelu_backend, "name", "pytorch") for layer in model.encoder.layer}
+            assert gelu == {report["gelu"].backend}
+            assert {layer.output.add_layer_norm_backend for layer in model.encoder.layer} == {None}
             with torch.inference_mode():
                 model(torch.randint(5, 100, (1, 32)))
 
