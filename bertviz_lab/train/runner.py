@@ -22,6 +22,7 @@ from bertviz_lab.train import checkpoint as ckpt
 from bertviz_lab.train.data import SentencePairDataset, load_documents, split_documents
 from bertviz_lab.train.distributed import DistributedContext, broadcast_object, init_distributed
 from bertviz_lab.train.paths import file_problem, folder_problem
+from bertviz_lab.train.presets import preset_names
 from bertviz_lab.train.run_config import PRESETS, ConfigError, RunConfig, clip, load_config
 from bertviz_lab.train.schema import DEFAULT_EPOCHS, MODEL_FIELDS
 from bertviz_lab.train.synthetic import generate_synthetic_bert_batches, synthetic_to_training_batch
@@ -357,10 +358,14 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="pretrain BERT (MLM + NSP) from a YAML config",
                                 description="Pretrain BERT on MLM + NSP as a YAML file describes; prints the "
                                             "results and writes them as JSON. Runs under torchrun as well.")
-    train.add_argument("--config", required=True, help="YAML file with data/model/training/logging sections")
+    train.add_argument("--config", required=True, metavar="PRESET_OR_FILE",
+                       help=f"a shipped preset ({', '.join(preset_names())}) or a YAML file with "
+                            "data/model/training/logging sections")
     train.add_argument("--output", help="write the results dict here as JSON")
     train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override one config key (value read as YAML); repeatable")
+    commands.add_parser("html", add_help=False, help="write a notebook as an offline page, its scripts and "
+                                                            "remote content removed (bertviz-lab html --help)")
     from bertviz_lab.corpus.cli import add_corpus_parser
 
     add_corpus_parser(commands)
@@ -419,6 +424,11 @@ def main(argv: list[str] | None = None) -> int:
     checkpoint to resume; exit 1: a non-finite loss, or an OS error while training, e.g. a full disk). Ctrl-C or
     SIGTERM while training ends after the step in flight with a checkpoint saved (see Trainer.fit); at any other
     time, or the second time, it stops at once. Either way one line says what was kept."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["html"]:  # its own parser (widgets/notebook_html.py); listed here so --help names it
+        from bertviz_lab.widgets.notebook_html import main as html
+
+        return html(argv[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
