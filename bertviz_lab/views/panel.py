@@ -55,7 +55,6 @@ class AttentionMapsPanel(Panel):
                               description="attention", style=LABEL_STYLE, layout={"width": "auto"})
         self.layer, self.head = (lean(widgets.Dropdown, description=name, style=LABEL_STYLE, layout={"width": "auto"})
                                  for name in ("layer", "head"))
-        self.attention.layout.display = None if len(self.sets) > 1 else "none"
         self._suspended = True
         self._set_layers(layer)
         self.head.options = list(range(num_heads))
@@ -64,9 +63,10 @@ class AttentionMapsPanel(Panel):
         self._suspended = False
         self._made: dict[str, Any] = {}
         self.export_bar = ExportBar(self, "attention")
-        self.toolbars = {"heatmap": toolbar(self.attention, self.layer, self.head),
-                         "head view": toolbar(self.attention, self.layer),
-                         "model view": toolbar(self.attention)}
+        choice = [self.attention] if len(self.sets) > 1 else []  # one set: nothing to choose
+        self.toolbars = {"heatmap": toolbar(*choice, self.layer, self.head),
+                         "head view": toolbar(*choice, self.layer),
+                         "model view": toolbar(*choice)}
         self.toolbar = toolbar(gap="4px 24px")
         self.stage = lean(widgets.VBox)
         super().__init__([labelled("view", self.view), self.toolbar, self.stage])
