@@ -314,3 +314,24 @@ def test_bad_input_is_one_line_naming_the_problem(gpt2, bart):
             views.heatmap(**kwargs)
         text = str(raised.value)
         assert message in text and "\n" not in text, (kwargs.keys(), text)
+
+
+def test_one_attention_set_offers_no_choice_and_several_do(gpt2, bart):
+    single = views.model_view(gpt2, GPT2_TOKENS)
+    several = encoder_decoder(bart, views.model_view)
+    assert single.attention not in single.toolbars["model view"].children
+    assert several.attention in several.toolbars["model view"].children
+    single.close()
+    several.close()
+
+
+def test_closing_a_view_closes_every_widget_it_made(bart):
+    from bertviz_lab.widgets.panels.controls import is_shared, owned_widgets
+
+    panel = encoder_decoder(bart, views.head_view)
+    panel.view.value = "model view"
+    panel.view.value = "heatmap"
+    made = [w for w in owned_widgets(panel) if not is_shared(w)]
+    assert {type(w).__name__ for w in made} >= {"HeatmapView", "HeadView", "ModelView", "ExportBar"}
+    panel.close()
+    assert all(w.comm is None for w in made)
