@@ -1,5 +1,5 @@
-"""Fixtures of the widget tests: one torch thread, the MiniLM tokenizer, tiny random BERTs, and a tokenizer whose
-vocabulary holds an HTML-injection token."""
+"""Fixtures of the widget tests: tiny random BERTs over the MiniLM vocabulary (`minilm_tokenizer`, tests/conftest.py),
+and a tokenizer whose vocabulary holds an HTML-injection token (`xss_tokenizer`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from widgets_testlib import XSS, tiny_config
 
 from bertviz_lab.model import (
     BERT,
-    BERT_Weights,
     BERTForMaskedLM,
     BERTForPreTraining,
     BERTTokenizerFast,
@@ -18,29 +17,23 @@ from bertviz_lab.model import (
 
 
 @pytest.fixture(scope="session")
-def tokenizer() -> BERTTokenizerFast:
-    """The real all-MiniLM-L6-v2 WordPiece tokenizer (30522 tokens)."""
-    return BERTTokenizerFast.from_pretrained(BERT_Weights.DEFAULT.path)
-
-
-@pytest.fixture(scope="session")
-def pretraining_model(tokenizer) -> BERTForPreTraining:
+def pretraining_model(minilm_tokenizer) -> BERTForPreTraining:
     """3 layers x 4 heads, 128 wide, random weights, no dropout."""
     torch.manual_seed(0)
-    return BERTForPreTraining(tiny_config(tokenizer.vocab_size)).eval()
+    return BERTForPreTraining(tiny_config(minilm_tokenizer.vocab_size)).eval()
 
 
 @pytest.fixture(scope="session")
-def mlm_model(tokenizer) -> BERTForMaskedLM:
+def mlm_model(minilm_tokenizer) -> BERTForMaskedLM:
     torch.manual_seed(1)
-    return BERTForMaskedLM(tiny_config(tokenizer.vocab_size)).eval()
+    return BERTForMaskedLM(tiny_config(minilm_tokenizer.vocab_size)).eval()
 
 
 @pytest.fixture(scope="session")
-def backbone(tokenizer) -> BERT:
+def backbone(minilm_tokenizer) -> BERT:
     """A BERT without any head (no MLM predictions)."""
     torch.manual_seed(2)
-    return BERT(tiny_config(tokenizer.vocab_size)).eval()
+    return BERT(tiny_config(minilm_tokenizer.vocab_size)).eval()
 
 
 @pytest.fixture(scope="session")

@@ -29,8 +29,8 @@ OFF = [[0, 1], [1, 2]]  # what the browser sends after two clicks in "switch it 
 
 
 @pytest.fixture
-def panel(pretraining_model, tokenizer) -> AttentionPanel:
-    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT_A, text_b=TEXT_B)
+def panel(pretraining_model, minilm_tokenizer) -> AttentionPanel:
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT_A, text_b=TEXT_B)
     panel.view.value = "model view"
     return panel
 
@@ -185,7 +185,7 @@ def test_heads_stay_off_for_a_new_text_and_the_mode_reruns(panel):
     assert no_hooks(panel.model)
 
 
-def test_a_panel_without_its_model_cannot_switch_heads_off(pretraining_model, tokenizer):
+def test_a_panel_without_its_model_cannot_switch_heads_off(pretraining_model, minilm_tokenizer):
     with torch.inference_mode(), trace(pretraining_model) as recorded:
         pretraining_model(torch.tensor([[101, 2000, 2001, 102]]))
     panel = AttentionPanel(recorded, view="model view")
@@ -193,7 +193,7 @@ def test_a_panel_without_its_model_cannot_switch_heads_off(pretraining_model, to
     assert panel.model_view.ablated == [] and panel.ablation_bar.ablation is None
     assert "needs the model" in panel.ablation_bar.summary.value and "style=" not in panel.ablation_bar.summary.value
     # with the model but no text (a trace of one's own), the trace's inputs run again
-    with_model = AttentionPanel(recorded, model=pretraining_model, tokenizer=tokenizer, view="model view")
+    with_model = AttentionPanel(recorded, model=pretraining_model, tokenizer=minilm_tokenizer, view="model view")
     with_model.model_view.ablated = [[1, 3]]
     with torch.inference_mode(), ablate(pretraining_model, {(1, 3)}), trace(pretraining_model) as expected:
         pretraining_model(torch.tensor([[101, 2000, 2001, 102]]))
@@ -203,16 +203,16 @@ def test_a_panel_without_its_model_cannot_switch_heads_off(pretraining_model, to
     assert no_hooks(pretraining_model)
 
 
-def test_a_model_without_heads_shows_the_attention_change_only(backbone, tokenizer):
-    panel = AttentionPanel(model=backbone, tokenizer=tokenizer, text="A [MASK] here.", view="model view")
+def test_a_model_without_heads_shows_the_attention_change_only(backbone, minilm_tokenizer):
+    panel = AttentionPanel(model=backbone, tokenizer=minilm_tokenizer, text="A [MASK] here.", view="model view")
     panel.model_view.ablated = [[0, 0], [0, 1], [0, 2], [0, 3]]
     assert panel.ablation_bar.ablation.lines() == [] and panel.model_view.lines == []
     assert "only the attention maps show the change" in panel.ablation_bar.summary.value
     assert panel.model_view.head_changes()[1:].min() > 0
 
 
-def test_the_workbench_keeps_heads_off_across_texts(pretraining_model, tokenizer):
-    bench = Workbench(pretraining_model, tokenizer, text="A [MASK] cat.")
+def test_the_workbench_keeps_heads_off_across_texts(pretraining_model, minilm_tokenizer):
+    bench = Workbench(pretraining_model, minilm_tokenizer, text="A [MASK] cat.")
     panel = bench.attention
     panel.view.value = "model view"
     panel.model_view.ablated = [[0, 2]]
@@ -223,11 +223,11 @@ def test_the_workbench_keeps_heads_off_across_texts(pretraining_model, tokenizer
     assert no_hooks(pretraining_model)
 
 
-def test_model_view_pools_differences_of_long_inputs(tokenizer):
+def test_model_view_pools_differences_of_long_inputs(minilm_tokenizer):
     torch.manual_seed(7)
-    model = BERT(tiny_config(tokenizer.vocab_size, num_hidden_layers=2, num_attention_heads=2, hidden_size=32,
+    model = BERT(tiny_config(minilm_tokenizer.vocab_size, num_hidden_layers=2, num_attention_heads=2, hidden_size=32,
                              intermediate_size=64, max_position_embeddings=128)).eval()
-    panel = AttentionPanel(model=model, tokenizer=tokenizer, text=" ".join(["word"] * 100), view="model view")
+    panel = AttentionPanel(model=model, tokenizer=minilm_tokenizer, text=" ".join(["word"] * 100), view="model view")
     panel.model_view.ablated = [[0, 1]]
     view = panel.model_view
     assert isinstance(view, ModelView) and view.size == 24

@@ -13,15 +13,15 @@ from bertviz_lab.widgets import AttentionPanel, Workbench
 from bertviz_lab.widgets.panels.saliency import SaliencyPanel
 
 
-def test_saliency_is_made_when_first_shown_and_follows_the_text(pretraining_model, tokenizer):
-    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text="The cat sat on the [MASK].")
+def test_saliency_is_made_when_first_shown_and_follows_the_text(pretraining_model, minilm_tokenizer):
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text="The cat sat on the [MASK].")
     assert panel.saliency is None  # nothing computed for a view not shown
     panel.view.value = "saliency"
     embedded = panel.saliency
     assert isinstance(embedded, SaliencyPanel) and panel.on_screen is embedded
     assert panel.slots["saliency"].children == (embedded,)
     assert embedded.tokens == panel.trace.tokens[0]
-    expected = saliency(pretraining_model, embedded.encoded.encoding, embedded.target, tokenizer=tokenizer)[0]
+    expected = saliency(pretraining_model, embedded.encoded.encoding, embedded.target, tokenizer=minilm_tokenizer)[0]
     np.testing.assert_allclose(embedded.scores, expected.numpy(), atol=1e-6)
     # its own toolbar and export button; the attention panel's toolbar row stays empty
     assert panel.toolbar.children[0].children == () and panel.export_bar not in panel.toolbar.children
@@ -40,8 +40,8 @@ def test_saliency_is_made_when_first_shown_and_follows_the_text(pretraining_mode
     assert embedded.text == "Birds sing." and embedded.tokens[1:3] == ["birds", "sing"]
 
 
-def test_the_workbench_saliency_view_follows_its_text(pretraining_model, tokenizer):
-    bench = Workbench(pretraining_model, tokenizer, text="A [MASK] cat.")
+def test_the_workbench_saliency_view_follows_its_text(pretraining_model, minilm_tokenizer):
+    bench = Workbench(pretraining_model, minilm_tokenizer, text="A [MASK] cat.")
     bench.attention.view.value = "saliency"
     bench.text_box.value, bench.text_b_box.value = "One dog.", "It ran."
     bench.run()

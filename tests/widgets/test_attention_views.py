@@ -148,11 +148,11 @@ def test_heatmap_takes_text_colours_and_fonts_from_the_stylesheet(nasty_panel):
                if "bvl-colorbar-tick" in (n.get("class") or ""))
 
 
-def test_large_heatmap_embeds_one_png_of_the_cells(tokenizer, backbone):
+def test_large_heatmap_embeds_one_png_of_the_cells(minilm_tokenizer, backbone):
     text = " ".join(["cat"] * 80)
     with torch.inference_mode():
-        encoded = tokenizer.encode_pretraining_inputs(text)
-        with trace(backbone, tokens=encoded, tokenizer=tokenizer) as recorded:
+        encoded = minilm_tokenizer.encode_pretraining_inputs(text)
+        with trace(backbone, tokens=encoded, tokenizer=minilm_tokenizer) as recorded:
             backbone(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
     panel = AttentionPanel(recorded)
     T = len(recorded.tokens[0])

@@ -29,14 +29,14 @@ T = 512
 
 
 @pytest.fixture(scope="module")
-def long_panel(tokenizer) -> AttentionPanel:
+def long_panel(minilm_tokenizer) -> AttentionPanel:
     """A tiny random BERT (2 layers, 2 heads) on a text of 512 tokens, with its model for the neuron view."""
     torch.manual_seed(4)
-    model = BERTForPreTraining(tiny_config(tokenizer.vocab_size, num_hidden_layers=2, num_attention_heads=2,
+    model = BERTForPreTraining(tiny_config(minilm_tokenizer.vocab_size, num_hidden_layers=2, num_attention_heads=2,
                                            hidden_size=32, intermediate_size=64,
                                            max_position_embeddings=T)).eval()
     words = ("the quick brown fox jumps over the lazy dog " * 60).split()[: T - 2]
-    panel = AttentionPanel(model=model, tokenizer=tokenizer, text=" ".join(words))
+    panel = AttentionPanel(model=model, tokenizer=minilm_tokenizer, text=" ".join(words))
     assert len(panel.info.tokens) == T
     return panel
 
@@ -122,8 +122,8 @@ def test_the_panel_marks_clipped_cls_and_sep_cells_and_names_their_maximum(pair_
 
 
 @pytest.fixture
-def pair_panel_clipped(pretraining_model, tokenizer) -> AttentionPanel:
-    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text="The cat sat on the mat.",
+def pair_panel_clipped(pretraining_model, minilm_tokenizer) -> AttentionPanel:
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text="The cat sat on the mat.",
                            text_b='It was "warm" there.', layer=2, head=1)
     assert panel.special.value == "clip"
     return panel
@@ -311,8 +311,8 @@ def test_the_head_view_query_from_a_front_end_moves_the_window_and_the_query_tok
     panel.view.value = "heatmap"
 
 
-def test_a_short_text_draws_every_row_without_window_labels(pretraining_model, tokenizer):
-    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text="The cat sat on the mat.",
+def test_a_short_text_draws_every_row_without_window_labels(pretraining_model, minilm_tokenizer):
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text="The cat sat on the mat.",
                            view="head view")
     svg = panel.head_view.svg
     assert texts(svg, "bvl-off-window") == [] and "queries" not in texts(svg, "bvl-title")[0]

@@ -31,12 +31,12 @@ def forget_named_models():
 
 
 @pytest.fixture(scope="module")
-def paris_model(tokenizer) -> BERTForMaskedLM:
+def paris_model(minilm_tokenizer) -> BERTForMaskedLM:
     """A tiny masked LM whose decoder bias makes "paris" certain at every position: the answer is known."""
     torch.manual_seed(7)
-    model = BERTForMaskedLM(tiny_config(tokenizer.vocab_size)).eval()
+    model = BERTForMaskedLM(tiny_config(minilm_tokenizer.vocab_size)).eval()
     with torch.no_grad():
-        model.cls.predictions.decoder.bias[tokenizer.convert_tokens_to_ids("paris")] += 60.0
+        model.cls.predictions.decoder.bias[minilm_tokenizer.convert_tokens_to_ids("paris")] += 60.0
     return model
 
 
@@ -62,9 +62,9 @@ def chips_of(svg: str) -> dict[int, ET.Element]:
     return {int(g.get("data-position")): g for g in root.iter(f"{SVG}g") if g.get("data-position") is not None}
 
 
-def test_a_typed_mask_is_predicted_at_exactly_its_position(tokenizer, paris_model):
-    preview = MaskingPreview(tokenizer, CAPITAL, model=paris_model)
-    tokens = tokenizer.convert_ids_to_tokens(preview.inputs["input_ids"][0].tolist())
+def test_a_typed_mask_is_predicted_at_exactly_its_position(minilm_tokenizer, paris_model):
+    preview = MaskingPreview(minilm_tokenizer, CAPITAL, model=paris_model)
+    tokens = minilm_tokenizer.convert_ids_to_tokens(preview.inputs["input_ids"][0].tolist())
     assert tokens[TYPED] == "[MASK]" and preview.typed_positions == [TYPED]
     assert preview.mode.value == "choose"  # a typed [MASK] says which token is meant: nothing else is masked
     predictions = preview.predictions()
@@ -86,11 +86,11 @@ def test_a_typed_mask_is_predicted_at_exactly_its_position(tokenizer, paris_mode
     assert "typed [MASK]" in chip.find(f"{SVG}title").text
 
 
-def test_a_typed_mask_is_also_predicted_in_the_sample_mode(tokenizer, paris_model):
-    preview = MaskingPreview(tokenizer, CAPITAL, model=paris_model, mode="sample", mlm_probability=0.5, seed=3)
-    inputs = tokenizer.encode_pretraining_inputs(CAPITAL)
-    plan = sample_masking(inputs["input_ids"], vocab_size=tokenizer.vocab_size,
-                          special_token_ids=tokenizer.all_special_ids, attention_mask=inputs["attention_mask"],
+def test_a_typed_mask_is_also_predicted_in_the_sample_mode(minilm_tokenizer, paris_model):
+    preview = MaskingPreview(minilm_tokenizer, CAPITAL, model=paris_model, mode="sample", mlm_probability=0.5, seed=3)
+    inputs = minilm_tokenizer.encode_pretraining_inputs(CAPITAL)
+    plan = sample_masking(inputs["input_ids"], vocab_size=minilm_tokenizer.vocab_size,
+                          special_token_ids=minilm_tokenizer.all_special_ids, attention_mask=inputs["attention_mask"],
                           special_tokens_mask=inputs["special_tokens_mask"], mlm_probability=0.5, seed=3)
     sampled = plan.selected[0].nonzero().squeeze(1).tolist()
     assert sampled and TYPED not in sampled
@@ -100,13 +100,13 @@ def test_a_typed_mask_is_also_predicted_in_the_sample_mode(tokenizer, paris_mode
     assert_predictions_are_the_models(paris_model, preview)
 
 
-def test_a_click_masks_and_unmasks_a_token(tokenizer, paris_model):
-    preview = MaskingPreview(tokenizer, CAPITAL, model=paris_model)
+def test_a_click_masks_and_unmasks_a_token(minilm_tokenizer, paris_model):
+    preview = MaskingPreview(minilm_tokenizer, CAPITAL, model=paris_model)
     ids = preview.inputs["input_ids"][0].tolist()
     capital = 2
     preview.toggle(capital)
     assert preview.chosen == [capital] and preview.view.chosen == [capital]
-    assert preview.masked_ids[0, capital] == tokenizer.mask_token_id
+    assert preview.masked_ids[0, capital] == minilm_tokenizer.mask_token_id
     assert preview.labels[0, capital] == ids[capital]  # the original id, as BERT's labels hold
     assert [position for position, _ in preview.predictions()] == [capital, TYPED]
     assert_predictions_are_the_models(paris_model, preview)
@@ -122,16 +122,16 @@ def test_a_click_masks_and_unmasks_a_token(tokenizer, paris_model):
         preview.toggle(TYPED)
 
 
-def test_a_front_end_writes_the_chosen_tokens(tokenizer, paris_model):
+def test_a_front_end_writes_the_chosen_tokens(minilm_tokenizer, paris_model):
     """What the browser sends on a click: the toggled position list. Only tokens a click may mask are taken; a click
     in the sample mode chooses the tokens from then on."""
-    preview = MaskingPreview(tokenizer, "The cat sat on the mat.", model=paris_model, mode="sample", seed=1)
+    preview = MaskingPreview(minilm_tokenizer, "The cat sat on the mat.", model=paris_model, mode="sample", seed=1)
     assert preview.mode.value == "sample" and all(chip.get("data-toggle") == "true"
                                                   for p, chip in chips_of(preview.view.svg).items() if 0 < p < 7)
     preview.view.chosen = [0, 3, 5, 99]  # [CLS] and a position past the end are dropped
     assert preview.mode.value == "choose" and preview.chosen == [3, 5] and preview.view.chosen == [3, 5]
     assert [position for position, _ in preview.predictions()] == [3, 5]
-    assert (preview.masked_ids[0] == tokenizer.mask_token_id).nonzero().squeeze(1).tolist() == [3, 5]
+    assert (preview.masked_ids[0] == minilm_tokenizer.mask_token_id).nonzero().squeeze(1).tolist() == [3, 5]
     assert all(control.disabled for control in (preview.probability, preview.seed, preview.resample))
     preview.mode.value = "sample"  # back to BERT's sampling; the choice is kept for the choose mode
     assert not preview.probability.disabled and preview.chosen == [3, 5]
@@ -140,8 +140,8 @@ def test_a_front_end_writes_the_chosen_tokens(tokenizer, paris_model):
     assert [position for position, _ in preview.predictions()] == [3, 5]
 
 
-def test_the_choice_lasts_while_the_tokens_do(tokenizer, paris_model):
-    preview = MaskingPreview(tokenizer, "The cat sat on the mat.", model=paris_model, mode="choose")
+def test_the_choice_lasts_while_the_tokens_do(minilm_tokenizer, paris_model):
+    preview = MaskingPreview(minilm_tokenizer, "The cat sat on the mat.", model=paris_model, mode="choose")
     assert preview.predictions() == [] and "click a token" in preview.view.svg
     preview.toggle(2)
     preview.set_text("The cat sat on the mat.")  # the same tokens (a rerun, a device move): the choice stays
@@ -153,8 +153,8 @@ def test_the_choice_lasts_while_the_tokens_do(tokenizer, paris_model):
     assert preview.mode.value == "choose" and [p for p, _ in preview.predictions()] == [4]
 
 
-def test_the_chips_fates_read_without_colour(tokenizer):
-    preview = MaskingPreview(tokenizer, "the cat sat on the warm mat near an old window", mode="sample",
+def test_the_chips_fates_read_without_colour(minilm_tokenizer):
+    preview = MaskingPreview(minilm_tokenizer, "the cat sat on the warm mat near an old window", mode="sample",
                              mlm_probability=1.0, mask_replace_prob=0.4, random_replace_prob=0.3, seed=0)
     chips = chips_of(preview.view.svg)
     marks = {}
@@ -173,17 +173,17 @@ def test_the_chips_fates_read_without_colour(tokenizer):
 
 # the model, chosen explicitly --------------------------------------------------------------------------------
 @pytest.fixture
-def hub(tmp_path, monkeypatch, pretraining_model, tokenizer):
+def hub(tmp_path, monkeypatch, pretraining_model, minilm_tokenizer):
     """The tests' tiny BERTForPreTraining as the Hub repo org/tiny-pretraining, in an offline Hub cache."""
     pretraining_model.save_pretrained(tmp_path / "folder")
-    tokenizer.save_pretrained(tmp_path / "folder")
+    minilm_tokenizer.save_pretrained(tmp_path / "folder")
     add_folder(tmp_path / "hub", "org/tiny-pretraining", tmp_path / "folder", commit(3))
     offline_cache(monkeypatch, tmp_path / "hub")
     return tmp_path / "hub"
 
 
-def test_the_model_switches_to_a_hub_name_and_back(tokenizer, paris_model, pretraining_model, hub):
-    preview = MaskingPreview(tokenizer, CAPITAL, model=paris_model)
+def test_the_model_switches_to_a_hub_name_and_back(minilm_tokenizer, paris_model, pretraining_model, hub):
+    preview = MaskingPreview(minilm_tokenizer, CAPITAL, model=paris_model)
     preview.toggle(2)
     assert preview.model_choice.value == "current" and preview.model_name.layout.display == "none"
     preview.model_choice.value = "name"  # the name box shows; nothing is loaded yet
@@ -207,8 +207,8 @@ def test_the_model_switches_to_a_hub_name_and_back(tokenizer, paris_model, pretr
     assert preview.model is paris_model
 
 
-def test_a_name_missing_from_the_offline_cache_says_so_in_one_line(tokenizer, paris_model, hub):
-    preview = MaskingPreview(tokenizer, CAPITAL, model=paris_model)
+def test_a_name_missing_from_the_offline_cache_says_so_in_one_line(minilm_tokenizer, paris_model, hub):
+    preview = MaskingPreview(minilm_tokenizer, CAPITAL, model=paris_model)
     preview.model_choice.value = "name"
     preview.model_name.value = "org/not-downloaded"
     preview.load_button.click()
@@ -224,12 +224,13 @@ def test_a_name_missing_from_the_offline_cache_says_so_in_one_line(tokenizer, pa
     with pytest.raises(ValueError, match="which must be"):
         preview.use_model("  ")
     with pytest.raises(ValueError, match="mode must be one of"):
-        MaskingPreview(tokenizer, CAPITAL, mode="random")
+        MaskingPreview(minilm_tokenizer, CAPITAL, mode="random")
 
 
-def test_the_training_tabs_model_predicts_at_the_typed_mask_of_its_own_tokens(tokenizer, backbone, xss_tokenizer):
+def test_the_training_tabs_model_predicts_at_the_typed_mask_of_its_own_tokens(minilm_tokenizer, backbone,
+                                                                              xss_tokenizer):
     """Another tokenizer reads the text again: the typed [MASK] is still the one masked token, at its new position."""
-    preview = MaskingPreview(tokenizer, "the cat sat on the [MASK] .", model=backbone)
+    preview = MaskingPreview(minilm_tokenizer, "the cat sat on the [MASK] .", model=backbone)
     assert preview.typed_positions == [6] and preview.predictions() == []  # no MLM head here
     trainer = tiny_trainer_for(xss_tokenizer)
     preview.offer_model_from(lambda: trainer)
@@ -242,8 +243,8 @@ def test_the_training_tabs_model_predicts_at_the_typed_mask_of_its_own_tokens(to
     assert preview.model is backbone and preview.predictions() == [] and preview.typed_positions == [6]
 
 
-def test_a_workbench_text_with_a_typed_mask_is_predicted_there(tokenizer, paris_model):
-    bench = Workbench(paris_model, tokenizer, text="The cat sat on the mat.")
+def test_a_workbench_text_with_a_typed_mask_is_predicted_there(minilm_tokenizer, paris_model):
+    bench = Workbench(paris_model, minilm_tokenizer, text="The cat sat on the mat.")
     masking = bench.masking
     assert masking.mode.value == "sample" and ("the Training tab's model", "training") in masking.model_choice.options
     bench.text_box.value = CAPITAL

@@ -34,8 +34,8 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture
-def pair_panel(pretraining_model, tokenizer) -> AttentionPanel:
-    return AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT_A, text_b=TEXT_B)
+def pair_panel(pretraining_model, minilm_tokenizer) -> AttentionPanel:
+    return AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT_A, text_b=TEXT_B)
 
 
 def reference(model, tokenizer) -> "trace":
@@ -234,11 +234,11 @@ def test_a_key_clicked_in_the_neuron_view_becomes_the_query(pair_panel):
         assert panel.query.value == 7
 
 
-def test_512_tokens_send_only_the_selected_querys_rows(tokenizer):
+def test_512_tokens_send_only_the_selected_querys_rows(minilm_tokenizer):
     torch.manual_seed(6)
-    model = BERT(tiny_config(tokenizer.vocab_size, num_hidden_layers=2, num_attention_heads=4, hidden_size=256,
+    model = BERT(tiny_config(minilm_tokenizer.vocab_size, num_hidden_layers=2, num_attention_heads=4, hidden_size=256,
                              intermediate_size=256, max_position_embeddings=512)).eval()
-    panel = AttentionPanel(model=model, tokenizer=tokenizer, text=" ".join(["word"] * 510), layer=1, head=2,
+    panel = AttentionPanel(model=model, tokenizer=minilm_tokenizer, text=" ".join(["word"] * 510), layer=1, head=2,
                            view="neuron view")
     T, d = 512, 64
     view = panel.neuron_view
@@ -327,10 +327,10 @@ def test_palette_is_diverging_with_white_at_zero():
     assert D.DIVERGING[0][2] > D.DIVERGING[0][0] and D.DIVERGING[254][0] > D.DIVERGING[254][2]  # blue, red
 
 
-def test_bert_inspect_opens_the_neuron_and_saliency_views(tokenizer, pretraining_model):
+def test_bert_inspect_opens_the_neuron_and_saliency_views(minilm_tokenizer, pretraining_model):
     # the magic on a namespace of its own (tests/test_magics.py drives it in a real shell; IPython's test shell is
     # started once per process, so it is left to that file)
-    magics = BertInspectMagics(shell=types.SimpleNamespace(user_ns={"nm": pretraining_model, "ntok": tokenizer},
+    magics = BertInspectMagics(shell=types.SimpleNamespace(user_ns={"nm": pretraining_model, "ntok": minilm_tokenizer},
                                                            configurables=[]))
     panel = magics.bert_inspect('nm ntok --view neuron --layer 2 --head 1 "The [MASK] sat."')
     assert isinstance(panel, AttentionPanel) and panel.view.value == "neuron view"

@@ -190,11 +190,11 @@ def test_trust_keeps_every_output_as_it_is(tmp_path, capsys):
     assert "--trust" in main_help.stdout and "scripts run" in " ".join(main_help.stdout.split())
 
 
-def test_static_copies_are_byte_identical_in_the_sanitised_page(tmp_path, pretraining_model, tokenizer):
+def test_static_copies_are_byte_identical_in_the_sanitised_page(tmp_path, pretraining_model, minilm_tokenizer):
     copies = [DevicePicker(torch.nn.Linear(2, 2)).static_copy.bundle(),
-              AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text="The cat sat on the mat.")
+              AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text="The cat sat on the mat.")
               .static_copy.bundle(),
-              AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text="The cat sat on the mat.",
+              AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text="The cat sat on the mat.",
                              view="model view").static_copy.bundle()]
     assert all("<style>" in copy["text/html"] for copy in copies)
     assert "data:image/png;base64," in copies[2]["text/html"] and "<svg" in copies[1]["text/html"]

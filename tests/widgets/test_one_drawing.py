@@ -69,8 +69,8 @@ NEEDS = {"architecture": pytest.mark.needs_program("dot")}
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=NEEDS.get(name, ())) for name in PANELS])
-def test_live_view_static_copy_and_export_are_one_drawing(name, pretraining_model, tokenizer, tmp_path):
-    panel = PANELS[name](pretraining_model, tokenizer)
+def test_live_view_static_copy_and_export_are_one_drawing(name, pretraining_model, minilm_tokenizer, tmp_path):
+    panel = PANELS[name](pretraining_model, minilm_tokenizer)
     drawing = panel.to_svg()
     ET.fromstring(drawing)  # one well-formed document
     assert 'class="bvl-fig' in drawing[:drawing.index(">")], "the root is a themed figure"
@@ -84,8 +84,8 @@ def test_live_view_static_copy_and_export_are_one_drawing(name, pretraining_mode
     assert "<b>mat</b>" not in saved and "<script" not in saved
 
 
-def test_a_change_made_after_display_reaches_all_three(pretraining_model, tokenizer, tmp_path):
-    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT, view="heatmap")
+def test_a_change_made_after_display_reaches_all_three(pretraining_model, minilm_tokenizer, tmp_path):
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT, view="heatmap")
     before = panel.to_svg()
     panel.layer.value, panel.head.value = 2, 3  # as a dropdown in any front end sets them
     after = panel.to_svg()

@@ -29,16 +29,16 @@ def open_every_view(panel: AttentionPanel) -> None:
 
 
 @pytest.fixture
-def warm_looks(pretraining_model, tokenizer) -> None:
+def warm_looks(pretraining_model, minilm_tokenizer) -> None:
     """One panel built, every view shown, and closed first, so the shared looks exist before a test counts models."""
-    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT)
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT)
     open_every_view(panel)
     panel.close()
 
 
-def test_close_leaves_no_widget_of_the_panel_open_and_drops_its_trace(pretraining_model, tokenizer, warm_looks):
+def test_close_leaves_no_widget_of_the_panel_open_and_drops_its_trace(pretraining_model, minilm_tokenizer, warm_looks):
     before = registered()
-    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT)
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT)
     open_every_view(panel)
     panel.model_view.ablated = [[0, 1]]  # an ablation run held too
     assert panel.saliency is not None and panel.ablation_bar.ablation is not None
@@ -54,9 +54,9 @@ def test_close_leaves_no_widget_of_the_panel_open_and_drops_its_trace(pretrainin
     assert trace() is None and heatmap() is None  # nothing else kept the trace or the views (and their data) alive
 
 
-def test_closing_a_workbench_closes_every_tab_and_its_panels(pretraining_model, tokenizer, warm_looks):
+def test_closing_a_workbench_closes_every_tab_and_its_panels(pretraining_model, minilm_tokenizer, warm_looks):
     before = registered()
-    bench = Workbench(pretraining_model, tokenizer, TEXT)
+    bench = Workbench(pretraining_model, minilm_tokenizer, TEXT)
     bench.attention.view.value = "saliency"
     assert len(registered() - before) > 100
     attention, architecture = bench.attention, bench.architecture
@@ -65,9 +65,9 @@ def test_closing_a_workbench_closes_every_tab_and_its_panels(pretraining_model, 
     assert attention.trace is None and architecture.trace is None and not hasattr(bench, "tabs")
 
 
-def test_controls_share_their_looks_so_a_panel_sends_few_models(pretraining_model, tokenizer, warm_looks):
+def test_controls_share_their_looks_so_a_panel_sends_few_models(pretraining_model, minilm_tokenizer, warm_looks):
     before = registered()
-    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT)
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT)
     made = [_instances[model_id] for model_id in registered() - before]
     own_looks = [w for w in made if isinstance(w, (widgets.Layout, widgets.Style))]
     boxes_shown_and_hidden = [slot.layout for slot in panel.slots.values()]
@@ -87,8 +87,8 @@ def test_a_shared_look_closed_by_close_all_is_made_again():
     assert again is not first and again.comm is not None and is_shared(again) and not is_shared(first)
 
 
-def test_owned_widgets_follow_attributes_not_only_children(pretraining_model, tokenizer, warm_looks):
-    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT)
+def test_owned_widgets_follow_attributes_not_only_children(pretraining_model, minilm_tokenizer, warm_looks):
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT)
     owned = {id(w) for w in owned_widgets(panel)}
     hidden_toolbar = panel.toolbars["neuron view"]  # not in the tree while the heatmap shows
     assert hidden_toolbar not in panel.toolbar.children and id(hidden_toolbar) in owned
@@ -111,9 +111,9 @@ def run_cell(shell, cell_id: str, run_id: str, source: str):
     return result
 
 
-def test_running_a_cell_again_closes_the_panel_its_last_run_showed(notebook_shell, pretraining_model, tokenizer,
+def test_running_a_cell_again_closes_the_panel_its_last_run_showed(notebook_shell, pretraining_model, minilm_tokenizer,
                                                                    warm_looks):
-    notebook_shell.user_ns.update(m=pretraining_model, tok=tokenizer, AttentionPanel=AttentionPanel)
+    notebook_shell.user_ns.update(m=pretraining_model, tok=minilm_tokenizer, AttentionPanel=AttentionPanel)
     source = f"AttentionPanel(model=m, tokenizer=tok, text={TEXT!r})"
     first = run_cell(notebook_shell, "cell-a", "run-1", source).result
     shown_elsewhere = run_cell(notebook_shell, "cell-b", "run-2", source).result
@@ -139,10 +139,10 @@ def test_running_a_cell_again_closes_the_panel_its_last_run_showed(notebook_shel
     assert shown_panels._LATEST.get("cell-a") == []
 
 
-def test_outside_a_notebook_cell_nothing_is_closed(notebook_shell, pretraining_model, tokenizer, warm_looks):
+def test_outside_a_notebook_cell_nothing_is_closed(notebook_shell, pretraining_model, minilm_tokenizer, warm_looks):
     shell = notebook_shell
     shell.parent_header = {}
-    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT)
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT)
     shell.user_ns["panel"] = panel
     for _ in range(2):
         assert shell.run_cell("panel").success

@@ -17,19 +17,19 @@ PLAIN = "the cat sat on the mat ."
 PAIR = ["the cat sat on the mat .", "a dog ran home ."]
 
 
-def test_progress_reports_the_steps_every_row_has_finished(backbone, tokenizer):
-    inputs = tokenizer(PAIR, return_tensors="pt", padding=True)
+def test_progress_reports_the_steps_every_row_has_finished(backbone, minilm_tokenizer):
+    inputs = minilm_tokenizer(PAIR, return_tensors="pt", padding=True)
     calls: list[tuple[int, int]] = []
-    scores = saliency(backbone, inputs, lambda out: out.last_hidden_state[:, 0, 0], steps=8, tokenizer=tokenizer,
+    scores = saliency(backbone, inputs, lambda out: out.last_hidden_state[:, 0, 0], steps=8, tokenizer=minilm_tokenizer,
                       internal_batch_size=5, progress=lambda done, total: calls.append((done, total)))
     # 8 steps x 2 rows = 16 points, 5 a batch, step-major: batches end after points 5, 10, 15 and 16
     assert calls == [(5 // 2, 8), (10 // 2, 8), (15 // 2, 8), (8, 8)]
-    plain = saliency(backbone, inputs, lambda out: out.last_hidden_state[:, 0, 0], steps=8, tokenizer=tokenizer,
+    plain = saliency(backbone, inputs, lambda out: out.last_hidden_state[:, 0, 0], steps=8, tokenizer=minilm_tokenizer,
                      internal_batch_size=5)
     np.testing.assert_array_equal(scores.numpy(), plain.numpy())  # reporting changes nothing
     calls.clear()
     saliency(backbone, inputs, lambda out: out.last_hidden_state[:, 0, 0], method="gradient_x_input",
-             tokenizer=tokenizer, progress=lambda done, total: calls.append((done, total)))
+             tokenizer=minilm_tokenizer, progress=lambda done, total: calls.append((done, total)))
     assert calls == [(1, 1)]
 
 
@@ -62,10 +62,10 @@ class SentMessages:
 
 
 @pytest.mark.parametrize("background", [False, True])
-def test_the_panel_sends_progress_while_integrated_gradients_runs(backbone, tokenizer, monkeypatch, background):
+def test_the_panel_sends_progress_while_integrated_gradients_runs(backbone, minilm_tokenizer, monkeypatch, background):
     monkeypatch.setattr(SV, "PROGRESS_INTERVAL_S", 0)  # every update sent, however fast the tiny model is
     monkeypatch.setattr(SV, "MIN_BATCH_TOKENS", 0)  # batches as small as the updates ask, however short the text
-    panel = SaliencyPanel(backbone, tokenizer, PLAIN, method="gradient_x_input", steps=16)
+    panel = SaliencyPanel(backbone, minilm_tokenizer, PLAIN, method="gradient_x_input", steps=16)
     panel.background = background
     sent = SentMessages(panel.view)
     texts: list[str] = []
@@ -84,9 +84,9 @@ def test_the_panel_sends_progress_while_integrated_gradients_runs(backbone, toke
     assert 'data-status="ready"' in sent.states[last]["svg"] and "bvl-stale" not in sent.states[last]["svg"]
 
 
-def test_a_short_text_is_not_split_into_small_batches(backbone, tokenizer, monkeypatch):
+def test_a_short_text_is_not_split_into_small_batches(backbone, minilm_tokenizer, monkeypatch):
     monkeypatch.setattr(SV, "PROGRESS_INTERVAL_S", 0)
-    panel = SaliencyPanel(backbone, tokenizer, PLAIN, method="gradient_x_input", steps=16)
+    panel = SaliencyPanel(backbone, minilm_tokenizer, PLAIN, method="gradient_x_input", steps=16)
     panel.background = False
     done: list[int] = []
     panel.view.observe(lambda change: done.append(change["new"]), names="progress_done")
@@ -96,9 +96,9 @@ def test_a_short_text_is_not_split_into_small_batches(backbone, tokenizer, monke
     assert done == [16, 0]  # one forward: the line goes from 0 to 16 of 16 at once
 
 
-def test_progress_of_a_run_no_longer_wanted_is_not_shown(backbone, tokenizer, monkeypatch):
+def test_progress_of_a_run_no_longer_wanted_is_not_shown(backbone, minilm_tokenizer, monkeypatch):
     monkeypatch.setattr(SV, "PROGRESS_INTERVAL_S", 0)
-    panel = SaliencyPanel(backbone, tokenizer, PLAIN, method="gradient_x_input", steps=16)
+    panel = SaliencyPanel(backbone, minilm_tokenizer, PLAIN, method="gradient_x_input", steps=16)
     job = panel._job()
     panel.method.value = "integrated_gradients"
     assert panel.wait(60)
@@ -108,10 +108,10 @@ def test_progress_of_a_run_no_longer_wanted_is_not_shown(backbone, tokenizer, mo
     assert panel.view.progress_done == 0
 
 
-def test_progress_messages_are_throttled_but_the_last_is_sent(backbone, tokenizer, monkeypatch):
+def test_progress_messages_are_throttled_but_the_last_is_sent(backbone, minilm_tokenizer, monkeypatch):
     monkeypatch.setattr(SV, "PROGRESS_INTERVAL_S", 3600)
     monkeypatch.setattr(SV, "MIN_BATCH_TOKENS", 0)
-    panel = SaliencyPanel(backbone, tokenizer, PLAIN, method="gradient_x_input", steps=16)
+    panel = SaliencyPanel(backbone, minilm_tokenizer, PLAIN, method="gradient_x_input", steps=16)
     panel.background = False
     done: list[int] = []
     panel.view.observe(lambda change: done.append(change["new"]), names="progress_done")

@@ -111,32 +111,32 @@ def script_model(script_tokenizer) -> BERTForMaskedLM:
 
 
 @pytest.fixture(scope="module")
-def nsp_model(tokenizer) -> BERTForNextSentencePrediction:
+def nsp_model(minilm_tokenizer) -> BERTForNextSentencePrediction:
     torch.manual_seed(6)
-    return BERTForNextSentencePrediction(tiny_config(tokenizer.vocab_size)).eval()
+    return BERTForNextSentencePrediction(tiny_config(minilm_tokenizer.vocab_size)).eval()
 
 
 @pytest.fixture(scope="module")
-def classifier(tokenizer) -> BERTForSequenceClassification:
+def classifier(minilm_tokenizer) -> BERTForSequenceClassification:
     torch.manual_seed(7)
-    return BERTForSequenceClassification(tiny_config(tokenizer.vocab_size, num_labels=3,
+    return BERTForSequenceClassification(tiny_config(minilm_tokenizer.vocab_size, num_labels=3,
                                                      id2label={0: "negative", 1: "neutral", 2: "positive"})).eval()
 
 
 # the scores ----------------------------------------------------------------------------------------------------
-def test_the_scores_sent_are_saliencys_for_the_default_mlm_target(mlm_model, tokenizer):
-    panel = SaliencyPanel(mlm_model, tokenizer, MASKED, steps=16)
+def test_the_scores_sent_are_saliencys_for_the_default_mlm_target(mlm_model, minilm_tokenizer):
+    panel = SaliencyPanel(mlm_model, minilm_tokenizer, MASKED, steps=16)
     mask = panel.tokens.index("[MASK]")
     logits = mlm_model(**panel.encoded.inputs)[0, mask]
     assert panel.target == ("mlm", mask, int(logits.argmax()))
     assert panel.view.status == "ready"
     np.testing.assert_array_equal(sent_scores(panel), reference(panel))
-    assert panel.tokens == tokenizer.convert_ids_to_tokens(panel.encoded.encoding["input_ids"][0].tolist())
+    assert panel.tokens == minilm_tokenizer.convert_ids_to_tokens(panel.encoded.encoding["input_ids"][0].tolist())
 
 
 @pytest.mark.parametrize("method, baseline", [("gradient_x_input", "pad"), ("integrated_gradients", "mask")])
-def test_the_scores_follow_the_toolbar(pretraining_model, tokenizer, method, baseline):
-    panel = SaliencyPanel(pretraining_model, tokenizer, MASKED, "it was warm .", steps=8)
+def test_the_scores_follow_the_toolbar(pretraining_model, minilm_tokenizer, method, baseline):
+    panel = SaliencyPanel(pretraining_model, minilm_tokenizer, MASKED, "it was warm .", steps=8)
     panel.background = False
     panel.method.value, panel.baseline.value = method, baseline
     np.testing.assert_array_equal(sent_scores(panel), reference(panel))
@@ -145,8 +145,8 @@ def test_the_scores_follow_the_toolbar(pretraining_model, tokenizer, method, bas
         np.testing.assert_array_equal(sent_scores(panel), reference(panel))
 
 
-def test_a_backbone_scores_a_function_of_its_output_and_one_hidden_unit(backbone, tokenizer):
-    panel = SaliencyPanel(backbone, tokenizer, PLAIN, steps=8)
+def test_a_backbone_scores_a_function_of_its_output_and_one_hidden_unit(backbone, minilm_tokenizer):
+    panel = SaliencyPanel(backbone, minilm_tokenizer, PLAIN, steps=8)
     assert panel.target is TG.cls_norm and "[CLS]" in panel.view.subtitle
     assert "no task head" in panel.view.note
     np.testing.assert_array_equal(sent_scores(panel), reference(panel))
@@ -157,13 +157,13 @@ def test_a_backbone_scores_a_function_of_its_output_and_one_hidden_unit(backbone
     assert panel.unit_box.layout.display is None
     np.testing.assert_array_equal(sent_scores(panel), reference(panel))
     direct = saliency(backbone, panel.encoded.encoding, lambda out: out.last_hidden_state[:, 0, 7], steps=8,
-                      tokenizer=tokenizer)[0].numpy()
+                      tokenizer=minilm_tokenizer)[0].numpy()
     np.testing.assert_allclose(sent_scores(panel), direct, rtol=1e-6, atol=1e-9)
 
 
-def test_show_run_reuses_the_runs_batch_and_predictions(mlm_model, tokenizer, monkeypatch):
-    panel = SaliencyPanel(mlm_model, tokenizer, PLAIN, steps=8)
-    run = run_text(mlm_model, tokenizer, MASKED)
+def test_show_run_reuses_the_runs_batch_and_predictions(mlm_model, minilm_tokenizer, monkeypatch):
+    panel = SaliencyPanel(mlm_model, minilm_tokenizer, PLAIN, steps=8)
+    run = run_text(mlm_model, minilm_tokenizer, MASKED)
 
     def no_forward(*_, **__):
         raise AssertionError("show_run encoded or ran the model again")
@@ -176,10 +176,10 @@ def test_show_run_reuses_the_runs_batch_and_predictions(mlm_model, tokenizer, mo
     assert panel.target == ("mlm", mask, int(run.output[0, mask].argmax()))
     np.testing.assert_array_equal(sent_scores(panel),
                                   saliency(mlm_model, run.encoded.encoding, panel.target, steps=8,
-                                           tokenizer=tokenizer)[0].numpy())
+                                           tokenizer=minilm_tokenizer)[0].numpy())
 
 
-def test_nothing_is_recomputed_unless_text_target_method_baseline_or_steps_change(pretraining_model, tokenizer,
+def test_nothing_is_recomputed_unless_text_target_method_baseline_or_steps_change(pretraining_model, minilm_tokenizer,
                                                                                   monkeypatch):
     calls = []
 
@@ -188,7 +188,7 @@ def test_nothing_is_recomputed_unless_text_target_method_baseline_or_steps_chang
         return saliency(*args, **kwargs)
 
     monkeypatch.setattr(SV, "saliency", counting)
-    panel = SaliencyPanel(pretraining_model, tokenizer, MASKED, steps=8, method="gradient_x_input")
+    panel = SaliencyPanel(pretraining_model, minilm_tokenizer, MASKED, steps=8, method="gradient_x_input")
     panel.background = False
     assert len(calls) == 1
     panel.steps.value, panel.baseline.value = 16, "mask"  # gradient × input has neither
@@ -199,14 +199,14 @@ def test_nothing_is_recomputed_unless_text_target_method_baseline_or_steps_chang
     panel.target_choice.value = first
     panel.method.value = "integrated_gradients"
     panel.method.value = "gradient_x_input"
-    panel.show_run(run_text(pretraining_model, tokenizer, MASKED))
+    panel.show_run(run_text(pretraining_model, minilm_tokenizer, MASKED))
     assert calls == ["gradient_x_input", "gradient_x_input", "integrated_gradients"]
     panel.rerun()
     assert len(calls) == 4
 
 
-def test_toolbar_changes_compute_in_the_background_and_show_the_newest(backbone, tokenizer, monkeypatch):
-    panel = SaliencyPanel(backbone, tokenizer, PLAIN, steps=8)
+def test_toolbar_changes_compute_in_the_background_and_show_the_newest(backbone, minilm_tokenizer, monkeypatch):
+    panel = SaliencyPanel(backbone, minilm_tokenizer, PLAIN, steps=8)
     release, started = threading.Event(), threading.Event()
 
     def slow(*args, **kwargs):
@@ -252,8 +252,8 @@ def test_every_token_is_escaped_in_the_svg_and_sent_whole(script_model, script_t
     assert "innerHTML" not in code and "insertAdjacentHTML" not in code and "textContent" in code
 
 
-def test_colours_follow_the_sign_of_the_scores_on_a_symmetric_scale(mlm_model, tokenizer):
-    panel = SaliencyPanel(mlm_model, tokenizer, "the cat sat on the mat because it was [MASK] .",
+def test_colours_follow_the_sign_of_the_scores_on_a_symmetric_scale(mlm_model, minilm_tokenizer):
+    panel = SaliencyPanel(mlm_model, minilm_tokenizer, "the cat sat on the mat because it was [MASK] .",
                           method="gradient_x_input")
     scores = sent_scores(panel)
     assert (scores > 0).any() and (scores < 0).any()
@@ -281,8 +281,8 @@ def test_colours_follow_the_sign_of_the_scores_on_a_symmetric_scale(mlm_model, t
     assert ticks[f"{-limit:.3g}"] == pytest.approx(0, abs=1e-3) and ticks[f"{limit:.3g}"] == pytest.approx(1, abs=1e-3)
 
 
-def test_ink_on_every_token_box_reads_and_every_other_text_takes_the_themes_colours(mlm_model, tokenizer):
-    panel = SaliencyPanel(mlm_model, tokenizer, "the cat sat on the mat because it was [MASK] . " * 3,
+def test_ink_on_every_token_box_reads_and_every_other_text_takes_the_themes_colours(mlm_model, minilm_tokenizer):
+    panel = SaliencyPanel(mlm_model, minilm_tokenizer, "the cat sat on the mat because it was [MASK] . " * 3,
                           method="gradient_x_input")
     svg = panel.to_svg()
     assert svg == panel.view.svg and svg in panel.static_html()
@@ -302,8 +302,8 @@ def test_ink_on_every_token_box_reads_and_every_other_text_takes_the_themes_colo
     assert SF.contrast("#ffffff", "#000000") == pytest.approx(21) and SF.contrast("#777777", "#777777") == 1
 
 
-def test_the_title_names_method_target_baseline_and_steps(pretraining_model, tokenizer):
-    panel = SaliencyPanel(pretraining_model, tokenizer, MASKED, steps=12, baseline="mask")
+def test_the_title_names_method_target_baseline_and_steps(pretraining_model, minilm_tokenizer):
+    panel = SaliencyPanel(pretraining_model, minilm_tokenizer, MASKED, steps=12, baseline="mask")
     svg = panel.to_svg()
     assert "integrated gradients" in svg and "[MASK] baseline" in svg and "12 steps" in svg
     assert "target: MLM logit of" in svg and "[MASK], top 1" in svg
@@ -316,9 +316,9 @@ def test_the_title_names_method_target_baseline_and_steps(pretraining_model, tok
     assert panel.export_bar.name == "saliency-gradient-x-input-nsp"
 
 
-def test_tokens_wrap_in_reading_order_and_sentence_b_starts_a_line(backbone, tokenizer):
+def test_tokens_wrap_in_reading_order_and_sentence_b_starts_a_line(backbone, minilm_tokenizer):
     words = " ".join(["cat", "sat", "on", "the", "mat"] * 12)
-    panel = SaliencyPanel(backbone, tokenizer, words, "it was warm .", method="gradient_x_input")
+    panel = SaliencyPanel(backbone, minilm_tokenizer, words, "it was warm .", method="gradient_x_input")
     drawn, segments = drawn_tokens(panel.to_svg()), panel.encoded.encoding["token_type_ids"][0].tolist()
     boxes = [(b["x"], b["y"], b["width"]) for b in drawn]
     rows = sorted({y for _, y, _ in boxes})
@@ -334,16 +334,16 @@ def test_tokens_wrap_in_reading_order_and_sentence_b_starts_a_line(backbone, tok
     assert max(x + w for x, _, w in boxes) <= width and max(y for _, y, _ in boxes) < height
 
 
-def test_a_long_text_shows_the_truncation_notice(backbone, tokenizer):
-    panel = SaliencyPanel(backbone, tokenizer, " ".join(["word"] * 200), method="gradient_x_input")
+def test_a_long_text_shows_the_truncation_notice(backbone, minilm_tokenizer):
+    panel = SaliencyPanel(backbone, minilm_tokenizer, " ".join(["word"] * 200), method="gradient_x_input")
     limit = backbone.config.max_position_embeddings
     assert len(panel.tokens) == limit
     assert "bvl-truncation-notice" in panel.truncation_notice.value and f"at most {limit}" in panel.view.note
     assert f"at most {limit}" in panel.to_svg()
 
 
-def test_save_writes_svg_and_png(backbone, tokenizer, tmp_path):
-    panel = SaliencyPanel(backbone, tokenizer, PLAIN, steps=4)
+def test_save_writes_svg_and_png(backbone, minilm_tokenizer, tmp_path):
+    panel = SaliencyPanel(backbone, minilm_tokenizer, PLAIN, steps=4)
     svg = panel.save(tmp_path / "saliency.svg")
     assert svg.read_text(encoding="utf-8") == themed(panel.to_svg(), all_css(), "light")
     png = panel.save(tmp_path / "figures" / "saliency.png", scale=2)
@@ -355,9 +355,9 @@ def test_save_writes_svg_and_png(backbone, tokenizer, tmp_path):
         panel.save(tmp_path / "saliency.pdf")
 
 
-def test_the_export_button_writes_the_figure(backbone, tokenizer, tmp_path, monkeypatch):
+def test_the_export_button_writes_the_figure(backbone, minilm_tokenizer, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    panel = SaliencyPanel(backbone, tokenizer, PLAIN, steps=4)
+    panel = SaliencyPanel(backbone, minilm_tokenizer, PLAIN, steps=4)
     path = panel.export_bar.export()
     assert path is not None and path.name.startswith("saliency-integrated-gradients-cls-norm")
     assert path.read_text(encoding="utf-8") == themed(panel.to_svg(), all_css(), "light")
@@ -365,65 +365,65 @@ def test_the_export_button_writes_the_figure(backbone, tokenizer, tmp_path, monk
 
 # the targets ---------------------------------------------------------------------------------------------------
 def test_targets_offered_match_the_models_heads(mlm_model, pretraining_model, nsp_model, classifier, backbone,
-                                                tokenizer):
-    mlm = SaliencyPanel(mlm_model, tokenizer, "the [MASK] sat on the [MASK] .", method="gradient_x_input")
+                                                minilm_tokenizer):
+    mlm = SaliencyPanel(mlm_model, minilm_tokenizer, "the [MASK] sat on the [MASK] .", method="gradient_x_input")
     keys = [key for _, key in mlm.options()]
     assert len(keys) == 2 * TG.TOP_PREDICTIONS and all(key.startswith("mlm:") for key in keys)
     assert mlm.target_choice.value == keys[0] and mlm.target[1] == 2  # the first [MASK], top prediction
 
-    pair = SaliencyPanel(pretraining_model, tokenizer, PLAIN, "it was warm .", method="gradient_x_input")
+    pair = SaliencyPanel(pretraining_model, minilm_tokenizer, PLAIN, "it was warm .", method="gradient_x_input")
     assert pair.target == "nsp" and any(k.startswith("mlm:") for _, k in pair.options())
-    masked_pair = SaliencyPanel(pretraining_model, tokenizer, MASKED, "it was warm .", method="gradient_x_input")
+    masked_pair = SaliencyPanel(pretraining_model, minilm_tokenizer, MASKED, "it was warm .", method="gradient_x_input")
     assert masked_pair.target[0] == "mlm" and "nsp" in [k for _, k in masked_pair.options()]  # a [MASK] comes first
-    single = SaliencyPanel(pretraining_model, tokenizer, PLAIN, method="gradient_x_input")
+    single = SaliencyPanel(pretraining_model, minilm_tokenizer, PLAIN, method="gradient_x_input")
     assert single.target[0] == "mlm" and "the word itself" in single.view.subtitle
 
-    nsp = SaliencyPanel(nsp_model, tokenizer, PLAIN, "it was warm .", method="gradient_x_input")
+    nsp = SaliencyPanel(nsp_model, minilm_tokenizer, PLAIN, "it was warm .", method="gradient_x_input")
     assert [k for _, k in nsp.options()] == ["nsp"] and nsp.target == "nsp"
 
-    classes = SaliencyPanel(classifier, tokenizer, PLAIN, method="gradient_x_input")
+    classes = SaliencyPanel(classifier, minilm_tokenizer, PLAIN, method="gradient_x_input")
     predicted = int(classifier(**classes.encoded.inputs)[0].argmax())
     assert [k for _, k in classes.options()] == ["class:0", "class:1", "class:2"]
     assert classes.target == ("class", predicted) and "(predicted)" in classes.options()[predicted][0]
     assert "negative" in classes.options()[0][0]
 
-    bare = SaliencyPanel(backbone, tokenizer, MASKED, method="gradient_x_input")
+    bare = SaliencyPanel(backbone, minilm_tokenizer, MASKED, method="gradient_x_input")
     assert [k for _, k in bare.options()] == ["cls-norm", "mean-norm", "cls-unit"] and bare.target is TG.cls_norm
 
-    no_mask = SaliencyPanel(mlm_model, tokenizer, PLAIN, method="gradient_x_input")
-    assert no_mask.target == ("mlm", 1, tokenizer.convert_tokens_to_ids("the"))  # the word itself
+    no_mask = SaliencyPanel(mlm_model, minilm_tokenizer, PLAIN, method="gradient_x_input")
+    assert no_mask.target == ("mlm", 1, minilm_tokenizer.convert_tokens_to_ids("the"))  # the word itself
     assert "no [MASK]" in no_mask.view.note
 
 
-def test_token_classifier_and_custom_targets(tokenizer, mlm_model):
+def test_token_classifier_and_custom_targets(minilm_tokenizer, mlm_model):
     torch.manual_seed(8)
-    tagger = BERTForTokenClassification(tiny_config(tokenizer.vocab_size, num_labels=4)).eval()
-    panel = SaliencyPanel(tagger, tokenizer, PLAIN, method="gradient_x_input")
+    tagger = BERTForTokenClassification(tiny_config(minilm_tokenizer.vocab_size, num_labels=4)).eval()
+    panel = SaliencyPanel(tagger, minilm_tokenizer, PLAIN, method="gradient_x_input")
     assert panel.target[:2] == ("token", 1) and all(k.startswith("token:") for _, k in panel.options())
     np.testing.assert_array_equal(sent_scores(panel), reference(panel))
 
     def last_logit(output):
         return output[:, -1, 7]
 
-    custom = SaliencyPanel(mlm_model, tokenizer, MASKED, target=last_logit, method="gradient_x_input")
+    custom = SaliencyPanel(mlm_model, minilm_tokenizer, MASKED, target=last_logit, method="gradient_x_input")
     assert custom.target is last_logit and custom.target_choice.value == "custom"
     assert "custom function last_logit" in custom.view.subtitle
     np.testing.assert_array_equal(sent_scores(custom), reference(custom))
     offered = custom.options()[1][1]
-    chosen = SaliencyPanel(mlm_model, tokenizer, MASKED, target=custom._choices[offered].target)
+    chosen = SaliencyPanel(mlm_model, minilm_tokenizer, MASKED, target=custom._choices[offered].target)
     assert chosen.target_choice.value == offered  # a shorthand the toolbar offers is chosen there
 
 
-def test_question_answering_and_causal_lm_targets(tokenizer):
+def test_question_answering_and_causal_lm_targets(minilm_tokenizer):
     torch.manual_seed(9)
-    reader = BERTForQuestionAnswering(tiny_config(tokenizer.vocab_size)).eval()
-    panel = SaliencyPanel(reader, tokenizer, "where is the cat ?", PLAIN, method="gradient_x_input")
+    reader = BERTForQuestionAnswering(tiny_config(minilm_tokenizer.vocab_size)).eval()
+    panel = SaliencyPanel(reader, minilm_tokenizer, "where is the cat ?", PLAIN, method="gradient_x_input")
     start, end = (int(logits[0].argmax()) for logits in reader(**panel.encoded.inputs))
     assert [k for _, k in panel.options()] == [f"start:{start}", f"end:{end}"]
     assert panel.target == TG.OutputLogit(0, start) and "answer-start logit" in panel.view.subtitle
     np.testing.assert_array_equal(sent_scores(panel), reference(panel))
-    writer = BERTForCausalLM(tiny_config(tokenizer.vocab_size, is_decoder=True)).eval()
-    panel = SaliencyPanel(writer, tokenizer, "the cat sat on the", method="gradient_x_input")
+    writer = BERTForCausalLM(tiny_config(minilm_tokenizer.vocab_size, is_decoder=True)).eval()
+    panel = SaliencyPanel(writer, minilm_tokenizer, "the cat sat on the", method="gradient_x_input")
     last = len(panel.tokens) - 2  # the last word, not the [SEP] after it
     assert panel.target == ("mlm", last, int(writer(**panel.encoded.inputs)[0, last].argmax()))
     assert all(k.startswith(f"next:{last}:") for _, k in panel.options())
@@ -451,9 +451,9 @@ def test_the_default_model_is_a_backbone_scored_by_a_function_of_its_output():
     ("mlm_model", ("mlm", 99, 5), "position 99 is out of range"),
     ("backbone", ("class", 1), "needs class_logits"),
 ])
-def test_a_target_that_does_not_fit_is_shown_in_the_panel(request, tokenizer, model_name, target, says):
+def test_a_target_that_does_not_fit_is_shown_in_the_panel(request, minilm_tokenizer, model_name, target, says):
     model = request.getfixturevalue(model_name)
-    panel = SaliencyPanel(model, tokenizer, PLAIN, target=target, method="gradient_x_input")  # no exception
+    panel = SaliencyPanel(model, minilm_tokenizer, PLAIN, target=target, method="gradient_x_input")  # no exception
     assert panel.view.status == "error" and says in panel.view.message
     assert says in panel.message.value.replace("&#x27;", "'") and "bvl-saliency-error" in panel.message.value
     assert "bvl-error" in panel.to_svg() and panel.view.tokens == []
@@ -468,8 +468,8 @@ def test_a_target_that_does_not_fit_is_shown_in_the_panel(request, tokenizer, mo
     assert "unavailable" not in [key for _, key in panel.options()]
 
 
-def test_mlm_target_follows_the_text_and_text_problems_are_shown(mlm_model, tokenizer):
-    panel = SaliencyPanel(mlm_model, tokenizer, PLAIN, target="mlm", method="gradient_x_input")
+def test_mlm_target_follows_the_text_and_text_problems_are_shown(mlm_model, minilm_tokenizer):
+    panel = SaliencyPanel(mlm_model, minilm_tokenizer, PLAIN, target="mlm", method="gradient_x_input")
     assert panel.view.status == "error"
     panel.set_text(MASKED)
     assert panel.view.status == "ready" and panel.target[1] == panel.tokens.index("[MASK]")
@@ -479,13 +479,13 @@ def test_mlm_target_follows_the_text_and_text_problems_are_shown(mlm_model, toke
     assert panel.view.status == "ready"
 
 
-def test_bad_arguments_raise_at_once(backbone, tokenizer):
+def test_bad_arguments_raise_at_once(backbone, minilm_tokenizer):
     with pytest.raises(ValueError, match="method"):
-        SaliencyPanel(backbone, tokenizer, PLAIN, method="occlusion")
+        SaliencyPanel(backbone, minilm_tokenizer, PLAIN, method="occlusion")
     with pytest.raises(ValueError, match="baseline"):
-        SaliencyPanel(backbone, tokenizer, PLAIN, baseline="zero")
+        SaliencyPanel(backbone, minilm_tokenizer, PLAIN, baseline="zero")
     with pytest.raises(ValueError, match="steps"):
-        SaliencyPanel(backbone, tokenizer, PLAIN, steps=0)
+        SaliencyPanel(backbone, minilm_tokenizer, PLAIN, steps=0)
     with pytest.raises(TypeError, match="both a model and its tokenizer"):
         SaliencyPanel(backbone, None, PLAIN)
 

@@ -121,8 +121,8 @@ def tab_sections(html: str) -> list[tuple[str, bool]]:
                                                               html)]
 
 
-def test_the_workbench_copy_follows_its_tabs(pretraining_model, tokenizer):
-    bench = Workbench(pretraining_model, tokenizer, text="The cat sat on the mat.")
+def test_the_workbench_copy_follows_its_tabs(pretraining_model, minilm_tokenizer):
+    bench = Workbench(pretraining_model, minilm_tokenizer, text="The cat sat on the mat.")
     html = bench.static_copy.html()
     assert tab_sections(html) == [(tab, tab == "attention") for tab in TABS]
     assert html.count("<svg") >= 3  # attention, masking and the device table at least
@@ -155,9 +155,9 @@ def link_of(panel: Panel) -> sc.PanelLink:
 
 
 def test_the_link_carries_the_copy_of_every_change_also_made_from_a_front_end(displayed, monkeypatch,
-                                                                              pretraining_model, tokenizer):
+                                                                              pretraining_model, minilm_tokenizer):
     monkeypatch.setattr(sc, "MIN_INTERVAL_S", 0)  # every change sent at once
-    bench = Workbench(pretraining_model, tokenizer, text="The cat sat on the mat.")
+    bench = Workbench(pretraining_model, minilm_tokenizer, text="The cat sat on the mat.")
     bench._ipython_display_()
     (copy, handle), _ = displayed
     assert link_of(bench).html == copy["text/html"] and "layer 0" in link_of(bench).html

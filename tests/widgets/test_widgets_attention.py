@@ -31,13 +31,13 @@ HALF = 2**-11  # float16's relative rounding error
 
 
 @pytest.fixture
-def pair_panel(pretraining_model, tokenizer) -> AttentionPanel:
-    return AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT_A, text_b=TEXT_B)
+def pair_panel(pretraining_model, minilm_tokenizer) -> AttentionPanel:
+    return AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT_A, text_b=TEXT_B)
 
 
 @pytest.fixture
-def single_panel(pretraining_model, tokenizer) -> AttentionPanel:
-    return AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT_A)
+def single_panel(pretraining_model, minilm_tokenizer) -> AttentionPanel:
+    return AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT_A)
 
 
 def shown(panel: AttentionPanel) -> tuple[np.ndarray, list[int], list[int]]:
@@ -211,9 +211,9 @@ def test_directions_need_a_sentence_pair(single_panel, pair_panel):
     assert shown(pair_panel)[0].shape == (7, 7)
 
 
-def test_padded_batch_row_leaves_padding_out(tokenizer, backbone):
-    encoded = tokenizer(["short one", "a much longer text is here"], padding=True, return_tensors="pt")
-    with torch.inference_mode(), trace(backbone, tokens=encoded, tokenizer=tokenizer) as recorded:
+def test_padded_batch_row_leaves_padding_out(minilm_tokenizer, backbone):
+    encoded = minilm_tokenizer(["short one", "a much longer text is here"], padding=True, return_tensors="pt")
+    with torch.inference_mode(), trace(backbone, tokens=encoded, tokenizer=minilm_tokenizer) as recorded:
         backbone(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
     panel = AttentionPanel(recorded, row=0, layer=2, head=1)
     real = int(encoded["attention_mask"][0].sum())
@@ -311,8 +311,8 @@ def check_head_view(panel: AttentionPanel, layer: int, queries: list[int], keys:
     assert all(g.get("stroke") == head_color(int(g.get("data-head"))) for g in groups(svg, "bvl-head-lines"))
 
 
-def test_head_view_starts_on_the_selected_head_and_chips_choose_heads(pretraining_model, tokenizer):
-    panel = AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text=TEXT_A, text_b=TEXT_B, head=2)
+def test_head_view_starts_on_the_selected_head_and_chips_choose_heads(pretraining_model, minilm_tokenizer):
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT_A, text_b=TEXT_B, head=2)
     panel.layer.value = 1
     panel.view.value = "head view"
     assert isinstance(panel.on_screen, HeadView) and panel.slots["heatmap"].layout.display == "none"
@@ -434,10 +434,10 @@ def test_new_text_updates_every_view(pair_panel):
     assert_shows(panel, panel.trace.attention(0)[0, 0].numpy())
 
 
-def test_a_text_longer_than_the_model_is_cut_with_a_notice(tokenizer):
+def test_a_text_longer_than_the_model_is_cut_with_a_notice(minilm_tokenizer):
     torch.manual_seed(5)
-    model = BERT(tiny_config(tokenizer.vocab_size, max_position_embeddings=32)).eval()
-    panel = AttentionPanel(model=model, tokenizer=tokenizer, text=" ".join(["word"] * 40))
+    model = BERT(tiny_config(minilm_tokenizer.vocab_size, max_position_embeddings=32)).eval()
+    panel = AttentionPanel(model=model, tokenizer=minilm_tokenizer, text=" ".join(["word"] * 40))
     assert len(panel.trace.tokens[0]) == 32
     assert panel.truncation.cut and (panel.truncation.kept, panel.truncation.total) == (32, 42)
     assert "kept 32 of 42 tokens" in panel.truncation_notice.value
@@ -446,7 +446,7 @@ def test_a_text_longer_than_the_model_is_cut_with_a_notice(tokenizer):
     assert panel.truncation_notice.value == "" and "kept" not in note(panel)
 
 
-def test_bad_arguments_raise_clear_errors(pretraining_model, tokenizer, pair_panel):
+def test_bad_arguments_raise_clear_errors(pretraining_model, minilm_tokenizer, pair_panel):
     with pytest.raises(TypeError, match="Trace"):
         AttentionPanel()
     with pytest.raises(ValueError, match="layer 7 does not exist"):
@@ -454,7 +454,7 @@ def test_bad_arguments_raise_clear_errors(pretraining_model, tokenizer, pair_pan
     with pytest.raises(ValueError, match="head 4 does not exist"):
         AttentionPanel(pair_panel.trace, head=4)
     with pytest.raises(ValueError, match="empty"):
-        AttentionPanel(model=pretraining_model, tokenizer=tokenizer, text="  ")
+        AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text="  ")
     with pytest.raises(ValueError, match="fixed trace"):
         AttentionPanel(pair_panel.trace).set_text("no model to run")
     with pytest.raises(ValueError, match="scale must be one of"):
@@ -477,15 +477,15 @@ def test_static_fallback_is_the_svg_on_screen(pair_panel):
 
 # 512 tokens ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def long_panel(tokenizer) -> AttentionPanel:
+def long_panel(minilm_tokenizer) -> AttentionPanel:
     """12 layers x 12 heads (like bert-base) at 512 tokens, narrow so it runs in a fraction of a second."""
     torch.manual_seed(4)
-    model = BERT(tiny_config(tokenizer.vocab_size, num_hidden_layers=12, num_attention_heads=12, hidden_size=48,
+    model = BERT(tiny_config(minilm_tokenizer.vocab_size, num_hidden_layers=12, num_attention_heads=12, hidden_size=48,
                              intermediate_size=96, max_position_embeddings=512)).eval()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        recorded, truncation = trace_text(model, tokenizer, " ".join(["word"] * 510))
+        recorded, truncation = trace_text(model, minilm_tokenizer, " ".join(["word"] * 510))
     finally:
         torch.set_num_threads(threads)
     assert not truncation.cut

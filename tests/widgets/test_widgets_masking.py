@@ -54,10 +54,10 @@ def assert_matches(preview: MaskingPreview, tokenizer, seed: int, p: float, mask
 
 @pytest.mark.parametrize("seed,p,mask,random", [(0, 0.15, 0.8, 0.1), (7, 0.5, 0.6, 0.3), (3, 1.0, 0.0, 0.0),
                                                 (11, 0.4, 0.0, 1.0)])
-def test_counts_and_plan_match_the_masking_functions(tokenizer, seed, p, mask, random):
-    preview = MaskingPreview(tokenizer, TEXT, text_b=TEXT_B, mlm_probability=p, mask_replace_prob=mask,
+def test_counts_and_plan_match_the_masking_functions(minilm_tokenizer, seed, p, mask, random):
+    preview = MaskingPreview(minilm_tokenizer, TEXT, text_b=TEXT_B, mlm_probability=p, mask_replace_prob=mask,
                              random_replace_prob=random, seed=seed)
-    assert_matches(preview, tokenizer, seed, p, mask, random)
+    assert_matches(preview, minilm_tokenizer, seed, p, mask, random)
     counts = preview.counts
     assert counts["eligible"] == counts["tokens"] - 3  # [CLS] and two [SEP] never eligible
     assert counts["selected"] == counts["mask"] + counts["random"] + counts["kept"]
@@ -77,40 +77,42 @@ def test_counts_and_plan_match_the_masking_functions(tokenizer, seed, p, mask, r
     assert "style=" not in html  # colours come from the stylesheets' classes, which follow the theme
 
 
-def test_random_replacements_show_both_tokens(tokenizer):
-    preview = MaskingPreview(tokenizer, TEXT, mlm_probability=1.0, mask_replace_prob=0.0, random_replace_prob=1.0)
-    original = tokenizer.convert_ids_to_tokens(preview.inputs["input_ids"][0].tolist())
-    replaced = tokenizer.convert_ids_to_tokens(preview.masked_ids[0].tolist())
+def test_random_replacements_show_both_tokens(minilm_tokenizer):
+    preview = MaskingPreview(minilm_tokenizer, TEXT, mlm_probability=1.0, mask_replace_prob=0.0,
+                             random_replace_prob=1.0)
+    original = minilm_tokenizer.convert_ids_to_tokens(preview.inputs["input_ids"][0].tolist())
+    replaced = minilm_tokenizer.convert_ids_to_tokens(preview.masked_ids[0].tolist())
     position = int(preview.plan.to_random[0].nonzero()[0])
     assert f"{original[position]} → {replaced[position]}" in preview.view.svg
-    assert all(i not in tokenizer.all_special_ids for i in preview.plan.random_ids[preview.plan.to_random].tolist())
+    random_ids = preview.plan.random_ids[preview.plan.to_random].tolist()
+    assert all(i not in minilm_tokenizer.all_special_ids for i in random_ids)
 
 
-def test_sliders_seed_and_resample_change_the_plan(tokenizer):
-    preview = MaskingPreview(tokenizer, TEXT, text_b=TEXT_B, seed=5)
+def test_sliders_seed_and_resample_change_the_plan(minilm_tokenizer):
+    preview = MaskingPreview(minilm_tokenizer, TEXT, text_b=TEXT_B, seed=5)
     first = preview.plan.selected.clone()
     preview.probability.value = 0.6
-    assert_matches(preview, tokenizer, 5, 0.6, 0.8, 0.1)
+    assert_matches(preview, minilm_tokenizer, 5, 0.6, 0.8, 0.1)
     assert not torch.equal(first, preview.plan.selected)
     preview.seed.value = 6
-    assert_matches(preview, tokenizer, 6, 0.6, 0.8, 0.1)
+    assert_matches(preview, minilm_tokenizer, 6, 0.6, 0.8, 0.1)
     before = preview.plan.selected.clone()
     preview.resample.click()
     assert preview.seed.value == 7
-    assert_matches(preview, tokenizer, 7, 0.6, 0.8, 0.1)
+    assert_matches(preview, minilm_tokenizer, 7, 0.6, 0.8, 0.1)
     assert not torch.equal(before, preview.plan.selected)
     preview.mask_share.value, preview.random_share.value = 0.0, 0.0
-    assert_matches(preview, tokenizer, 7, 0.6, 0.0, 0.0)
+    assert_matches(preview, minilm_tokenizer, 7, 0.6, 0.0, 0.0)
     assert preview.counts["kept"] == preview.counts["selected"] > 0
     preview.probability.value = 0.0
     assert preview.counts["selected"] == 0 and torch.equal(preview.masked_ids, preview.inputs["input_ids"])
     preview.set_text("A new and different text.")
-    expected = tokenizer.encode_pretraining_inputs("A new and different text.")["input_ids"][0]
+    expected = minilm_tokenizer.encode_pretraining_inputs("A new and different text.")["input_ids"][0]
     assert preview.counts["tokens"] == len(expected)
 
 
-def test_mask_and_random_shares_never_exceed_one(tokenizer):
-    preview = MaskingPreview(tokenizer, TEXT, seed=1, mlm_probability=0.8)
+def test_mask_and_random_shares_never_exceed_one(minilm_tokenizer):
+    preview = MaskingPreview(minilm_tokenizer, TEXT, seed=1, mlm_probability=0.8)
     for control, value in [("mask_share", 0.95), ("random_share", 0.5), ("random_share", 1.0), ("mask_share", 0.3),
                            ("mask_share", 1.0), ("random_share", 0.05), ("mask_share", 0.7), ("random_share", 0.3)]:
         getattr(preview, control).value = value
@@ -118,16 +120,16 @@ def test_mask_and_random_shares_never_exceed_one(tokenizer):
         assert total <= 1.0 + 1e-9, (control, value, total)
         assert getattr(preview, control).value == value  # the slider moved wins; the other one gives way
         mask, random = preview.mask_share.value, preview.random_share.value
-        assert_matches(preview, tokenizer, 1, 0.8, mask, min(random, 1.0 - mask), text_b=None)
+        assert_matches(preview, minilm_tokenizer, 1, 0.8, mask, min(random, 1.0 - mask), text_b=None)
         counts = preview.counts
         assert counts["mask"] + counts["random"] <= counts["selected"]
     assert (preview.mask_share.value, preview.random_share.value) == pytest.approx((0.7, 0.3))
 
 
 @pytest.mark.parametrize("model_fixture", ["mlm_model", "pretraining_model"])
-def test_top5_predictions_are_the_models_softmax_on_the_masked_ids(request, tokenizer, model_fixture):
+def test_top5_predictions_are_the_models_softmax_on_the_masked_ids(request, minilm_tokenizer, model_fixture):
     model = request.getfixturevalue(model_fixture)
-    preview = MaskingPreview(tokenizer, TEXT, model=model, text_b=TEXT_B, mlm_probability=0.3, seed=2)
+    preview = MaskingPreview(minilm_tokenizer, TEXT, model=model, text_b=TEXT_B, mlm_probability=0.3, seed=2)
     selected = preview.plan.selected[0].nonzero().squeeze(1).tolist()
     assert [position for position, _ in preview.predictions()] == selected and len(selected) > 3
     with torch.inference_mode():
@@ -136,7 +138,7 @@ def test_top5_predictions_are_the_models_softmax_on_the_masked_ids(request, toke
     logits = out[0] if isinstance(out, tuple) else out
     for position, top in preview.predictions():
         probs, ids = torch.softmax(logits[0, position].float(), dim=-1).topk(5)
-        assert [token for token, _ in top] == tokenizer.convert_ids_to_tokens(ids.tolist())
+        assert [token for token, _ in top] == minilm_tokenizer.convert_ids_to_tokens(ids.tolist())
         assert [p for _, p in top] == pytest.approx(probs.tolist(), abs=1e-6)
     html = preview.view.svg
     assert "top-5 predictions" in html
@@ -144,23 +146,23 @@ def test_top5_predictions_are_the_models_softmax_on_the_masked_ids(request, toke
     assert f"{first_top[0][0]} {format_probability(first_top[0][1])}" in html
 
 
-def test_no_predictions_without_an_mlm_head(tokenizer, backbone):
-    preview = MaskingPreview(tokenizer, TEXT, model=backbone, mlm_probability=0.5)
+def test_no_predictions_without_an_mlm_head(minilm_tokenizer, backbone):
+    preview = MaskingPreview(minilm_tokenizer, TEXT, model=backbone, mlm_probability=0.5)
     assert preview.counts["selected"] > 0 and preview.predictions() == []
     assert "top-5 predictions" not in preview.view.svg
     assert "No predictions: BERT has no masked-LM head" in preview.view.svg  # says why, not just nothing
-    without_model = MaskingPreview(tokenizer, TEXT)
+    without_model = MaskingPreview(minilm_tokenizer, TEXT)
     assert without_model.predictions() == [] and "predictions" not in without_model.view.svg
     # a causal LM's head scores the next token, not the masked one: no "MLM" predictions either
     torch.manual_seed(0)
-    causal = BERTForCausalLM(tiny_config(tokenizer.vocab_size, is_decoder=True))
-    assert MaskingPreview(tokenizer, TEXT, model=causal, mlm_probability=0.5).predictions() == []
-    nsp = BERTForNextSentencePrediction(tiny_config(tokenizer.vocab_size))
-    assert MaskingPreview(tokenizer, TEXT, model=nsp, text_b=TEXT_B, mlm_probability=0.5).predictions() == []
+    causal = BERTForCausalLM(tiny_config(minilm_tokenizer.vocab_size, is_decoder=True))
+    assert MaskingPreview(minilm_tokenizer, TEXT, model=causal, mlm_probability=0.5).predictions() == []
+    nsp = BERTForNextSentencePrediction(tiny_config(minilm_tokenizer.vocab_size))
+    assert MaskingPreview(minilm_tokenizer, TEXT, model=nsp, text_b=TEXT_B, mlm_probability=0.5).predictions() == []
 
 
-def test_static_fallback_in_the_mimebundle(tokenizer):
-    preview = MaskingPreview(tokenizer, TEXT)
+def test_static_fallback_in_the_mimebundle(minilm_tokenizer):
+    preview = MaskingPreview(minilm_tokenizer, TEXT)
     bundle = preview._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle and bundle["text/html"] == preview.static_html()
 
@@ -175,9 +177,9 @@ def long_text(words: int) -> str:
     return " ".join(["word"] * words)
 
 
-def test_a_long_text_is_cut_to_the_models_positions_with_a_notice(tokenizer, pretraining_model):
+def test_a_long_text_is_cut_to_the_models_positions_with_a_notice(minilm_tokenizer, pretraining_model):
     limit = pretraining_model.config.max_position_embeddings  # 128
-    preview = MaskingPreview(tokenizer, long_text(300), model=pretraining_model)
+    preview = MaskingPreview(minilm_tokenizer, long_text(300), model=pretraining_model)
     assert preview.counts["tokens"] == limit
     truncation = preview.truncation
     assert (truncation.kept, truncation.total, truncation.kept_a, truncation.total_a) == (limit, 302, limit - 2, 300)
@@ -185,28 +187,30 @@ def test_a_long_text_is_cut_to_the_models_positions_with_a_notice(tokenizer, pre
     assert "bvl-truncation-notice" in preview.view.svg and truncation.notice in preview.view.svg
     assert preview.predictions()  # the cut text runs through the model
     # a pair: the longer sentence is cut first, as Hugging Face's longest_first
-    pair = MaskingPreview(tokenizer, long_text(200), model=pretraining_model, text_b=long_text(40))
+    pair = MaskingPreview(minilm_tokenizer, long_text(200), model=pretraining_model, text_b=long_text(40))
     cut = pair.truncation
     assert (cut.kept, cut.total) == (limit, 243) and cut.kept_a + cut.kept_b + 3 == limit
     assert (cut.total_a, cut.total_b) == (200, 40) and cut.kept_b == 40 and cut.kept_a == limit - 43
     assert "sentence A 85 of 200, sentence B 40 of 40" in cut.notice
-    both_long = encode_text(pretraining_model, tokenizer, long_text(100), long_text(90)).truncation
+    both_long = encode_text(pretraining_model, minilm_tokenizer, long_text(100), long_text(90)).truncation
     assert (both_long.kept_a, both_long.kept_b) == (63, 62)  # trimmed from the longer until they fit
     # a text that fits: no notice
-    short = MaskingPreview(tokenizer, TEXT, model=pretraining_model)
+    short = MaskingPreview(minilm_tokenizer, TEXT, model=pretraining_model)
     assert not short.truncation.cut and short.truncation.notice == ""
     assert "bvl-truncation-notice" not in short.view.svg
 
 
-def test_encode_text_still_unpacks_and_without_a_model_uses_the_tokenizers_limit(tokenizer, backbone):
-    encoded, inputs = encode_text(backbone, tokenizer, "A short text.")
+def test_encode_text_still_unpacks_and_without_a_model_uses_the_tokenizers_limit(minilm_tokenizer, backbone):
+    encoded, inputs = encode_text(backbone, minilm_tokenizer, "A short text.")
     assert inputs["input_ids"].shape == encoded["input_ids"].shape == (1, 6)
-    assert encode_text(backbone, tokenizer, "A short text.")[1]["input_ids"].tolist() == inputs["input_ids"].tolist()
-    alone = encode_text(None, tokenizer, long_text(600))
-    assert alone.truncation.limit == tokenizer.model_max_length == 512 and alone[1]["input_ids"].shape == (1, 512)
+    short = encode_text(backbone, minilm_tokenizer, "A short text.")
+    assert short[1]["input_ids"].tolist() == inputs["input_ids"].tolist()
+    alone = encode_text(None, minilm_tokenizer, long_text(600))
+    assert alone.truncation.limit == minilm_tokenizer.model_max_length == 512
+    assert alone[1]["input_ids"].shape == (1, 512)
     assert alone.truncation.notice.startswith("kept 512 of 602 tokens")
     with pytest.raises(ValueError, match="empty"):
-        encode_text(backbone, tokenizer, "  ")
+        encode_text(backbone, minilm_tokenizer, "  ")
 
 
 def tiny_trainer_for(tokenizer, steps: int = 4) -> Trainer:
@@ -220,8 +224,8 @@ def tiny_trainer_for(tokenizer, steps: int = 4) -> Trainer:
     return Trainer(model, batches, None, config, tokenizer=tokenizer)
 
 
-def test_without_an_mlm_head_the_training_tabs_model_can_be_chosen_and_left(tokenizer, backbone, xss_tokenizer):
-    preview = MaskingPreview(tokenizer, TEXT, model=backbone, text_b=TEXT_B, mlm_probability=0.5)
+def test_without_an_mlm_head_the_training_tabs_model_can_be_chosen_and_left(minilm_tokenizer, backbone, xss_tokenizer):
+    preview = MaskingPreview(minilm_tokenizer, TEXT, model=backbone, text_b=TEXT_B, mlm_probability=0.5)
     assert preview.predictions() == [] and "No predictions: BERT has no masked-LM head" in preview.view.svg
     assert [value for _, value in preview.model_choice.options] == ["current", "name"]  # no Training tab wired
     trainer = tiny_trainer_for(xss_tokenizer)
@@ -248,32 +252,32 @@ def test_without_an_mlm_head_the_training_tabs_model_can_be_chosen_and_left(toke
     assert_safe_html(preview.view.svg)
     # and back to the model it was given: its tokenizer again, no predictions, no longer following the trainer
     preview.model_choice.value = "current"
-    assert preview.model is backbone and preview.tokenizer is tokenizer and preview.trainer is None
+    assert preview.model is backbone and preview.tokenizer is minilm_tokenizer and preview.trainer is None
     assert preview.follower is None and not [c for c in trainer.callbacks if getattr(c, "preview", None) is preview]
     assert preview.predictions() == [] and "No predictions: BERT has no masked-LM head" in preview.view.svg
-    assert preview.inputs["input_ids"].tolist() == tokenizer.encode_pretraining_inputs(
+    assert preview.inputs["input_ids"].tolist() == minilm_tokenizer.encode_pretraining_inputs(
         f"the {XSS} cat sat on the mat", "the dog ran home")["input_ids"].tolist()
     # a bad source says why beside the list, which still names the model in use
-    other = MaskingPreview(tokenizer, TEXT, model=backbone)
+    other = MaskingPreview(minilm_tokenizer, TEXT, model=backbone)
     other.offer_model_from(lambda: (_ for _ in ()).throw(ValueError("training.steps must be positive")))
     other.model_choice.value = "training"
     assert "training.steps must be positive" in other.model_message.value and other.trainer is None
     assert other.model_choice.value == "current" and other.model is backbone
 
 
-def test_next_sentence_probability_for_a_pair_with_an_nsp_head(tokenizer, pretraining_model):
-    preview = MaskingPreview(tokenizer, TEXT, model=pretraining_model, text_b=TEXT_B)
-    encoded, inputs = encode_text(pretraining_model, tokenizer, TEXT, TEXT_B)
+def test_next_sentence_probability_for_a_pair_with_an_nsp_head(minilm_tokenizer, pretraining_model):
+    preview = MaskingPreview(minilm_tokenizer, TEXT, model=pretraining_model, text_b=TEXT_B)
+    encoded, inputs = encode_text(pretraining_model, minilm_tokenizer, TEXT, TEXT_B)
     with torch.inference_mode():
         expected = torch.softmax(pretraining_model(**inputs)[1][0], dim=-1)[0].item()
     assert preview.next_sentence == pytest.approx(expected, abs=1e-6)
     assert f"P(B follows A) = {format_probability(expected)}" in preview.view.svg
-    assert MaskingPreview(tokenizer, TEXT, model=pretraining_model).next_sentence is None  # no pair
+    assert MaskingPreview(minilm_tokenizer, TEXT, model=pretraining_model).next_sentence is None  # no pair
     torch.manual_seed(0)
-    nsp = BERTForNextSentencePrediction(tiny_config(tokenizer.vocab_size)).eval()
-    only_nsp = MaskingPreview(tokenizer, TEXT, model=nsp, text_b=TEXT_B)
+    nsp = BERTForNextSentencePrediction(tiny_config(minilm_tokenizer.vocab_size)).eval()
+    only_nsp = MaskingPreview(minilm_tokenizer, TEXT, model=nsp, text_b=TEXT_B)
     assert only_nsp.predictions() == [] and 0 < only_nsp.next_sentence < 1 and "P(B follows A)" in only_nsp.view.svg
-    assert MaskingPreview(tokenizer, TEXT, model=BERT(tiny_config(tokenizer.vocab_size)),
+    assert MaskingPreview(minilm_tokenizer, TEXT, model=BERT(tiny_config(minilm_tokenizer.vocab_size)),
                           text_b=TEXT_B).next_sentence is None
 
 

@@ -47,14 +47,15 @@ def tag_chips(html: str) -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def ner_model(tokenizer) -> BERTForTokenClassification:
+def ner_model(minilm_tokenizer) -> BERTForTokenClassification:
     torch.manual_seed(3)
-    return perturbed(BERTForTokenClassification(tiny_config(tokenizer.vocab_size, num_labels=4, id2label=NER)), 3)
+    config = tiny_config(minilm_tokenizer.vocab_size, num_labels=4, id2label=NER)
+    return perturbed(BERTForTokenClassification(config), 3)
 
 
-def test_token_classifier_shows_a_tag_from_id2label_under_each_token(ner_model, tokenizer):
-    html = prediction_html(ner_model, tokenizer, TEXT)
-    encoded = tokenizer.encode_pretraining_inputs(TEXT)
+def test_token_classifier_shows_a_tag_from_id2label_under_each_token(ner_model, minilm_tokenizer):
+    html = prediction_html(ner_model, minilm_tokenizer, TEXT)
+    encoded = minilm_tokenizer.encode_pretraining_inputs(TEXT)
     with torch.no_grad():
         expected = ner_model(encoded["input_ids"]).argmax(-1)[0, 1:-1].tolist()  # without [CLS] and [SEP]
     assert tags(html) == [NER[i] for i in expected]
@@ -66,33 +67,33 @@ def test_token_classifier_shows_a_tag_from_id2label_under_each_token(ner_model, 
     assert "style=" not in html
 
 
-def test_text_classifier_shows_its_labels_with_probabilities(tokenizer):
+def test_text_classifier_shows_its_labels_with_probabilities(minilm_tokenizer):
     torch.manual_seed(4)
-    model = BERTForSequenceClassification(tiny_config(tokenizer.vocab_size, num_labels=2,
+    model = BERTForSequenceClassification(tiny_config(minilm_tokenizer.vocab_size, num_labels=2,
                                                       id2label={0: "negative", 1: "positive"})).eval()
-    html = prediction_html(model, tokenizer, TEXT)
+    html = prediction_html(model, minilm_tokenizer, TEXT)
     assert re.search(r"<b>label</b> (negative|positive) 0\.\d\d · (negative|positive) 0\.\d\d", html), html
-    regression = BERTForSequenceClassification(tiny_config(tokenizer.vocab_size, num_labels=1)).eval()
-    assert "<b>score</b>" in prediction_html(regression, tokenizer, TEXT)
+    regression = BERTForSequenceClassification(tiny_config(minilm_tokenizer.vocab_size, num_labels=1)).eval()
+    assert "<b>score</b>" in prediction_html(regression, minilm_tokenizer, TEXT)
 
 
-def test_pretraining_model_shows_is_next_only_for_a_pair(pretraining_model, tokenizer):
-    assert prediction_html(pretraining_model, tokenizer, TEXT) == ""
-    html = prediction_html(pretraining_model, tokenizer, TEXT, "She wrote the first program.")
+def test_pretraining_model_shows_is_next_only_for_a_pair(pretraining_model, minilm_tokenizer):
+    assert prediction_html(pretraining_model, minilm_tokenizer, TEXT) == ""
+    html = prediction_html(pretraining_model, minilm_tokenizer, TEXT, "She wrote the first program.")
     assert re.search(r"next sentence</b> (IsNext|NotNext) 0\.\d\d", html), html
 
 
-def test_a_backbone_predicts_nothing(tokenizer):
+def test_a_backbone_predicts_nothing(minilm_tokenizer):
     torch.manual_seed(5)
-    assert prediction_html(BERT(tiny_config(tokenizer.vocab_size)).eval(), tokenizer, TEXT) == ""
+    assert prediction_html(BERT(tiny_config(minilm_tokenizer.vocab_size)).eval(), minilm_tokenizer, TEXT) == ""
 
 
-def test_workbench_shows_the_tags_and_follows_run(ner_model, tokenizer):
-    bench = Workbench(ner_model, tokenizer, text=TEXT)
+def test_workbench_shows_the_tags_and_follows_run(ner_model, minilm_tokenizer):
+    bench = Workbench(ner_model, minilm_tokenizer, text=TEXT)
     assert tags(bench.predictions.value) and bench.predictions.value in bench.static_html()
     bench.text_box.value = "Grace Hopper"
     bench.run()
-    assert len(tags(bench.predictions.value)) == len(tokenizer.tokenize("Grace Hopper"))
+    assert len(tags(bench.predictions.value)) == len(minilm_tokenizer.tokenize("Grace Hopper"))
 
 
 @pytest.fixture(scope="module")
@@ -124,9 +125,10 @@ def test_workbench_and_open_view_load_a_hub_name(ner_cache, monkeypatch):
         Workbench(model="org/tiny-ner", tokenizer=bench.tokenizer)
 
 
-def test_pretraining_checkpoint_by_name_gets_masked_predictions(pretraining_model, tokenizer, tmp_path, monkeypatch):
+def test_pretraining_checkpoint_by_name_gets_masked_predictions(pretraining_model, minilm_tokenizer, tmp_path,
+                                                                monkeypatch):
     pretraining_model.save_pretrained(tmp_path / "folder")
-    tokenizer.save_pretrained(tmp_path / "folder")
+    minilm_tokenizer.save_pretrained(tmp_path / "folder")
     add_folder(tmp_path / "hub", "org/tiny-pretraining", tmp_path / "folder", commit(2))
     offline_cache(monkeypatch, tmp_path / "hub")
     bench = Workbench(model="org/tiny-pretraining", text=TEXT, text_b="She wrote programs.")

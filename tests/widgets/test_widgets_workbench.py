@@ -24,8 +24,8 @@ from bertviz_lab.widgets.views.front_end import all_css
 
 
 @pytest.fixture
-def bench(pretraining_model, tokenizer) -> Workbench:
-    return Workbench(pretraining_model, tokenizer, text="The cat sat on the mat.", layer=1, head=2)
+def bench(pretraining_model, minilm_tokenizer) -> Workbench:
+    return Workbench(pretraining_model, minilm_tokenizer, text="The cat sat on the mat.", layer=1, head=2)
 
 
 def test_tabs_around_one_text(bench):
@@ -44,13 +44,13 @@ def test_tabs_around_one_text(bench):
     assert Workbench(bench.model, bench.tokenizer, tab="device").tabs.selected_index == 4
 
 
-def test_run_sends_the_new_text_to_every_panel(bench, tokenizer):
+def test_run_sends_the_new_text_to_every_panel(bench, minilm_tokenizer):
     old_trace = bench.attention.trace
     bench.text_box.value = "Dogs bark at night."
     bench.text_b_box.value = "  The neighbours complain.  "
     bench.run_button.click()
     assert bench.error.value == ""
-    expected = tokenizer.encode_pretraining_inputs("Dogs bark at night.", "The neighbours complain.")
+    expected = minilm_tokenizer.encode_pretraining_inputs("Dogs bark at night.", "The neighbours complain.")
     ids = expected["input_ids"][0].tolist()
     assert bench.attention.trace is not old_trace
     assert bench.attention.trace.input_ids[0].tolist() == ids and bench.attention.info.has_pair
@@ -132,9 +132,9 @@ def test_no_arguments_opens_the_pretrained_minilm():
 @pytest.mark.parametrize("view,kind", [("all", Workbench), ("attention", AttentionPanel),
                                        ("masking", MaskingPreview), ("architecture", ArchitecturePanel),
                                        ("training", TrainingPanel), ("device", DevicePicker)])
-def test_open_view_builds_every_view(pretraining_model, tokenizer, view, kind):
+def test_open_view_builds_every_view(pretraining_model, minilm_tokenizer, view, kind):
     at = {"layer": 2, "head": 3} if view in ("all", "attention") else {}
-    panel = open_view(pretraining_model, tokenizer, "A short text.", text_b="And a second one.", view=view,
+    panel = open_view(pretraining_model, minilm_tokenizer, "A short text.", text_b="And a second one.", view=view,
                       device="cpu", **at)
     assert type(panel) is kind
     assert panel.static_html()
@@ -145,13 +145,13 @@ def test_open_view_builds_every_view(pretraining_model, tokenizer, view, kind):
         assert panel.predictions() and panel.counts["tokens"] == 12
 
 
-def test_open_view_errors(pretraining_model, tokenizer):
+def test_open_view_errors(pretraining_model, minilm_tokenizer):
     with pytest.raises(ValueError, match="view must be one of"):
-        open_view(pretraining_model, tokenizer, "text", view="bogus")
+        open_view(pretraining_model, minilm_tokenizer, "text", view="bogus")
     with pytest.raises(ValueError, match="layer 5 does not exist"):
-        open_view(pretraining_model, tokenizer, "text", view="attention", layer=5)
+        open_view(pretraining_model, minilm_tokenizer, "text", view="attention", layer=5)
     with pytest.raises(ValueError, match="cuda:9"):
-        open_view(pretraining_model, tokenizer, "text", view="device", device="cuda:9")
+        open_view(pretraining_model, minilm_tokenizer, "text", view="device", device="cuda:9")
 
 
 SMALL_RUN = {"data": {"corpus": "builtin", "tokenizer": "minilm", "sequence_length": 32, "batch_size": 8},
@@ -160,8 +160,8 @@ SMALL_RUN = {"data": {"corpus": "builtin", "tokenizer": "minilm", "sequence_leng
              "logging": {"progress": False, "log_interval": 0}}
 
 
-def test_the_masking_tab_takes_the_training_tabs_model(backbone, tokenizer):
-    bench = Workbench(backbone, tokenizer, text="The cat sat on the mat.", text_b="It was warm.")
+def test_the_masking_tab_takes_the_training_tabs_model(backbone, minilm_tokenizer):
+    bench = Workbench(backbone, minilm_tokenizer, text="The cat sat on the mat.", text_b="It was warm.")
     bench.training.run_config = SMALL_RUN
     masking = bench.masking
     assert masking.predictions() == [] and ("the Training tab's model", "training") in masking.model_choice.options
@@ -181,7 +181,7 @@ def test_the_masking_tab_takes_the_training_tabs_model(backbone, tokenizer):
     assert bench.error.value == "" and masking.text == "Dogs bark at night." and masking.predictions()
 
 
-def test_the_header_names_the_model_its_size_and_its_heads(tokenizer):
+def test_the_header_names_the_model_its_size_and_its_heads(minilm_tokenizer):
     from widgets_testlib import tiny_config
 
     from bertviz_lab.widgets.panels.model_label import count_text, remember_name
@@ -193,8 +193,8 @@ def test_the_header_names_the_model_its_size_and_its_heads(tokenizer):
     assert count_text(count) == "22.7 M parameters"  # all-MiniLM-L6-v2's model card: 22.7M parameters
     assert unescape(re.sub("<[^>]+>", "", header_html(model))) == (
         "model: all-MiniLM-L6-v2 · 22.7 M parameters · 6 layers × 12 heads")
-    backbone = remember_name(BERT(tiny_config(tokenizer.vocab_size)).eval(), "<img src=x onerror=alert(1)>")
-    bench = Workbench(backbone, tokenizer, text="The cat sat on the mat.")
+    backbone = remember_name(BERT(tiny_config(minilm_tokenizer.vocab_size)).eval(), "<img src=x onerror=alert(1)>")
+    bench = Workbench(backbone, minilm_tokenizer, text="The cat sat on the mat.")
     header = bench.model_header.value
     assert "&lt;img src=x onerror=alert(1)&gt;" in header and "<img" not in header
     layers, heads = backbone.config.num_hidden_layers, backbone.config.num_attention_heads
