@@ -71,10 +71,26 @@ def on_files(files: Files, config: Any) -> Files:
 
 
 def on_config(config: Any) -> Any:
-    """The notebook stylesheet on every page (notebook pages are the ones that use it)."""
+    """The nav's Notebooks section lists every notebook (titled by its first heading); the notebook stylesheet on
+    every page (notebook pages are the ones that use it)."""
     if NOTEBOOK_CSS not in config["extra_css"]:
         config["extra_css"].append(NOTEBOOK_CSS)
+    for entry in config["nav"] or []:
+        if isinstance(entry, dict) and "Notebooks" in entry:
+            entry["Notebooks"] = [{notebook_title(path): f"notebooks/{path.stem}.md"}
+                                  for path in sorted(NOTEBOOKS.glob("*.ipynb"))]
     return config
+
+
+def notebook_title(notebook: Path) -> str:
+    """The notebook's first Markdown heading, else its file name."""
+    for cell in json.loads(notebook.read_text(encoding="utf-8")).get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            source = "".join(cell.get("source", []))
+            heading = re.search(r"^#+\s+(.+?)\s*$", source, re.M)
+            if heading:
+                return heading.group(1).replace("`", "")
+    return notebook.name
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:

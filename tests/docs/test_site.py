@@ -1,0 +1,72 @@
+"""The documentation site: `mkdocs build --strict` passes, the API reference lists every public name, the generated
+pages hold what they are generated from, and no page asks for anything outside the site's folder."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+
+import pytest
+from markdown_blocks import REPO
+
+from bertviz_lab.train.schema_table import markdown as yaml_keys
+
+MODULES = ["bertviz_lab", "bertviz_lab.trace", "bertviz_lab.widgets", "bertviz_lab.corpus", "bertviz_lab.views"]
+
+
+def search_locations(site) -> set[str]:
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    return {entry["location"] for entry in index["docs"]}
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_the_api_reference_lists_every_public_name(site, module):
+    names = importlib.import_module(module).__all__
+    anchors = {location.partition("#")[2] for location in search_locations(site)}
+    missing = [name for name in names if f"{module}.{name}" not in anchors]
+    assert not missing, f"{module}: no API entry for {missing}"
+
+
+def test_the_saliency_module_has_its_own_page(site):
+    page = (site / "api" / "trace.saliency.html").read_text(encoding="utf-8")
+    assert 'id="bertviz_lab.trace.saliency.saliency"' in page
+    assert "integrated" in page.lower()
+
+
+def test_the_yaml_keys_page_shows_the_table_the_schema_generates(site):
+    page = (site / "guides" / "cli.html").read_text(encoding="utf-8")
+    rows = [line for line in yaml_keys().splitlines() if line.startswith("| `")]
+    keys = [row.split("`")[1] for row in rows]
+    assert keys and all(f"<code>{key}</code>" in page for key in keys)
+    assert "<!-- yaml-keys -->" not in page
+
+
+def test_the_performance_page_includes_the_benchmark_results(site):
+    page = (site / "guides" / "performance.html").read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", (REPO / "benchmarks" / "README.md").read_text(encoding="utf-8"), re.M)
+    assert headings and all(re.sub(r"`([^`]*)`", r"<code>\1</code>", heading) in page for heading in headings)
+
+
+def test_the_workbench_notebook_page_shows_its_figures(site):
+    page = (site / "notebooks" / "00_workbench.html").read_text(encoding="utf-8")
+    outputs = page.split('<div class="bvl-output">')[1:]
+    assert outputs and any("<svg" in output for output in outputs), "no static copy of a panel on the page"
+    inline_scripts = re.findall(r"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", page, re.S)
+    assert all("bvl" not in script for script in inline_scripts), "a notebook output brought a script"
+
+
+def test_no_page_loads_anything_from_outside_the_site(site):
+    """Every src/href that loads (scripts, styles, images, fonts) is relative; links to other sites may stay."""
+    loading = re.compile(r'<(?:script|img|source|iframe)\b[^>]*\bsrc="([^"]+)"|<link\b[^>]*\bhref="([^"]+)"', re.I)
+    foreign = {}
+    for page in site.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        for match in loading.finditer(text):
+            url = match.group(1) or match.group(2)
+            if re.match(r"^(?:[a-z][a-z0-9+.-]*:|//)", url, re.I) and not url.startswith("data:"):
+                foreign.setdefault(str(page.relative_to(site)), set()).add(url)
+        assert "fonts.googleapis" not in text and "fonts.gstatic" not in text, page
+    assert not foreign, foreign
+    for css in site.rglob("*.css"):
+        assert not re.search(r"@import\s+url\(\s*['\"]?https?:", css.read_text(encoding="utf-8")), css
