@@ -239,8 +239,11 @@ class CorpusPanel(Panel):
             self.message.value = error_html("this corpus stores no hidden states: analyse it with "
                                             "vectors=('hidden',) to search it")
             return
+        self._made.add("nearest")  # drawn here: showing the view later keeps this search
         if text is not None and text != self.query.value:
             self.query.value = text
+        if not self.position.options:
+            self._tokens_of_query()
         if position is not None:
             if position not in [value for _, value in self.position.options]:
                 self._failed(f"position {position} is not in the text, which has {len(self.position.options)} "
