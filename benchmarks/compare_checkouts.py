@@ -1,7 +1,13 @@
 """Before and after: the forward pass and the traced forward of two checkouts of bertviz_lab, in paired samples.
 
-    python benchmarks/compare_checkouts.py BASE_DIR NEW_DIR            # every CPU row of forward.py, plain and traced
+    python benchmarks/compare_checkouts.py BASE_DIR NEW_DIR            # every CPU row of forward.py, plain and traced,
+                                                                       # and trace_overhead.py's q/k/v and shapes traces
     python benchmarks/compare_checkouts.py BASE_DIR NEW_DIR --quick    # fewer pairs (noisier)
+    python benchmarks/compare_checkouts.py BASE_DIR NEW_DIR --rows minilm:1:512:yes,bert-base:1:128:shapes
+
+Traced: "no" (plain forward), "yes" (`trace(model, attentions=True, shapes=False)`, as forward.py's workbench
+reads it), "qkv" (also every layer's queries, keys and values) and "shapes" (the default trace: module calls and
+shapes recorded too), the last two for trace_overhead.py's bert-base shapes.
 
 Each checkout runs in a process of its own (PYTHONPATH=its folder), both built the same (MiniLM from its package,
 bert-base from a seeded random init). The processes take turns, one forward each, base and new alternating which
@@ -20,12 +26,16 @@ import subprocess
 import sys
 import time
 
-ROWS = [(name, batch, seq) for name in ("minilm", "bert-base")
-        for batch, seq in ((1, 32), (1, 128), (8, 128), (1, 512), (8, 512))]
+FORWARD_SHAPES = ((1, 32), (1, 128), (8, 128), (1, 512), (8, 512))  # forward.py's CPU rows
+TRACE_SHAPES = ((1, 128), (8, 128), (1, 512), (8, 512))  # trace_overhead.py's rows (bert-base)
+ROWS = ([(name, batch, seq, traced) for name in ("minilm", "bert-base") for batch, seq in FORWARD_SHAPES
+         for traced in ("no", "yes")]
+        + [("bert-base", batch, seq, traced) for batch, seq in TRACE_SHAPES for traced in ("qkv", "shapes")])
+TRACE_OPTIONS = {"yes": dict(shapes=False), "qkv": dict(shapes=False, qkv=True), "shapes": dict(shapes=True)}
 
 
 def worker() -> None:
-    """Answer each request line {model, batch, seq, traced} with the seconds of one forward."""
+    """Answer each request line {model, batch, seq, traced: no|yes|qkv|shapes} with the seconds of one forward."""
     import torch
 
     from bertviz_lab.model import BERT, BERT_Weights, BERTConfig
@@ -45,8 +55,8 @@ def worker() -> None:
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
         with torch.inference_mode():
             start = time.perf_counter()
-            if request["traced"]:
-                with trace(model, attentions=True, shapes=False, max_bytes=None):
+            if request["traced"] != "no":
+                with trace(model, attentions=True, max_bytes=None, **TRACE_OPTIONS[request["traced"]]):
                     model(**inputs)
             else:
                 model(**inputs)
@@ -81,35 +91,35 @@ def main() -> None:
     parser.add_argument("new", help="folder of the checkout after")
     parser.add_argument("--quick", action="store_true", help="5 pairs and 4 s per row instead of 15 and 12 s")
     parser.add_argument("--rows", default=None, help="only these rows, as model:batch:seq:traced,... "
-                                                    "(e.g. minilm:1:32:yes)")
+                                                    "(e.g. minilm:1:32:yes; traced: no, yes, qkv, shapes)")
     parser.add_argument("--seconds", type=float, default=None, help="at least this long per row")
+    parser.add_argument("--pairs", type=int, default=None, help="at least this many pairs per row")
     args = parser.parse_args()
     pairs, seconds = (5, 4.0) if args.quick else (15, 12.0)
-    seconds = args.seconds or seconds
+    pairs, seconds = args.pairs or pairs, args.seconds if args.seconds is not None else seconds
     wanted = None if args.rows is None else set(args.rows.split(","))
     base, new = Checkout(args.base), Checkout(args.new)
     print("| model | batch | seq | traced | base ms (median, fastest) | new ms (median, fastest) | new / base "
           "(median of pairs) | new / base (fastest) | pairs |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
     try:
-        for name, batch, seq in ROWS:
-            for traced in (False, True):
-                if wanted is not None and f"{name}:{batch}:{seq}:{'yes' if traced else 'no'}" not in wanted:
-                    continue
-                request = {"model": name, "batch": batch, "seq": seq, "traced": traced}
-                base.time(request), new.time(request)  # warm-up (and building the model)
-                times: dict[str, list[float]] = {"base": [], "new": []}
-                deadline = time.perf_counter() + seconds
-                while len(times["base"]) < pairs or time.perf_counter() < deadline:
-                    order = [("base", base), ("new", new)][:: 1 if len(times["base"]) % 2 == 0 else -1]
-                    for side, checkout in order:
-                        times[side].append(checkout.time(request))
-                ratio = statistics.median(n / b for b, n in zip(times["base"], times["new"]))
-                b, n = times["base"], times["new"]
-                print(f"| {name} | {batch} | {seq} | {'yes' if traced else 'no'} | "
-                      f"{1000 * statistics.median(b):.1f}, {1000 * min(b):.1f} | "
-                      f"{1000 * statistics.median(n):.1f}, {1000 * min(n):.1f} | {ratio:.3f} | {min(n) / min(b):.3f} | "
-                      f"{len(b)} |", flush=True)
+        for name, batch, seq, traced in ROWS:
+            if wanted is not None and f"{name}:{batch}:{seq}:{traced}" not in wanted:
+                continue
+            request = {"model": name, "batch": batch, "seq": seq, "traced": traced}
+            base.time(request), new.time(request)  # warm-up (and building the model)
+            times: dict[str, list[float]] = {"base": [], "new": []}
+            deadline = time.perf_counter() + seconds
+            while len(times["base"]) < pairs or time.perf_counter() < deadline:
+                order = [("base", base), ("new", new)][:: 1 if len(times["base"]) % 2 == 0 else -1]
+                for side, checkout in order:
+                    times[side].append(checkout.time(request))
+            ratio = statistics.median(n / b for b, n in zip(times["base"], times["new"]))
+            b, n = times["base"], times["new"]
+            print(f"| {name} | {batch} | {seq} | {traced} | "
+                  f"{1000 * statistics.median(b):.1f}, {1000 * min(b):.1f} | "
+                  f"{1000 * statistics.median(n):.1f}, {1000 * min(n):.1f} | {ratio:.3f} | {min(n) / min(b):.3f} | "
+                  f"{len(b)} |", flush=True)
     finally:
         base.close()
         new.close()
