@@ -1,4 +1,4 @@
-import { showFigure, tooltip, typed, redrawScheduler, stepIndex, svgEl, tipBeside } from "./shared.js";
+import { showFigure, tooltip, typed, redrawScheduler, stepIndex, svgEl, tipBeside, rowKey } from "./shared.js";
 // The head atlas. The kernel draws the whole figure (figures/atlas.py: one SVG document, the one the static copy and
 // exports hold); this module shows it and adds what needs no kernel: hover over a cell, or the arrow keys once the
 // grid has focus, show the head's exact value and how many queries it averages, from the float32 `values` and int32
@@ -159,16 +159,7 @@ function render({ model, el }) {
   holder.addEventListener("keydown", (event) => {
     const row = rowOf(event.target);
     if (row) {
-      const rows = [...holder.querySelectorAll("g.bvl-top-text")];
-      if (event.key === "Enter" || event.key === " ") {
-        event.preventDefault();
-        open(row);
-        return;
-      }
-      const next = stepIndex(rows.indexOf(row), event.key, rows.length);
-      if (next === null) return;
-      event.preventDefault();
-      rows[next].focus();
+      rowKey(event, [...holder.querySelectorAll("g.bvl-top-text")], row, open);
       return;
     }
     if (!current || event.target !== current.area) return;

@@ -1,4 +1,4 @@
-import { showFigure, tooltip, redrawScheduler, stepIndex, tipBeside } from "./shared.js";
+import { showFigure, tooltip, redrawScheduler, tipBeside, rowKey } from "./shared.js";
 // Nearest contexts. The kernel draws the whole figure (figures/nearest.py: one SVG document, the one the static copy
 // and exports hold); this module shows it and adds what needs no kernel: hover over a match, or focus on it, shows
 // its text id, position, score and its whole context (the drawing cuts long contexts) from the lists the view holds.
@@ -88,16 +88,7 @@ function render({ model, el }) {
   holder.addEventListener("focusout", hide);
   holder.addEventListener("keydown", (event) => {
     const row = rowOf(event.target);
-    if (!row) return;
-    if (event.key === "Enter" || event.key === " ") {
-      event.preventDefault();
-      open(row);
-      return;
-    }
-    const next = stepIndex(rows.indexOf(row), event.key, rows.length);
-    if (next === null) return;
-    event.preventDefault();
-    rows[next].focus();
+    if (row) rowKey(event, rows, row, open);
   });
   const schedule = redrawScheduler(draw);
   model.on("change:svg", schedule);

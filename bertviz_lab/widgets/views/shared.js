@@ -102,3 +102,18 @@ export function tipBeside(tip, frame, node) {
   tip.style.left = (fits ? left : Math.max(0, rect.left - area.left + frame.scrollLeft - 8 - tip.offsetWidth)) + "px";
   tip.style.top = rect.top - area.top + frame.scrollTop + Math.min(rect.height, 24) + 4 + "px";
 }
+
+// A key pressed on `row`, one of the focusable `rows` of a list (a listed text, a match): Enter or Space opens it,
+// the arrows, Home and End move the focus along the list. True when the key did something.
+export function rowKey(event, rows, row, open) {
+  if (event.key === "Enter" || event.key === " ") {
+    event.preventDefault();
+    open(row);
+    return true;
+  }
+  const next = stepIndex(rows.indexOf(row), event.key, rows.length);
+  if (next === null) return false;
+  event.preventDefault();
+  rows[next].focus();
+  return true;
+}
