@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from bertviz_lab.corpus import folder, vectors
+from bertviz_lab.corpus.backbone import backbone_of
 from bertviz_lab.corpus.corpus import Corpus
 from bertviz_lab.corpus.readers import Item, read_items
 from bertviz_lab.corpus.statistics import STATISTICS, head_sums, key_masks, punctuation_table
@@ -76,15 +77,6 @@ def encode(tokenizer: Any, items: list[Item], max_length: int, chunk: int = 4096
     offsets = np.zeros(len(ids) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(x) for x in ids])
     return Encoded(np.concatenate(ids), np.concatenate(types), offsets)
-
-
-def backbone_of(model: nn.Module) -> nn.Module:
-    """The encoder a head model wraps (`model.bert`), or the model itself: heads are not run."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module (e.g. from bertviz_lab.load_default()), "
-                        f"got {type(model).__name__}.")
-    inner = getattr(model, "bert", None)
-    return inner if isinstance(inner, nn.Module) else model
 
 
 def _checked_indices(values: Any, count: int, what: str) -> list[int]:

@@ -156,6 +156,11 @@ class Corpus:
         self._check_vector_layer(layer)
         return vectors.stacked(self._shard_dirs(), vectors.hidden_file(layer))
 
+    def vector(self, text_id: int, position: int, layer: int) -> np.ndarray:
+        """(hidden,) float32: the stored hidden state of token `position` of text `text_id` at `layer`."""
+        self._check_vector_layer(layer)
+        return self._query_vector(int(text_id) if isinstance(text_id, np.integer) else text_id, position, layer)
+
     def _check_vector_layer(self, layer: int) -> None:
         if layer not in self.vector_layers:
             stored = f"layers {self.vector_layers}" if self.vector_layers else "none (analyze with vectors=('hidden',))"
@@ -164,12 +169,14 @@ class Corpus:
     def _query_vector(self, text: Any, position: int, layer: int) -> np.ndarray:
         """The hidden state at `layer` of token `position` of `text`: a stored one (text id) or a new one (str)."""
         if not isinstance(text, str):
+            if not isinstance(text, (int, np.integer)) or isinstance(text, bool):
+                raise TypeError(f"text must be a str or a text id (int), got {type(text).__name__}.")
             row = self._row_of(text, position)
             shard, offset = self._locate(row)
             return np.load(self._shard_dirs()[shard] / vectors.hidden_file(layer), mmap_mode="r")[offset].astype(
                 np.float32)
         model, tokenizer = self._model_and_tokenizer()
-        from bertviz_lab.corpus.analyze import backbone_of
+        from bertviz_lab.corpus.backbone import backbone_of
 
         backbone = backbone_of(model)
         enc = tokenizer(text, truncation=True, max_length=int(self.manifest["max_length"]), return_tensors="pt")

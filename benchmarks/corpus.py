@@ -1,0 +1,171 @@
+"""Corpus analysis: texts/s of `analyze` (statistics only) against a plain loop of transformers with
+`output_attentions=True` computing the same statistics in NumPy, same texts, same run; peak RSS at 20,000 texts
+against 2,000 (streaming); the folder's size per 1,000 texts with and without vectors.
+
+    python benchmarks/corpus.py            # 512 texts of up to 128 tokens for the speed; 2,000 / 20,000 for RSS
+    python benchmarks/corpus.py --quick    # 128 texts for the speed, 500 / 5,000 for RSS
+
+Goals: analyze >= 3x the plain loop on CPU with MiniLM at 128 tokens; peak RSS at the larger corpus within 10% of
+the smaller one. Both speed rows run MiniLM in fp32 on the CPU with every torch thread, batches of 32, truncation
+at 128 tokens; the texts are built-in sentences joined until they fill 128 tokens (most are truncated there).
+The plain loop batches the texts in their given order (padding to the longest) and reduces each text's (H, T, T)
+maps, unpadded, to the seven statistics per head in NumPy, as code that dumps attention maps does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+
+
+def long_texts(count: int, seed: int = 0) -> list[str]:
+    """Built-in sentences joined ten at a time (about 130-170 tokens, truncated to 128)."""
+    from bertviz_lab.corpus import SENTENCES
+
+    lines = SENTENCES.read_text(encoding="utf-8").splitlines()
+    rng = random.Random(seed)
+    return [" ".join(rng.sample(lines, 10)) for _ in range(count)]
+
+
+def short_texts(count: int) -> list[str]:
+    """`count` distinct built-in-like sentences (the built-in ones, numbered past the first round)."""
+    from bertviz_lab.corpus import SENTENCES
+
+    lines = SENTENCES.read_text(encoding="utf-8").splitlines()
+    return [line if i < len(lines) else f"{line} ({i // len(lines)})" for i, line in
+            ((i, lines[i % len(lines)]) for i in range(count))]
+
+
+def is_punct(token: str) -> bool:
+    return token not in ("[CLS]", "[SEP]") and bool(token) and all(
+        unicodedata.category(ch).startswith("P") for ch in token)
+
+
+def numpy_statistics(attentions: list[np.ndarray], tokens: list[str]) -> np.ndarray:
+    """(layers, heads, 7) sums over the queries of one text from its unpadded (H, T, T) maps."""
+    sep = np.array([t == "[SEP]" for t in tokens], dtype=np.float32)
+    punct = np.array([is_punct(t) for t in tokens], dtype=np.float32)
+    out = []
+    for a in attentions:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            entropy = -np.where(a > 0, a * np.log(a), 0.0).sum(-1)
+        own = np.diagonal(a, 0, 1, 2)
+        prev = np.pad(np.diagonal(a, -1, 1, 2), ((0, 0), (1, 0)))
+        nxt = np.pad(np.diagonal(a, 1, 1, 2), ((0, 0), (0, 1)))
+        per_query = np.stack([entropy, a[:, :, 0], a @ sep, own, prev, nxt, a @ punct], axis=-1)
+        out.append(per_query.sum(1))
+    return np.stack(out)
+
+
+def plain_loop(texts: list[str], batch_size: int, max_length: int) -> float:
+    """texts/s of transformers (eager attention, output_attentions=True) + NumPy statistics."""
+    import torch
+    import transformers
+
+    from bertviz_lab.model import BERT_Weights, BERTTokenizerFast
+
+    path = BERT_Weights.DEFAULT.path
+    model = transformers.BertModel.from_pretrained(str(path), attn_implementation="eager").eval()
+    tokenizer = BERTTokenizerFast.from_pretrained(path)
+    start = time.perf_counter()
+    totals = np.zeros((model.config.num_hidden_layers, model.config.num_attention_heads, 7))
+    for first in range(0, len(texts), batch_size):
+        enc = tokenizer(texts[first:first + batch_size], truncation=True, max_length=max_length,
+                        return_tensors="pt")
+        with torch.inference_mode():
+            attentions = [a.numpy() for a in model(**enc, output_attentions=True).attentions]
+        for row, ids in enumerate(enc["input_ids"]):
+            n = int(enc["attention_mask"][row].sum())
+            tokens = tokenizer.convert_ids_to_tokens(ids[:n].tolist())
+            totals += numpy_statistics([a[row, :, :n, :n] for a in attentions], tokens)
+    return len(texts) / (time.perf_counter() - start)
+
+
+def ours(texts: list[str], batch_size: int, max_length: int, vectors: tuple = ()) -> tuple[float, int]:
+    """(texts/s of analyze, the folder's size in bytes)."""
+    import bertviz_lab
+    from bertviz_lab.corpus import analyze
+
+    model, tokenizer = bertviz_lab.load_default()
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        analyze(model, tokenizer, texts, Path(folder) / "c", batch_size=batch_size, max_length=max_length,
+                vectors=vectors, progress=False)
+        seconds = time.perf_counter() - start
+        size = sum(p.stat().st_size for p in (Path(folder) / "c").rglob("*") if p.is_file())
+    return len(texts) / seconds, size
+
+
+def rss_worker(count: int) -> None:
+    """Analyse `count` short texts and print the peak RSS in MB (run in a child process of its own)."""
+    import bertviz_lab
+    from bertviz_lab.corpus import analyze
+
+    model, tokenizer = bertviz_lab.load_default()
+    texts = short_texts(count)
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        analyze(model, tokenizer, texts, Path(folder) / "c", progress=False)
+        seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"texts": count, "peak_rss_mb": peak, "texts_per_s": count / seconds}))
+
+
+def child_rss(count: int) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--rss-worker", str(count)], capture_output=True, text=True,
+                          timeout=3600, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer texts (noisier)")
+    parser.add_argument("--rss-worker", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.rss_worker:
+        return rss_worker(args.rss_worker)
+    import torch
+
+    speed_texts = 128 if args.quick else 512
+    small, large = (500, 5000) if args.quick else (2000, 20000)
+    texts = long_texts(speed_texts)
+    print(f"CPU, {torch.get_num_threads()} torch threads, torch {torch.__version__}; MiniLM (6 layers, 12 heads), "
+          f"fp32, batches of 32, max_length 128")
+    ours_rate, _ = ours(texts[:64], 32, 128)  # warm-up: kernels, caches
+    reference = plain_loop(texts, 32, 128)
+    ours_rate, _ = ours(texts, 32, 128)
+    reference = (reference + plain_loop(texts, 32, 128)) / 2
+    ours_rate = (ours_rate + ours(texts, 32, 128)[0]) / 2
+    print(f"| {speed_texts} texts, up to 128 tokens | analyze (statistics only) | transformers output_attentions "
+          f"+ NumPy | ratio (goal >= 3x) |")
+    print(f"| texts/s | {ours_rate:.1f} | {reference:.1f} | {ours_rate / reference:.2f}x |")
+
+    rows = [child_rss(small), child_rss(large)]
+    growth = rows[1]["peak_rss_mb"] / rows[0]["peak_rss_mb"] - 1
+    print("| corpus (built-in sentences, ~15 tokens) | peak RSS | texts/s |")
+    for row in rows:
+        print(f"| {row['texts']:,} texts | {row['peak_rss_mb']:.0f} MB | {row['texts_per_s']:.0f} |")
+    print(f"peak RSS grows {growth * 100:+.1f}% from {small:,} to {large:,} texts (goal within 10%)")
+
+    sizes = short_texts(1000)
+    _, plain = ours(sizes, 32, 128)
+    _, hidden = ours(sizes, 32, 128, vectors=("hidden",))
+    _, both = ours(sizes, 32, 128, vectors=("hidden", "qk"))
+    print("| folder per 1,000 texts (~15 tokens each, all 6 layers x 12 heads) | size |")
+    print(f"| statistics, texts, tokens | {plain / 2**20:.1f} MB |")
+    print(f"| + hidden states (6 layers, float16, and their usearch index) | {hidden / 2**20:.1f} MB |")
+    print(f"| + hidden states + queries and keys (72 heads) | {both / 2**20:.1f} MB |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""The encoder the corpus runs: heads (MLM, NSP, classifiers) are not needed for attention or hidden states."""
+
+from __future__ import annotations
+
+from torch import nn
+
+
+def backbone_of(model: nn.Module) -> nn.Module:
+    """The encoder a head model wraps (`model.bert`), or the model itself."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module (e.g. from bertviz_lab.load_default()), "
+                        f"got {type(model).__name__}.")
+    inner = getattr(model, "bert", None)
+    return inner if isinstance(inner, nn.Module) else model
