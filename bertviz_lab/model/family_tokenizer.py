@@ -122,8 +122,11 @@ def _is_wordpiece(folder: Path) -> bool:
     """True when the folder holds a BERT WordPiece tokenizer (a vocab.txt alone, or a WordPiece tokenizer.json)."""
     if not present(folder / TOKENIZER_FILE):
         return present(folder / VOCAB_FILE)
-    model = read_json_object(folder / TOKENIZER_FILE).get("model")
-    return isinstance(model, dict) and model.get("type") == "WordPiece"
+    try:
+        model = read_json_object(folder / TOKENIZER_FILE).get("model")
+    except ValueError:  # not JSON: BERTTokenizerFast names the file and what is wrong with it
+        return True
+    return isinstance(model, dict) and model.get("type") in ("WordPiece", None)
 
 
 def load_tokenizer(path: PathLike, *, revision: str | None = None, cache_dir: PathLike | None = None,

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from bertviz_lab.model.families import family_of
 from bertviz_lab.model.weights import SAFETENSORS_NAME, from_hf_state_dict, load_into, read_state_dict, save_pretrained
 from bertviz_lab.train.paths import TEMP_PREFIX, WriteError, fsync_path, write_failure, write_text_atomically
 from bertviz_lab.train.run_config import clip
@@ -256,7 +257,7 @@ def load_model_weights(model: torch.nn.Module, path: str | os.PathLike) -> None:
     if not file.is_file():
         raise CheckpointError(f"{file} is missing: the checkpoint is incomplete.")
     try:
-        load_into(model, from_hf_state_dict(read_state_dict(file.parent)), strict=True)
+        load_into(model, from_hf_state_dict(read_state_dict(file.parent), family_of(model.config)), strict=True)
     except (ValueError, OSError) as error:
         message = _one_line(error)
         raise CheckpointError(message if str(file) in message else f"{file} could not be loaded: {message}") from error
