@@ -96,7 +96,13 @@ def to_hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Our state dict with HF names (the model's family's: families.py): fused projections split, tied copies
     dropped, contiguous CPU tensors."""
     family = family_of(model.config)
-    return {family.to_family(name): tensor for name, tensor in _to_bert_hf_state_dict(model).items()}
+    state = {family.to_family(name): tensor for name, tensor in _to_bert_hf_state_dict(model).items()}
+    if family.model_type == "distilbert" and model.config.position_embedding_type == "sinusoidal":
+        for name, table in model.named_buffers():  # DistilBERT keeps its fixed sin/cos table as a weight
+            if name.endswith("embeddings.position_table"):
+                name = name.replace("position_table", "position_embeddings.weight")
+                state[family.to_family(name)] = table.detach().cpu().contiguous()
+    return state
 
 
 def _to_bert_hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -251,6 +257,8 @@ def build_model(cls: type, config: BERTConfig, hf_state: dict[str, torch.Tensor]
     """`cls(config)` with the tensors of an HF-named state dict copied in; what did not match is reported."""
     model = cls(config)
     state = _align_prefix(from_hf_state_dict(hf_state, family_of(config)), model)
+    if config.position_embedding_type == "sinusoidal":  # a fixed table (DistilBERT's sinusoidal_pos_embds): ours
+        state = {k: v for k, v in state.items() if not k.endswith("embeddings.position_embeddings.weight")}
     report = load_into(model, state, strict=strict)
     if report.missing or report.unexpected:
         warnings.warn(f"{cls.__name__}.from_pretrained({name}): {report}", stacklevel=4)

@@ -10,7 +10,8 @@ import json
 import pytest
 import torch
 import transformers
-from family_models import FAMILIES, build_family_checkpoint, transformers_model
+from family_models import FAMILIES, build_family_checkpoint, family_config, transformers_model
+from hub_cache import perturbed
 from safetensors.torch import load_file
 
 import bertviz_lab
@@ -170,3 +171,26 @@ def test_a_model_type_that_is_not_a_relative_is_named(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_embd": 64}))
     with pytest.raises(ValueError, match=r"model_type is 'gpt2'.*'roberta'.*bertviz_lab.views"):
         BERTConfig.from_pretrained(tmp_path)
+
+
+def test_distilbert_with_sinusoidal_positions_both_ways(checkpoints, tmp_path):
+    """sinusoidal_pos_embds: transformers stores the fixed sin/cos table as a weight; ours computes it."""
+    _, tokenizer = bertviz_lab.load(checkpoints["distilbert"])  # its vocabulary
+    config = family_config("distilbert", len(tokenizer), sinusoidal_pos_embds=True)
+    torch.manual_seed(5)
+    reference = transformers.DistilBertForMaskedLM(config).eval()
+    table = reference.distilbert.embeddings.position_embeddings.weight.detach().clone()
+    perturbed(reference, 5)
+    with torch.no_grad():
+        reference.distilbert.embeddings.position_embeddings.weight.copy_(table)  # fixed, as in a real checkpoint
+    reference.save_pretrained(tmp_path / "in")
+    model = BERTForMaskedLM.from_pretrained(tmp_path / "in")
+    assert model.config.position_embedding_type == "sinusoidal" and model.load_report.unexpected == []
+    batch = padded_batch(tokenizer)
+    with torch.no_grad():
+        assert (model(**batch) - reference(**batch).logits).abs().max() <= TOLERANCE
+    model.save_pretrained(tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["sinusoidal_pos_embds"] is True
+    again = transformers.AutoModelForMaskedLM.from_pretrained(str(tmp_path / "out")).eval()
+    with torch.no_grad():
+        assert (again(**batch).logits - model(**batch)).abs().max() <= TOLERANCE
