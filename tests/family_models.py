@@ -78,7 +78,9 @@ def family_tokenizer(family: str) -> transformers.PreTrainedTokenizerBase:
                                 else transformers.ElectraTokenizer)
 
 
-HEADS = {"model": "AutoModel", "mlm": "AutoModelForMaskedLM", "discriminator": "ElectraForPreTraining"}
+HEADS = {"model": "AutoModel", "mlm": "AutoModelForMaskedLM", "discriminator": "ElectraForPreTraining",
+         "token": "AutoModelForTokenClassification", "qa": "AutoModelForQuestionAnswering",
+         "sequence": "AutoModelForSequenceClassification"}
 
 
 def build_family_checkpoint(family: str, folder: Path, head: str = "mlm", seed: int = 0) -> Path:

@@ -8,6 +8,7 @@ apart (a classifier per text or per token).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Iterable
@@ -103,6 +104,8 @@ def load(name_or_path: str | os.PathLike | WeightsEntry, *, revision: str | None
     architectures = _architectures(folder / CONFIG_NAME)
     state = read_state_dict(folder)
     cls = head_class(config, architectures, state)
+    if cls is BERT and config.model_type != "bert" and not any(".pooler." in f".{key}" for key in state):
+        config = dataclasses.replace(config, add_pooling_layer=False)  # e.g. RoBERTa's classifiers have none
     label = f"BERT_Weights.{name_or_path.name}" if isinstance(name_or_path, WeightsEntry) else str(name_or_path)
     model = build_model(cls, config, state, device=device, name=label)
     if isinstance(name_or_path, WeightsEntry):

@@ -15,7 +15,13 @@ from hub_cache import perturbed
 from safetensors.torch import load_file
 
 import bertviz_lab
-from bertviz_lab.model import BERT, BERTConfig, BERTForMaskedLM
+from bertviz_lab.model import (
+    BERT,
+    BERTConfig,
+    BERTForMaskedLM,
+    BERTForQuestionAnswering,
+    BERTForTokenClassification,
+)
 from bertviz_lab.model.families import family_of
 from bertviz_lab.model.family_tokenizer import TokenizerFast
 from bertviz_lab.model.heads import BERTForReplacedTokenDetection
@@ -107,6 +113,8 @@ def test_roberta_positions_start_after_the_padding_index(checkpoints):
     ("roberta", "model", BERT, "RobertaModel"),
     ("distilbert", "model", BERT, "DistilBertModel"),
     ("electra", "discriminator", BERTForReplacedTokenDetection, "ElectraForPreTraining"),
+    ("xlm-roberta", "token", BERTForTokenClassification, "XLMRobertaForTokenClassification"),
+    ("distilbert", "qa", BERTForQuestionAnswering, "DistilBertForQuestionAnswering"),
 ])
 def test_backbones_and_the_electra_discriminator(family, head, cls, architecture, tmp_path):
     folder = build_family_checkpoint(family, tmp_path / "in", head=head, seed=3)
@@ -122,11 +130,28 @@ def test_backbones_and_the_electra_discriminator(family, head, cls, architecture
         assert (ours.pooler_output is not None) == has_pooler
         if has_pooler:
             assert (ours.pooler_output - theirs.pooler_output).abs().max() <= TOLERANCE
+    elif cls is BERTForQuestionAnswering:
+        assert (ours[0] - theirs.start_logits).abs().max() <= TOLERANCE
+        assert (ours[1] - theirs.end_logits).abs().max() <= TOLERANCE
     else:
-        assert ours.shape == batch["input_ids"].shape and (ours - theirs.logits).abs().max() <= TOLERANCE
+        assert ours.shape[:2] == batch["input_ids"].shape and (ours - theirs.logits).abs().max() <= TOLERANCE
     model.save_pretrained(tmp_path / "out")
     assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == [architecture]
     assert set(load_file(tmp_path / "out" / "model.safetensors")) == set(load_file(folder / "model.safetensors"))
+
+
+@pytest.mark.parametrize("family", ["roberta", "distilbert", "electra"])
+def test_a_relatives_text_classifier_loads_as_the_backbone(family, tmp_path):
+    """Their text classifiers are shaped unlike BERT's: the backbone loads, the head is reported unused."""
+    folder = build_family_checkpoint(family, tmp_path, head="sequence", seed=4)
+    with pytest.warns(UserWarning, match="ignored"):
+        model, tokenizer = bertviz_lab.load(folder)
+    assert type(model) is BERT and model.load_report.missing == []
+    assert all(name.startswith(("classifier.", "pre_classifier.")) for name in model.load_report.unexpected)
+    reference = transformers.AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    batch = padded_batch(tokenizer)
+    with torch.no_grad():
+        assert (model(**batch).last_hidden_state - reference(**batch).last_hidden_state).abs().max() <= TOLERANCE
 
 
 def test_distilbert_config_keys_both_ways(checkpoints):
