@@ -144,6 +144,10 @@ def default_model_name(backbone: nn.Module) -> str | None:
         return None
 
 
+class Enough(Exception):
+    """Raised by the last hook a batch needs: the layers after it are not run."""
+
+
 class ShardWriter:
     """Runs batches of one shard with hooks that reduce attention to statistics on the device (and keep the
     requested vectors), then writes the shard's tables and arrays into a temporary folder and renames it."""
@@ -169,11 +173,14 @@ class ShardWriter:
     def _hooks(self) -> list[tuple[str, Callable]]:
         """Readers only: the attention backend keeps its fast path and hands the probabilities over."""
         chosen = [] if len(self.heads) == self.num_heads else self.heads
+        last = self.layers[-1] if "hidden" not in self.kinds else None  # after its probs nothing more is needed
         pairs: list[tuple[str, Callable]] = []
         for layer in self.layers:
             def on_probs(probs: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
                 probs = probs[:, chosen] if chosen else probs
                 self.batch[("stats", layer)] = head_sums(probs, self.batch["valid"], self.batch["keys"])
+                if layer == last:
+                    raise Enough
 
             pairs.append((self._point(f"encoder.layer.{layer}.attention.self.probs"), Reader(on_probs)))
             if "hidden" in self.kinds:
@@ -202,7 +209,10 @@ class ShardWriter:
             for start in range(0, len(text_ids), batch_size):
                 chunk = text_ids[start:start + batch_size]
                 ids, types, mask = self.batch_inputs(chunk, encoded)
-                self.backbone(input_ids=ids, token_type_ids=types, attention_mask=mask)
+                try:
+                    self.backbone(input_ids=ids, token_type_ids=types, attention_mask=mask)
+                except Enough:
+                    pass
                 sums = torch.stack([self.batch[("stats", layer)] for layer in self.layers]).cpu().double()
                 counts = mask.sum(1).cpu()  # (B,) queries per text
                 stats.append((sums / counts[None, :, None, None]).numpy())  # (L, B, H, 7) means
