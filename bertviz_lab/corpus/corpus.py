@@ -203,13 +203,18 @@ class Corpus:
         return shard, row - (int(ends[shard - 1]) if shard else 0)
 
     def _model_and_tokenizer(self) -> tuple[Any, Any]:
+        """The model the corpus was analysed with: given to open(), or loaded by its name (default, a folder or a
+        Hub repo id as the CLI records it)."""
         if self._model is None or self._tokenizer is None:
-            if self.model_name != "default":
-                raise ValueError(f"nearest() on new text needs the model: Corpus.open({str(self.path)!r}, "
-                                 f"model=..., tokenizer=...) with {self.model_name}; or pass a text id.")
-            from bertviz_lab.model.auto import load_default
+            from bertviz_lab.model.auto import load, load_default
 
-            self._model, self._tokenizer = load_default()
+            try:
+                self._model, self._tokenizer = load_default() if self.model_name == "default" else load(
+                    self.model_name)
+            except (OSError, ValueError, TypeError, ImportError):
+                raise ValueError(f"nearest() on new text needs the model {self.model_name!r}, which could not be "
+                                 f"loaded: Corpus.open({str(self.path)!r}, model=..., tokenizer=...), or pass a text "
+                                 "id.") from None
         return self._model, self._tokenizer
 
     def nearest(self, text: str | int, position: int, layer: int, k: int = 10, *, exact: bool | None = None) -> Any:

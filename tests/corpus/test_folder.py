@@ -125,3 +125,15 @@ def test_bad_queries_are_one_clear_line(small_corpus):
         with pytest.raises(ValueError) as raised:
             call()
         assert words in str(raised.value) and "\n" not in str(raised.value), words
+
+
+def test_nearest_on_new_text_loads_the_model_by_name_or_says_it_cannot(tmp_path, minilm):
+    model, tokenizer = minilm
+    analyze(model, tokenizer, TEXTS[:3], tmp_path / "named", layers=[0], vectors="hidden", progress=False,
+            model_name="no-such-model-folder")
+    with pytest.raises(ValueError) as raised:
+        Corpus.open(tmp_path / "named").nearest("Hello there.", 1, 0)
+    assert "needs the model 'no-such-model-folder', which could not be loaded" in str(raised.value)
+    assert "\n" not in str(raised.value)
+    reopened = Corpus.open(tmp_path / "named", model=model, tokenizer=tokenizer)
+    assert len(reopened.nearest("Hello there.", 1, 0, k=2)) == 2
