@@ -22,6 +22,7 @@ from bertviz_lab.widgets.figures.export import save_figure
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.controls import LABEL_STYLE, labelled, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
+from bertviz_lab.widgets.panels.model_label import DEFAULT_MODEL_NAME
 from bertviz_lab.widgets.panels.panel import Panel, error_html
 from bertviz_lab.widgets.views.atlas import AtlasView
 from bertviz_lab.widgets.views.front_end import all_css
@@ -154,7 +155,12 @@ class CorpusPanel(Panel):
         corpus = self.corpus
         layers = list(corpus.layers)
         return (f"<div class='bvl-panel-html bvl-corpus-header'>corpus: <b>{corpus.num_texts:,} texts</b> · "
-                f"{escape(corpus.model_name)} · {len(layers)} layers × {corpus.num_heads} heads analysed</div>")
+                f"{escape(self.model_label())} · {len(layers)} layers × {corpus.num_heads} heads analysed</div>")
+
+    def model_label(self) -> str:
+        """The name of the model the corpus was analysed with ("default" names the packaged pretrained one)."""
+        name = self.corpus.model_name
+        return DEFAULT_MODEL_NAME if name == "default" else name
 
     def model_and_tokenizer(self) -> tuple[torch.nn.Module, Any]:
         """The model and tokenizer that read a search's text and the texts opened (the default ones, loaded on
@@ -326,7 +332,7 @@ class CorpusPanel(Panel):
 
     def caption_parts(self) -> tuple[str, str | None, str | None]:
         """The corpus's model and size, for an export's caption."""
-        return f"{self.corpus.model_name} · corpus of {self.corpus.num_texts:,} texts", None, None
+        return f"{self.model_label()} · corpus of {self.corpus.num_texts:,} texts", None, None
 
     def save(self, path: str | Path, view: str | None = None, scale: float = 1, theme: str = "light",
              caption: bool | str = False) -> Path:
