@@ -343,9 +343,17 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
             _run_shards(backbone, tokenizer, out, shards, items, encoded, layers, heads, kinds, batch_size,
                         progress and context.is_main, context)
             distributed.barrier(context)
+            failure: Exception | None = None
             if context.is_main:
-                finish(out, settings, [len(s) for s in shards], config.num_attention_heads)
-            distributed.barrier(context)
+                try:
+                    finish(out, settings, [len(s) for s in shards], config.num_attention_heads)
+                except Exception as error:  # told to every process, so none waits for a manifest that never comes
+                    failure = error
+            message = distributed.broadcast_object(None if failure is None else str(failure), context)
+            if failure is not None:
+                raise failure
+            if message is not None:
+                raise RuntimeError(f"rank 0 could not finish the corpus folder {out}: {message}")
     finally:
         distributed.close_distributed(context)
     return Corpus.open(out, model=model, tokenizer=tokenizer)
