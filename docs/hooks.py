@@ -9,14 +9,20 @@
 - `<!-- yaml-keys -->` in a page becomes the table of the run config's keys (bertviz_lab.train.schema_table).
 - `stylesheets/notebook.css`: JupyterLab's theme variables the static copies use, for Material's light and dark
   schemes (bertviz_lab.widgets.figures.theme).
+
+`bertviz_lab/widgets/{figures,views,panels}` are namespace packages (no `__init__.py`), which Python imports but
+griffe (mkdocstrings' reader) skips inside a regular package; `read_namespace_subpackages` lets it read them, so the
+names `bertviz_lab.widgets` re-exports from them resolve.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import html
 import importlib
+import inspect
 import json
 import os
 import re
@@ -38,7 +44,8 @@ NOTEBOOK_CSS = "stylesheets/notebook.css"
 # page -> (module, what the page says first); each renders every name of the module's __all__
 API_PAGES = {
     "api/bertviz_lab.md": ("bertviz_lab", "The top-level package: the model classes, `load`, `load_default` and "
-                                          "the device helpers, re-exported."),
+                                          "the device helpers, re-exported. A name that is also "
+                                          "`bertviz_lab.model`'s links to its entry there."),
     "api/model.md": ("bertviz_lab.model", "BERT as a student would read it: config, layers, heads, tokenizer, "
                                           "weights and the factories."),
     "api/trace.md": ("bertviz_lab.trace", "Traces of a forward pass, hook points, attention statistics, ablation, "
@@ -70,9 +77,36 @@ def on_files(files: Files, config: Any) -> Files:
     return files
 
 
+def read_namespace_subpackages() -> None:
+    """Let griffe create a module for a folder without `__init__.py` inside a package, as Python's import does."""
+    from griffe._internal.exceptions import UnimportableModuleError
+    from griffe._internal.loader import GriffeLoader
+
+    original = GriffeLoader._get_or_create_parent_module
+    if getattr(original, "reads_namespace_subpackages", False):
+        return
+
+    def parent_module(self, module, subparts, subpath):
+        try:
+            return original(self, module, subparts, subpath)
+        except UnimportableModuleError:
+            parent, folders = module, list(subpath.parents)[:len(subparts) - 1][::-1]
+            for part, folder in zip(subparts[:-1], folders):
+                if part not in parent.members:
+                    if not folder.is_dir():
+                        raise
+                    parent.set_member(part, self._create_module(part, [folder]))
+                parent = parent.get_member(part)
+            return parent
+
+    parent_module.reads_namespace_subpackages = True
+    GriffeLoader._get_or_create_parent_module = parent_module
+
+
 def on_config(config: Any) -> Any:
     """The nav's Notebooks section lists every notebook (titled by its first heading); the notebook stylesheet on
     every page (notebook pages are the ones that use it)."""
+    read_namespace_subpackages()
     if NOTEBOOK_CSS not in config["extra_css"]:
         config["extra_css"].append(NOTEBOOK_CSS)
     for entry in config["nav"] or []:
@@ -121,11 +155,67 @@ def importable(module: str) -> bool:
 
 
 def api_page(module: str, intro: str) -> str:
-    """A page rendering every name of `module.__all__` (read at build time, so a new export needs no edit)."""
-    names = list(getattr(importlib.import_module(module), "__all__", []))
-    members = json.dumps(sorted(names))
-    return (f"# `{module}`\n\n{intro}\n\n::: {module}\n    options:\n      members: {members}\n"
-            f"      show_root_heading: false\n      show_root_toc_entry: false\n")
+    """A page rendering every name of `module.__all__` (read at build time, so a new export needs no edit). Names
+    griffe reads in the source are rendered by mkdocstrings in one block; a name made at run time (the task classes
+    and factories from model.tasks' registry) or shadowed by a submodule of the same name gets its own heading, with
+    mkdocstrings on its defining object, or its signature and docstring where that object has no place in a source."""
+    runtime = importlib.import_module(module)
+    names = sorted(getattr(runtime, "__all__", []))
+    static = static_members(module)
+    elsewhere = reexported(module, names)
+    read = [name for name in names if name in static and name not in elsewhere and not (
+        static[name].is_module and not inspect.ismodule(getattr(runtime, name)))]
+    lines = [f"# `{module}`", "", intro, "", f"::: {module}", "    options:", f"      members: {json.dumps(read)}",
+             "      show_root_heading: false", "      show_root_toc_entry: false", ""]
+    for name in names:
+        if name in elsewhere:
+            summary = (inspect.getdoc(getattr(runtime, name)) or "").split("\n\n")[0].replace("\n", " ")
+            target = elsewhere[name].partition("#")[2]
+            lines += [f"## `{name}` {{ #{module}.{name} }}", "", f"{summary} The same object as [`{target}`]"
+                      f"({elsewhere[name]}).", ""]
+        elif name not in read:
+            lines += runtime_entry(module, name, getattr(runtime, name))
+    return "\n".join(lines) + "\n"
+
+
+def reexported(module: str, names: list[str]) -> dict[str, str]:
+    """Names of `module` that are the same objects as those of a module with its own page: name -> that page."""
+    found = {}
+    for page, (other, _) in API_PAGES.items():
+        if other == module or not other.startswith(f"{module}.") or not importable(other):
+            continue
+        source = importlib.import_module(other)
+        for name in names:
+            if name in getattr(source, "__all__", ()) and getattr(source, name) is getattr(
+                    importlib.import_module(module), name):
+                found.setdefault(name, f"{page.removeprefix('api/')}#{other}.{name}")
+    return found
+
+
+@functools.cache
+def static_members(module: str) -> dict[str, Any]:
+    """The members griffe reads in `module`'s source, by name."""
+    import griffe
+
+    read_namespace_subpackages()
+    loaded = griffe.load(module, search_paths=[str(ROOT)], resolve_aliases=False)
+    return dict(loaded.members)
+
+
+def runtime_entry(module: str, name: str, value: Any) -> list[str]:
+    """A heading `module.name`, then the object where it is defined, or its signature and docstring."""
+    heading = [f"## `{name}` {{ #{module}.{name} }}", ""]
+    home, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", "")
+    where = f"{home}.{qualname}"
+    if (inspect.isclass(value) or inspect.isfunction(value)) and home and qualname in static_members(home):
+        return heading + [f"::: {where}", "    options:", "      show_root_heading: false",
+                          "      show_root_toc_entry: false", ""]
+    try:
+        signature = str(inspect.signature(value))
+    except (TypeError, ValueError):
+        signature = ""
+    described = inspect.getdoc(value) or ""
+    return heading + ["```python", f"{name}{signature}", "```", "", described, ""]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,72 @@
+"""The package stands on its own: its wheel, installed in a fresh virtual environment outside the repository, holds
+its licence and presets, trains the `tiny` preset from an empty folder and lists every command in --help."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from markdown_blocks import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def source_copy(folder):
+    """The repository's files (tracked, and new ones git does not ignore) without build output or node_modules."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = REPO / name
+        if not (source.exists() or source.is_symlink()) or name.startswith(("node_modules/", "docs/", "tests/")):
+            continue
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            target.symlink_to(os.readlink(source))
+        else:
+            shutil.copy2(source, target)
+    return folder
+
+
+def test_the_wheel_installed_elsewhere_trains_the_tiny_preset_and_lists_every_command(tmp_path):
+    source = source_copy(tmp_path / "source")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                            str(tmp_path / "dist"), str(source)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    wheel, = (tmp_path / "dist").glob("bertviz_lab-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names), "the wheel holds no LICENSE"
+    assert "bertviz_lab/train/presets/tiny.yaml" in names
+
+    venv = tmp_path / "venv"  # the system's packages (torch ...) without the repository's editable install
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    python, command = venv / "bin" / "python", venv / "bin" / "bertviz-lab"
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+                               capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    located = subprocess.run([str(python), "-c", "import bertviz_lab; print(bertviz_lab.__file__)"], cwd=elsewhere,
+                             env=env, capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    assert located.startswith(str(venv)), f"bertviz_lab came from {located}, not the wheel"
+
+    helped = subprocess.run([str(command), "--help"], cwd=elsewhere, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert helped.returncode == 0, helped.stderr
+    listed = helped.stdout.split("positional arguments:", 1)[1]
+    for name in ("train", "html", "corpus"):
+        assert f"\n    {name} " in listed, f"bertviz-lab --help does not list {name}:\n{helped.stdout}"
+
+    trained = subprocess.run([str(command), "train", "--config", "tiny", "--output", "r.json",
+                              "--set", "logging.progress=false"], cwd=elsewhere, env=env, capture_output=True,
+                             text=True, timeout=900)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    results = json.loads((elsewhere / "r.json").read_text(encoding="utf-8"))
+    assert results["steps"] == 300 and results["train_mlm_loss"] < results["initial_train_mlm_loss"]
+    print(f"\nbertviz-lab train --config tiny from the wheel: {results['seconds']:.1f} s of training")
