@@ -88,7 +88,8 @@ def test_a_shared_look_closed_by_close_all_is_made_again():
 
 
 def test_owned_widgets_follow_attributes_not_only_children(pretraining_model, minilm_tokenizer, warm_looks):
-    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT)
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT, view="neuron view")
+    panel.view.value = "heatmap"
     owned = {id(w) for w in owned_widgets(panel)}
     hidden_toolbar = panel.toolbars["neuron view"]  # not in the tree while the heatmap shows
     assert hidden_toolbar not in panel.toolbar.children and id(hidden_toolbar) in owned

@@ -249,12 +249,12 @@ def test_each_view_has_a_toolbar_with_the_controls_that_apply(pair_panel):
 
     def labelled(item: widgets.Widget) -> tuple[str, widgets.Widget]:
         """A control with its label beside it: a Label then the control in one row, or the control's own
-        description where ipywidgets draws it beside (dropdown, checkbox)."""
+        description where ipywidgets draws it beside (dropdown, checkbox, toggle buttons)."""
         if isinstance(item, widgets.HBox):
             label, control = item.children
             assert isinstance(label, widgets.Label) and not control.description
             return label.value, control
-        assert isinstance(item, (widgets.Dropdown, widgets.Checkbox))
+        assert isinstance(item, (widgets.Dropdown, widgets.Checkbox, widgets.ToggleButtons))
         return item.description, item
 
     for view, controls in expected.items():

@@ -16,7 +16,7 @@ from bertviz_lab.trace.hooks import Trace
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.ablation_bar import AblationBar, AblationSource, check_ablation_mode
-from bertviz_lab.widgets.panels.controls import LABEL_STYLE, labelled, lean, toggle_buttons, toolbar
+from bertviz_lab.widgets.panels.controls import LABEL_STYLE, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.layer_qk import LayerQK, recorded_inputs
 from bertviz_lab.widgets.panels.panel import Panel, notice_html
@@ -31,6 +31,9 @@ from bertviz_lab.widgets.views.neuron import NeuronView
 VIEWS = ("heatmap", "head view", "model view", "neuron view", "saliency")
 VIEW_WIDGETS = {"heatmap": "heatmap", "head view": "head_view", "model view": "model_view",
                 "neuron view": "neuron_view"}  # a view's name -> the panel's attribute holding its widget
+TOOLBARS = {"heatmap": ("layer", "head", "aggregation", "direction", "scale", "special"),
+            "head view": ("layer", "direction", "hide_special"), "model view": ("special",),
+            "neuron view": ("layer", "head", "query", "hide_special"), "saliency": ()}  # the controls of each view
 SCALE_OPTIONS = (("linear", "linear"), ("per row", "row"), ("log", "log"))
 SCALE_TITLES = {"linear": "linear scale", "row": "each row scaled to its max", "log": "log scale"}
 SALIENCY_NEEDS = "the saliency view needs the model and the text: build the panel with model=, tokenizer= and text="
@@ -115,17 +118,18 @@ class AttentionPanel(Panel):
         self.truncation = run.truncation if run is not None else None
         self.text, self.text_b = text, text_b
         self.truncation_notice = lean(widgets.HTML, notice_html(self.truncation))
-        self.view = toggle_buttons(VIEWS, view)
+        self.view = toggle_buttons(VIEWS, view, label="view")
         self.layer, self.head, self.query = (
             lean(widgets.Dropdown, description=name, style=LABEL_STYLE, layout={"width": "auto"})
             for name in ("layer", "head", "query token"))
-        self.aggregation = toggle_buttons(D.AGGREGATIONS, aggregation)
-        self.direction = toggle_buttons(D.DIRECTIONS, "all")
+        # toggle buttons labelled by their own description, drawn beside them (controls.labelled)
+        self.aggregation = toggle_buttons(D.AGGREGATIONS, aggregation, label="show")
+        self.direction = toggle_buttons(D.DIRECTIONS, "all", label="pair")
         self.scale = toggle_buttons(SCALE_OPTIONS, scale, ["one scale for the whole matrix",
                                                            "each query row scaled to its own max",
-                                                           "log10, four decades below the max"])
+                                                           "log10, four decades below the max"], "colour scale")
         self.special = toggle_buttons(D.SPECIAL_MODES, special, [
-            "in the colour scale", "left out of the colour scale (shown saturated)", "not shown"])
+            "in the colour scale", "left out of the colour scale (shown saturated)", "not shown"], "[CLS]/[SEP]")
         # the head view has no colour scale: its one [CLS]/[SEP] choice is to hide them (kept in step with `special`)
         self.hide_special = lean(widgets.Checkbox, value=special == "hide", description="hide [CLS]/[SEP]",
                                  indent=False, layout={"width": "auto"})
@@ -143,27 +147,16 @@ class AttentionPanel(Panel):
         self._model_view_key: tuple | None = None
         self._plain_output: Any = None
         self.export_bar = ExportBar(self, "attention")
-        self.labelled = {control: labelled(text, control) for control, text in (
-            (self.view, "view"), (self.aggregation, "show"), (self.direction, "pair"), (self.scale, "colour scale"),
-            (self.special, "[CLS]/[SEP]"))}
-        aggregation_, direction_, scale_, special_ = (self.labelled[c] for c in (self.aggregation, self.direction,
-                                                                                  self.scale, self.special))
-        self.toolbars = {
-            "heatmap": toolbar(self.layer, self.head, aggregation_, direction_, scale_, special_),
-            "head view": toolbar(self.layer, direction_, self.hide_special),
-            "model view": toolbar(special_),
-            "neuron view": toolbar(self.layer, self.head, self.query, self.hide_special),
-        }
+        # each view's toolbar is made when the view is first shown (a page creates every model it is sent)
+        self.toolbars: dict[str, widgets.HBox] = {}
         self.toolbar = toolbar(gap="4px 24px")
         # Every view, once made, stays mounted and is shown or hidden, so switching back draws nothing anew.
         self.slots = {"heatmap": widgets.VBox([self.heatmap])}
         self.saliency: SaliencyPanel | None = None  # made when the saliency view is first shown
         self._saliency_stale = False
-        self.saliency_note = lean(widgets.HTML)
-        self.slots["saliency"] = widgets.VBox([self.saliency_note])
-        self.toolbars["saliency"] = toolbar()  # the saliency panel brings its own toolbar and export button
+        self.saliency_note: widgets.HTML | None = None  # what the saliency view says while it has no panel
         self.stage = lean(widgets.VBox, list(self.slots.values()))
-        super().__init__([self.labelled[self.view], self.toolbar, self.truncation_notice, self.message, self.stage])
+        super().__init__([self.view, self.toolbar, self.truncation_notice, self.message, self.stage])
         self._suspended = False
         self.set_trace(trace, layer=layer, head=head, query=query)
         for control in (self.view, self.layer, self.aggregation, self.direction, self.scale, self.special, self.query):
@@ -470,11 +463,18 @@ class AttentionPanel(Panel):
             self._draw_neuron_view()
         else:
             self._show_saliency()
-        self.toolbar.children = [self.toolbars[view]] + ([self.export_bar] if view != "saliency" else [])
+        self.toolbar.children = [self._toolbar(view)] + ([self.export_bar] if view != "saliency" else [])
         for name, slot in self.slots.items():
             slot.layout.display = None if name == view else "none"
         self._name_export()
         self.figure_changed()
+
+    def _toolbar(self, view: str) -> widgets.HBox:
+        """The controls that apply to `view` in a row (made on first use; the saliency panel brings its own)."""
+        bar = self.toolbars.get(view)
+        if bar is None:
+            bar = self.toolbars[view] = toolbar(*(getattr(self, name) for name in TOOLBARS[view]))
+        return bar
 
     @property
     def on_screen(self) -> widgets.Widget:
@@ -512,13 +512,18 @@ class AttentionPanel(Panel):
 
     def _show_saliency(self) -> None:
         """Make the saliency panel on first use, and hand it the panel's text when that changed since."""
+        slot = self.slots.get("saliency")
+        if slot is None:  # the view's box, made when first shown
+            self.saliency_note = lean(widgets.HTML)
+            slot = self.slots["saliency"] = widgets.VBox([self.saliency_note], layout=widgets.Layout(display="none"))
+            self.stage.children = (*self.stage.children, slot)
         if self.model is None or self.tokenizer is None or self.text is None:
             self.saliency_note.value = f"<span class='bvl-saliency-note bvl-muted'>{escape(SALIENCY_NEEDS)}</span>"
             return
         if self.saliency is None:
             self.saliency = SaliencyPanel(self.model, self.tokenizer, self.text, self.text_b)
             self.saliency.on_figure_changed(self._saliency_figure_changed)
-            self.slots["saliency"].children = [self.saliency]
+            slot.children = [self.saliency]
         elif self._saliency_stale:
             if self.run is not None:
                 self.saliency.show_run(self.run)

@@ -52,8 +52,12 @@ def lean(kind: type[W], *args: Any, layout: dict[str, Any] | None = None, style:
     return kind(*args, **kwargs)
 
 
-def labelled(text: str, control: widgets.Widget) -> widgets.HBox:
-    """A label beside its control (a ToggleButtons' own description is drawn above its buttons)."""
+def labelled(text: str, control: W) -> W | widgets.HBox:
+    """A label beside its control: toggle buttons carry it as their own description, which ipywidgets 8 draws beside
+    the buttons (one model where a Label in a row costs two more); any other control gets a Label in a row."""
+    if isinstance(control, widgets.ToggleButtons):
+        control.description = text  # given to toggle_buttons() already, nothing is sent again
+        return control
     return lean(widgets.HBox, [lean(widgets.Label, text), control], layout={"align_items": "center", "width": "auto"})
 
 
@@ -63,9 +67,11 @@ def toolbar(*controls: widgets.Widget, gap: str = "4px 16px") -> widgets.HBox:
                                                       "grid_gap": gap})
 
 
-def toggle_buttons(options: Any, value: Any, tooltips: list[str] | None = None) -> widgets.ToggleButtons:
-    """Buttons as wide as their labels, one of them pressed."""
-    return lean(widgets.ToggleButtons, options=options, value=value, tooltips=tooltips or [], style=COMPACT_STYLE)
+def toggle_buttons(options: Any, value: Any, tooltips: list[str] | None = None,
+                   label: str = "") -> widgets.ToggleButtons:
+    """Buttons as wide as their labels, one of them pressed; `label` drawn beside them (see labelled)."""
+    return lean(widgets.ToggleButtons, options=options, value=value, tooltips=tooltips or [], description=label,
+                style=COMPACT_STYLE)
 
 
 def _widgets_in(value: Any) -> Iterator[widgets.Widget]:

@@ -48,8 +48,9 @@ class Panel(widgets.VBox):
     figure on screen can be saved for a paper."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # how the panel's link finds the panel around it in the page; given at creation, so no update follows
+        kwargs["_dom_classes"] = (*kwargs.get("_dom_classes", ()), "bvl-panel")
         super().__init__(*args, **kwargs)
-        self.add_class("bvl-panel")  # how the panel's link finds the panel around it in the page
 
     def to_svg(self) -> str:
         """The figure on screen as a standalone SVG document: vector, text as (escaped) text, title and colour bar."""
@@ -76,6 +77,10 @@ class Panel(widgets.VBox):
     def on_figure_changed(self, callback: Callable[[], None]) -> None:
         """Call `callback` whenever this panel's figure changes (a Workbench keeps its own copy in step)."""
         self.static_copy.listeners.append(callback)
+
+    def __repr__(self) -> str:
+        """Its class name: ipywidgets' repr walks every child's traits on each display, and nobody reads it."""
+        return f"{type(self).__name__}(...)"
 
     def widget_bundle(self) -> dict[str, Any]:
         """The live view's own mimebundle, without the static HTML."""
