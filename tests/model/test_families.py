@@ -23,7 +23,7 @@ from bertviz_lab.model import (
     BERTForTokenClassification,
 )
 from bertviz_lab.model.families import family_of
-from bertviz_lab.model.family_tokenizer import TokenizerFast
+from bertviz_lab.model.family_tokenizer import TokenizerFast, load_tokenizer
 from bertviz_lab.model.heads import BERTForReplacedTokenDetection
 from bertviz_lab.model.tokenizer import BERTTokenizerFast
 from bertviz_lab.trace import ablate, saliency, trace
@@ -219,3 +219,14 @@ def test_distilbert_with_sinusoidal_positions_both_ways(checkpoints, tmp_path):
     again = transformers.AutoModelForMaskedLM.from_pretrained(str(tmp_path / "out")).eval()
     with torch.no_grad():
         assert (again(**batch).logits - model(**batch)).abs().max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("family", ["roberta", "xlm-roberta"])
+def test_tokenizer_save_pretrained_is_read_by_autotokenizer(checkpoints, family, tmp_path):
+    _, ours = bertviz_lab.load(checkpoints[family])
+    ours.save_pretrained(tmp_path)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    again = load_tokenizer(tmp_path)
+    assert type(again) is TokenizerFast and again.mask_token == theirs.mask_token == "<mask>"
+    for text in [*TEXTS, mask_text(ours)]:
+        assert again(text)["input_ids"] == theirs(text)["input_ids"] == ours(text)["input_ids"], text
