@@ -68,5 +68,5 @@ def test_the_wheel_installed_elsewhere_trains_the_tiny_preset_and_lists_every_co
                              text=True, timeout=900)
     assert trained.returncode == 0, trained.stderr[-3000:]
     results = json.loads((elsewhere / "r.json").read_text(encoding="utf-8"))
-    assert results["steps"] == 300 and results["train_mlm_loss"] < results["initial_train_mlm_loss"]
+    assert results["steps"] == 200 and results["train_mlm_loss"] < results["initial_train_mlm_loss"]
     print(f"\nbertviz-lab train --config tiny from the wheel: {results['seconds']:.1f} s of training")
