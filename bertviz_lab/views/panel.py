@@ -122,6 +122,7 @@ class AttentionMapsPanel(Panel):
             else:
                 made = lean(ModelView)
                 made.observe(self._thumbnail_opened, names="selected")
+                made.observe(self._nothing_to_switch_off, names="ablated")
             self._made[name] = made
         return made
 
@@ -129,6 +130,12 @@ class AttentionMapsPanel(Panel):
         self._heads = list(change["new"])
         if self.view.value == "head view":
             self.figure_changed()
+
+    def _nothing_to_switch_off(self, change: dict) -> None:
+        """Switching a head off (shift-click, Space) needs the model to run again; with weights alone no head is
+        ever drawn as off."""
+        if change["new"]:
+            self.model_view.ablated = []
 
     def _thumbnail_opened(self, change: dict) -> None:
         """A thumbnail clicked in the model view opens that layer and head in the heatmap."""

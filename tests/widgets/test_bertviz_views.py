@@ -335,3 +335,11 @@ def test_closing_a_view_closes_every_widget_it_made(bart):
     assert {type(w).__name__ for w in made} >= {"HeatmapView", "HeadView", "ModelView", "ExportBar"}
     panel.close()
     assert all(w.comm is None for w in made)
+
+
+def test_no_head_is_drawn_as_switched_off_without_a_model(gpt2):
+    panel = views.model_view(gpt2, GPT2_TOKENS)
+    panel.model_view.ablated = [[0, 1]]  # a shift-click in the browser
+    panel.layer.value = 1
+    assert panel.model_view.ablated == [] and 'data-off="true"' not in panel.to_svg()
+    panel.close()
