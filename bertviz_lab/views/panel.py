@@ -50,7 +50,7 @@ class AttentionMapsPanel(Panel):
         num_heads = self.sets[0].num_heads
         heads = check_heads(heads, num_heads)
         self.model_view_heads = check_heads(model_view_heads, num_heads, "include_heads")
-        self.view = toggle_buttons(VIEWS, view)
+        self.view = toggle_buttons(VIEWS, view, label="view")
         self.attention = lean(widgets.Dropdown, options=[(s.name, i) for i, s in enumerate(self.sets)], value=0,
                               description="attention", style=LABEL_STYLE, layout={"width": "auto"})
         self.layer, self.head = (lean(widgets.Dropdown, description=name, style=LABEL_STYLE, layout={"width": "auto"})
