@@ -69,7 +69,8 @@ def cells(corpus: Path) -> list[str]:
         "from bertviz_lab.widgets import CorpusPanel\n"
         f"atlas = CorpusPanel({str(corpus)!r}, stat='cls')\n"
         "atlas",
-        f"nearest = CorpusPanel({str(corpus)!r}, view='nearest', query={SEARCH!r}, search_layer=4)\n"
+        f"nearest = CorpusPanel({str(corpus)!r}, view='nearest', query={SEARCH!r}, position=5, "
+        "search_layer=4)\n"
         "nearest",
         f"qk = CorpusPanel({str(corpus)!r}, view='qk map', layer=2, head=3, n=150)\n"
         "qk",
@@ -129,7 +130,7 @@ def screenshots(page: Any, theme: str) -> list[Path]:
     SCREENSHOTS.mkdir(exist_ok=True)
     taken = []
     for name, output in outputs(page).items():
-        output.scroll_into_view_if_needed()
+        output.locator(VIEWS[name]).scroll_into_view_if_needed()
         path = SCREENSHOTS / f"corpus_{name}_{theme}.png"
         page.screenshot(path=str(path), clip=output.locator(VIEWS[name]).evaluate(CONTENT_BOX))
         taken.append(path)
@@ -193,6 +194,7 @@ def test_corpus_views_render_hover_open_export_and_redraw_after_a_reload(page, l
     # q-k map: the pointer over a point shows its kind, token and context; a click opens its text
     point = in_kernel(page, "p = qk.corpus.qk_map(2, 3, n=150); print(json.dumps([float(p['x'][0]), "
                             "float(p['y'][0]), str(p['kind'][0]), str(p['token'][0]), int(p['text_id'][0])]))")
+    view["qk"].scroll_into_view_if_needed()
     at = page.evaluate(POINT_AT, [view["qk"].element_handle(), point[0], point[1]])
     page.mouse.move(at["x"], at["y"])
     tip = shown(view["qk"], "d.tip !== ''")["tip"]
@@ -211,7 +213,8 @@ def test_corpus_views_render_hover_open_export_and_redraw_after_a_reload(page, l
     # the export button writes the atlas on screen as an SVG next to the notebook
     figures = lab_server.root / "notebooks" / "bertviz_figures"
     existing = set(figures.glob("corpus-atlas-*.svg")) if figures.exists() else set()
-    outputs(page)["atlas"].locator("button", has_text="export").click()
+    outputs(page)["atlas"].locator("button", has_text="export").first.click()  # the corpus panel's, not its
+    # attention panel's
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not set(figures.glob("corpus-atlas-*.svg")) - existing:
         time.sleep(0.3)
