@@ -1,11 +1,14 @@
-"""The built documentation site in headless Chromium, opened from file://: the home page, the API page of
-bertviz_lab.trace.saliency and the workbench notebook's page load nothing from outside the site's folder, the
-notebook's figures are drawn, and the built-in search answers offline. Screenshots (light and dark) go to
-screenshots/docs_*.png."""
+"""The built documentation site in headless Chromium: the home page, the API page of bertviz_lab.trace.saliency and
+the workbench notebook's page, served from the site's folder on 127.0.0.1, load nothing from anywhere else and the
+notebook's figures are drawn; opened from file://, the home page's search answers offline. Screenshots (light and
+dark) go to screenshots/docs_*.png."""
 
 from __future__ import annotations
 
+import functools
 import sys
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -31,12 +34,35 @@ def site(tmp_path_factory):
     return folder
 
 
-def inside(url: str, site: Path) -> bool:
-    """A request the site may make: a file in its folder, inline data or a blob."""
+@pytest.fixture(scope="module")
+def served(site):
+    """The site's folder over HTTP on 127.0.0.1 (a free port); its base URL."""
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def inside(url: str, site: Path, base: str | None = None) -> bool:
+    """A request the site may make: a file of its folder (over file:// or its server), inline data or a blob."""
     parts = urlsplit(url)
-    if parts.scheme in ("data", "blob"):
+    if parts.scheme in ("data", "blob") or (base is not None and url.startswith(base)):
         return True
     return parts.scheme == "file" and Path(unquote(parts.path)).resolve().is_relative_to(site.resolve())
+
+
+def wait_for_scheme(page, scheme: str) -> None:
+    """Until Material has applied the palette the browser's colour scheme asks for."""
+    expected = "slate" if scheme == "dark" else "default"
+    page.wait_for_function(f"document.body.getAttribute('data-md-color-scheme') === '{expected}'")
 
 
 @pytest.fixture(params=["light", "dark"])
@@ -59,14 +85,13 @@ def site_page(chromium, scheme):
 
 
 @pytest.mark.parametrize("name", list(PAGES))
-def test_the_page_opens_from_file_with_nothing_from_outside(site, site_page, scheme, name):
+def test_the_page_loads_nothing_from_outside_the_site(site, served, site_page, scheme, name):
     path, title = PAGES[name]
-    site_page.goto((site / path).as_uri())
+    site_page.goto(served + path)
     site_page.wait_for_function("document.readyState === 'complete'")
+    wait_for_scheme(site_page, scheme)
     assert title.lower() in site_page.title().lower()
-    shown_scheme = site_page.get_attribute("body", "data-md-color-scheme")
-    assert shown_scheme == ("slate" if scheme == "dark" else "default")
-    foreign = [url for url in site_page.requests if not inside(url, site)]
+    foreign = [url for url in site_page.requests if not inside(url, site, served)]
     assert not foreign, f"{path} asked for {foreign}"
     assert len(site_page.requests) > 3  # its own scripts, styles and pictures were recorded
     assert not site_page.errors, site_page.errors
@@ -74,10 +99,10 @@ def test_the_page_opens_from_file_with_nothing_from_outside(site, site_page, sch
     site_page.screenshot(path=str(SCREENSHOTS / f"docs_{name}_{scheme}.png"), full_page=False)
 
 
-def test_the_workbench_notebook_figures_are_drawn(site, site_page, scheme):
-    site_page.goto((site / "notebooks" / "00_workbench.html").as_uri())
-    figures = site_page.locator(".bvl-output svg")
-    figures.first.wait_for(state="attached")
+def test_the_workbench_notebook_figures_are_drawn(site, served, site_page, scheme):
+    site_page.goto(served + "notebooks/00_workbench.html")
+    site_page.locator(".bvl-output svg").first.wait_for(state="attached")
+    wait_for_scheme(site_page, scheme)
     drawn = site_page.evaluate("""() => [...document.querySelectorAll('.bvl-output svg')].map(svg => {
         const box = svg.getBoundingClientRect();
         return {width: box.width, height: box.height,
@@ -89,12 +114,14 @@ def test_the_workbench_notebook_figures_are_drawn(site, site_page, scheme):
     assert all(area > 0 for area in images)
     first = site_page.locator(".bvl-output").filter(has=site_page.locator("svg")).first
     first.scroll_into_view_if_needed()
+    SCREENSHOTS.mkdir(exist_ok=True)
     first.screenshot(path=str(SCREENSHOTS / f"docs_workbench_figure_{scheme}.png"))
-    assert all(inside(url, site) for url in site_page.requests)
+    assert all(inside(url, site, served) for url in site_page.requests)
 
 
-def test_search_answers_offline(site, site_page, scheme):
+def test_search_answers_offline_from_file(site, site_page, scheme):
     site_page.goto((site / "index.html").as_uri())
+    wait_for_scheme(site_page, scheme)
     site_page.locator("label.md-search__icon, .md-search__input").first.click()
     site_page.locator("input.md-search__input").fill("saliency")
     results = site_page.locator(".md-search-result__item")
