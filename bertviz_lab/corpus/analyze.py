@@ -234,7 +234,7 @@ class ShardWriter:
                    "layer": pa.array(np.repeat(self.layers, N * H), pa.int16()),
                    "head": pa.array(np.tile(self.heads, L * N), pa.int16())}
         for s, name in enumerate(STATISTICS):
-            columns[name] = pa.array(means[..., s].reshape(-1), pa.float64())
+            columns[name] = pa.array(means[..., s].reshape(-1), pa.float32())  # ample for means of at most ~5
         columns["queries"] = pa.array(np.broadcast_to(counts[None, :, None], (L, N, H)).reshape(-1), pa.int32())
         pq.write_table(pa.table(columns), target / "text_stats.parquet")
         pq.write_table(pa.table({
@@ -271,7 +271,7 @@ def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_head
 
     shard_dirs = [folder.shard_dir(out, i) for i in range(len(shard_sizes))]
     files = [str(d / "text_stats.parquet") for d in shard_dirs]
-    means = ", ".join(f"sum({name} * queries) / sum(queries) as {name}" for name in STATISTICS)
+    means = ", ".join(f"sum({name}::double * queries) / sum(queries) as {name}" for name in STATISTICS)
     con = duckdb.connect()
     try:
         temporary = out / f".{folder.HEAD_STATS}.tmp"
