@@ -178,6 +178,10 @@ def test_bad_input_gets_one_clear_line(corpus, tmp_path, pretraining_model, mini
         CorpusPanel(corpus, pretraining_model, minilm_tokenizer, view="grid")
     with pytest.raises(ValueError, match="stat must be one of entropy"):
         CorpusPanel(corpus, pretraining_model, minilm_tokenizer, stat="mean")
+    with pytest.raises(ValueError, match=r"search_layer 7 has no stored hidden states; this corpus stores layers \["):
+        CorpusPanel(corpus, pretraining_model, minilm_tokenizer, search_layer=7)
+    with pytest.raises(ValueError, match="queries and keys of layer 5 · head 0"):
+        CorpusPanel(corpus, pretraining_model, minilm_tokenizer, layer=5, head=0)
     panel = CorpusPanel(corpus, pretraining_model, minilm_tokenizer, view="nearest")
     try:
         panel.search(position=1, layer=panel.search_layer.options[0], text="")

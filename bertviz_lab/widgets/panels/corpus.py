@@ -144,6 +144,9 @@ class CorpusPanel(Panel):
                                  f"if analysed with them; it has {', '.join(f'{a}·{b}' for a, b in heads)}.")
             with self.qk_head.hold_trait_notifications():
                 self.qk_head.value = wanted
+        if search_layer is not None and search_layer not in self.search_layer.options:
+            stored = f"layers {list(self.search_layer.options)}" if self.search_layer.options else "none"
+            raise ValueError(f"search_layer {search_layer!r} has no stored hidden states; this corpus stores {stored}.")
         if self.search_layer.options:
             self.search_layer.value = search_layer if search_layer is not None else self.search_layer.options[-1]
         self._search_position = position
