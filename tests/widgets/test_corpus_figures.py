@@ -181,3 +181,35 @@ def test_qk_map_rejects_an_unknown_kind_and_colouring():
         qk_map_svg(points(3).assign(kind="value"), 0, 0)
     with pytest.raises(ValueError, match="color_by must be one of kind, position"):
         qk_map_svg(points(3), 0, 0, "token")
+
+
+def test_the_views_send_what_their_figures_draw_and_open_only_what_they_hold():
+    from bertviz_lab.widgets.views.atlas import AtlasView
+    from bertviz_lab.widgets.views.nearest import NearestView
+    from bertviz_lab.widgets.views.qk_map import QKMapView
+
+    stats, opened = head_stats(), []
+    atlas = AtlasView()
+    atlas.on_open(lambda **what: opened.append(what))
+    atlas.show(stats, "self")
+    assert atlas.svg == atlas_svg(stats, "self", note="")
+    np.testing.assert_allclose(atlas.grid(), stats["self"].to_numpy().reshape(3, 4), rtol=1e-6)
+    with pytest.raises(Exception, match=r"selected must be \[\] or \[layer, head\]"):
+        atlas.selected = [1, 2, 3]
+    atlas.selected = [1, 2]
+    atlas.show_top(pd.DataFrame({"text_id": [5], "text": ["x"], "value": [0.5], "queries": [3]}))
+    for message in ({"type": "open", "index": 0}, {"type": "open", "index": 3}, {"type": "open", "index": "0"},
+                    {"type": "other", "index": 0}, ["open", 0]):
+        atlas._front_end_message(atlas, message, [])
+    assert opened == [{"text_id": 5, "layer": 1, "head": 2}]
+    near = NearestView()
+    near.show(matches(), "“bank”", 3)
+    assert near.svg == nearest_svg(matches(), "“bank”", 3) and near.selected == -1
+    assert near.opened(3) == {"text_id": 4, "position": 8, "index": 3} and near.opened(4) is None
+    qk = QKMapView()
+    table = points(5)
+    qk.show(table, 0, 1)
+    assert qk.count() == 10 and qk.svg == qk_map_svg(table, 0, 1)
+    assert qk.opened(9) == {"text_id": int(table["text_id"][9]), "position": int(table["position"][9]), "index": 9}
+    with pytest.raises(ValueError, match="3 contexts for 10 points"):
+        qk.show(table, 0, 1, contexts=["a", "b", "c"])
