@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "browser")]
 
-from browser_lab import CHROMIUM_ARGS, KERNEL_READY, RUN_ALL, RUN_STATE, LabServer  # noqa: E402
+from browser_lab import CHROMIUM_ARGS, LabServer, open_and_run  # noqa: E402
 from system_programs import CHROMIUM  # noqa: E402
 
 SETUP = """from bertviz_lab.widgets import AttentionPanel
@@ -68,27 +68,14 @@ DRAWN_HEATMAPS = """() => [...document.querySelectorAll('.bvl-heatmap-view')].fi
   Number(v.dataset.rows || 0) > 1 && v.querySelector('svg.bvl-heatmap .bvl-cells')).length"""
 
 
-def notebook(path: Path, cells: list[str]) -> None:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
-
-
-def open_and_run(page, server, path: str) -> None:
-    page.goto(f"{server.url}/lab/tree/{path}?reset&token={server.token}", wait_until="domcontentloaded")
-    page.wait_for_function(KERNEL_READY, arg=path, timeout=120_000, polling=250)
-    page.evaluate(RUN_ALL)
-    assert page.wait_for_function(RUN_STATE, timeout=300_000, polling=500).json_value() == "done"
+RUN_TIMEOUT_MS = 300_000
 
 
 def repaint(page, server, view: str = "heatmap") -> None:
     name = view.replace(" ", "_")
-    notebook(server.root / "notebooks" / f"repaint_{name}.ipynb",
-             [SETUP] + [f"AttentionPanel(model=model, tokenizer=tokenizer, text=text_of({n}), view={view!r})"
-                        for n in (128, 512)])
-    open_and_run(page, server, f"notebooks/repaint_{name}.ipynb")
+    open_and_run(page, server, f"repaint_{name}.ipynb",
+                 [SETUP] + [f"AttentionPanel(model=model, tokenizer=tokenizer, text=text_of({n}), view={view!r})"
+                            for n in (128, 512)], timeout_ms=RUN_TIMEOUT_MS)
     selector = VIEWS[view]
     page.wait_for_function(DRAWN_VIEWS, arg=selector, timeout=60_000)
     outputs = page.locator(f".jp-OutputArea-output:has({selector})")
@@ -109,8 +96,7 @@ MAGIC_RUNS = 7
 def magic(page, server) -> None:
     cells = ["%load_ext bertviz_lab\nfrom bertviz_lab.magics import wait_for_warm_up\nwait_for_warm_up()",
              '%bert_inspect --view attention "The cat sat on the mat because it was warm."']
-    notebook(server.root / "notebooks" / "magic.ipynb", cells[:1] + ["pass"])
-    open_and_run(page, server, "notebooks/magic.ipynb")
+    open_and_run(page, server, "magic.ipynb", cells[:1] + ["pass"], timeout_ms=RUN_TIMEOUT_MS)
     times = []
     for _ in range(1 + MAGIC_RUNS):  # the first run in the page (its first panel) is a warm-up, not timed
         page.evaluate("""(source) => { const nb = window.jupyterapp.shell.currentWidget.content;

@@ -21,8 +21,10 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
+
+from playwright.sync_api import Error as PlaywrightError
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "screenshots"
@@ -74,6 +76,8 @@ class LabServer:
 
     def prepare(self) -> None:
         for folder in ("notebooks", "configs"):
+            if not (REPO / folder).is_dir():  # configs/ is optional: the presets may live in the package
+                continue
             shutil.copytree(REPO / folder, self.root / folder,
                             ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
         settings = self.base / "data" / "lab" / "settings"
@@ -362,6 +366,17 @@ NOTEBOOK_TO_TOP = """() => {
 }"""
 
 
+def copy_to_readme(pictures: list[Path]) -> None:
+    """Copy pictures of a run that passed into the README's folder, where BERTVIZ_LAB_SCREENSHOTS names one."""
+    folder = os.environ.get(README_IMAGES_ENV)
+    if not folder:
+        return
+    destination = Path(folder) if Path(folder).is_absolute() else REPO / folder
+    destination.mkdir(parents=True, exist_ok=True)
+    for picture in pictures:
+        shutil.copyfile(picture, destination / picture.name)
+
+
 def strip_ansi(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
 
@@ -432,6 +447,17 @@ def live_heatmap_shows(page: Any, title_part: str, text_part: str = "", timeout_
     return handle.json_value()
 
 
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+
+
+def set_theme(page: Any, theme: str, timeout_ms: int = 30_000) -> None:
+    """Switch JupyterLab to the "light" or "dark" theme and wait until the page says it is in force."""
+    page.evaluate("(name) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: name})",
+                  THEMES[theme])
+    page.wait_for_function("(light) => document.body.dataset.jpThemeLight === light",
+                           arg="true" if theme == "light" else "false", timeout=timeout_ms, polling=200)
+
+
 def kernel_prints(page: Any, code: str) -> str:
     """What `code` prints when the page's kernel runs it (no cell, no history)."""
     return page.evaluate(KERNEL_PRINTS, code)
@@ -474,8 +500,119 @@ def open_notebook(page: Any, server: LabServer, path: str, app: str = "lab", tim
     page.wait_for_function(KERNEL_READY, arg=path, timeout=timeout_ms, polling=250)
 
 
-def run_all(page: Any, timeout_ms: int = OPEN_TIMEOUT_MS) -> None:
-    """Run every cell and wait until each shows its count; fails on the first error output."""
+def reload_notebook(page: Any, path: str, timeout_ms: int = OPEN_TIMEOUT_MS) -> None:
+    """Reload the page (the kernel lives on) and wait until the notebook is back on its idle kernel."""
+    page.reload(wait_until="domcontentloaded")
+    page.wait_for_function(KERNEL_READY, arg=path, timeout=timeout_ms, polling=250)
+
+
+def run_all(page: Any, timeout_ms: int = OPEN_TIMEOUT_MS) -> list[dict]:
+    """Run every cell and wait until each shows its count; a cell that failed, or one that never finished, is named
+    with its error. The cells as CELL_REPORT gives them."""
     page.evaluate(RUN_ALL)
-    state = page.wait_for_function(RUN_STATE, timeout=timeout_ms, polling=500).json_value()
-    assert state == "done", "a cell failed"
+    try:
+        state = page.wait_for_function(RUN_STATE, timeout=timeout_ms, polling=500).json_value()
+    except PlaywrightError as error:  # a timeout: say which cells never finished
+        waiting = [f"[{c['index']}] {c['source']!r}" for c in page.evaluate(CELL_REPORT)
+                   if c["type"] == "code" and c["count"] is None]
+        raise AssertionError(f"run-all did not finish in {timeout_ms / 1000:.0f} s; cells without a count: "
+                             f"{waiting}\n{error}") from None
+    cells = page.evaluate(CELL_REPORT)
+    errors = [f"cell [{c['index']}] {c['source']!r}:\n{strip_ansi(e)}" for c in cells for e in c["errors"]]
+    assert state == "done" and not errors, "a cell failed in the kernel:\n" + "\n\n".join(errors)
+    return cells
+
+
+def assert_no_error_outputs(page: Any, cells: list[dict], what: str = "the notebook") -> None:
+    """Every code cell ran and the page shows no error (traceback, error output, widget that failed to render)."""
+    missing = [c["index"] for c in cells if c["type"] == "code" and c["count"] is None]
+    assert not missing, f"{what}: code cells without an execution count: {missing}"
+    shown = page.evaluate(DOM_ERRORS)
+    assert not shown, f"{what}: the page shows errors:\n" + "\n".join(strip_ansi(s) for s in shown)
+
+
+@dataclass
+class Opened:
+    """A notebook opened and run: its path as Lab names it, its cells (CELL_REPORT) and how long each part took."""
+
+    path: str
+    cells: list[dict]
+    timings: dict[str, float]
+
+
+def open_and_run(page: Any, server: LabServer, name: str, cells: list[str] | None = None, app: str = "lab",
+                 timeout_ms: int = OPEN_TIMEOUT_MS, theme: str | None = None) -> Opened:
+    """Write `cells` as notebooks/NAME (None: the server's copy of the project's notebook NAME), open it in
+    JupyterLab or Notebook 7 ("notebook7"), in `theme` if one is named, run every cell and check that none failed
+    and the page shows no error; what a cell printed on stderr is shown under -s."""
+    path = write_notebook(server, name, cells) if cells is not None else f"notebooks/{name}"
+    started = time.monotonic()
+    open_notebook(page, server, path, app, timeout_ms)
+    if theme is not None:
+        set_theme(page, theme, timeout_ms)
+    opened = time.monotonic()
+    report = run_all(page, timeout_ms)
+    timings = {"open": opened - started, "run": time.monotonic() - opened}
+    assert_no_error_outputs(page, report, name)
+    for cell in report:  # warnings are allowed, but shown
+        for text in cell["stderr"]:
+            print(f"\n{name} cell [{cell['index']}] stderr: {strip_ansi(text)[:500]}")
+    return Opened(path, report, timings)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A notebook checked step by step: every failed check is kept, so one run reports everything broken.
+DRAW_TIMEOUT_MS = 30_000
+
+# Console errors that are not ours. Each entry: (regex on the message text, why it is harmless). None seen so far
+# with JupyterLab 4.6 / ipywidgets 8.1 / anywidget 0.11: every console error fails the test.
+KNOWN_CONSOLE_NOISE: list[tuple[re.Pattern[str], str]] = []
+
+
+class Run:
+    """One opened notebook: its page, what its console said, failed checks, and pictures to keep."""
+
+    def __init__(self, page: Any, name: str) -> None:
+        self.page, self.name = page, name
+        self.console: list[str] = []
+        self.sockets: list[str] = []
+        self.failures: list[str] = []
+        self.pictures: dict[str, Any] = {}  # README picture name -> locator of the output to photograph
+        self.timings: dict[str, float] = {}
+        page.on("console", self._console)
+        page.on("pageerror", lambda error: self.console.append(f"pageerror: {error}"))
+        page.on("websocket", lambda socket: self.sockets.append(socket.url))
+
+    def _console(self, message: Any) -> None:
+        if message.type != "error":
+            return
+        text = message.text
+        if any(pattern.search(text) for pattern, _ in KNOWN_CONSOLE_NOISE):
+            return
+        location = message.location or {}
+        self.console.append(f"console.error: {text} ({location.get('url', '')}:{location.get('lineNumber', '')})")
+
+    @contextlib.contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        """One check; a failure is kept and the next checks still run, so one run reports everything broken."""
+        try:
+            yield
+        except (AssertionError, PlaywrightError) as error:
+            message = str(error).strip().splitlines()
+            self.failures.append(f"{what}: " + "\n    ".join(message[:6]))
+
+    def outputs(self, selector: str) -> Any:
+        """Output areas (one per output) that contain `selector`."""
+        return self.page.locator(".jp-OutputArea-output").filter(has=self.page.locator(selector))
+
+
+def wait_for(run: Run, what: str, condition: Callable[[], Any], timeout_s: float = DRAW_TIMEOUT_MS / 1000) -> Any:
+    """Poll a Python-side condition over the page (for conditions across several evaluate calls)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} (waited {timeout_s:.0f} s)")
+        run.page.wait_for_timeout(250)

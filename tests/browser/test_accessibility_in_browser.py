@@ -10,14 +10,13 @@ import re
 from typing import Any
 
 import pytest
-from browser_lab import REPO, open_notebook, run_all, write_notebook
+from browser_lab import REPO, THEMES, open_and_run, set_theme
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
 
 AXE = REPO / "node_modules" / "axe-core" / "axe.min.js"
 TIMEOUT_MS = 180_000
 SERIOUS = ("serious", "critical")
-THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 TABS = {  # a workbench tab's title -> what its panel shows once drawn
     "Attention": "div.bvl-view svg.bvl-fig",  # the view last chosen
     "Masking": "svg.bvl-fig",
@@ -61,13 +60,6 @@ RUN_AXE = """async ([element, impacts]) => {
 }"""
 
 
-def set_theme(page: Any, theme: str) -> None:
-    page.evaluate("(name) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: name})",
-                  THEMES[theme])
-    light = "true" if theme == "light" else "false"
-    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{light}'", timeout=TIMEOUT_MS)
-
-
 def show_tab(output: Any, title: str) -> None:
     """Choose the workbench tab `title` and wait until its content has drawn."""
     output.locator(".lm-TabBar-tab", has_text=re.compile(f"^{title}$")).first.click()
@@ -85,14 +77,11 @@ def serious_violations(page: Any, output: Any) -> list[dict]:
     return page.evaluate(RUN_AXE, [output.element_handle(), list(SERIOUS)])
 
 
-def test_axe_finds_no_serious_violation_in_any_tab_or_theme(lab_server, lab_context):
+def test_axe_finds_no_serious_violation_in_any_tab_or_theme(page, lab_server):
     assert AXE.is_file(), f"{AXE} is missing: run npm ci"
-    page = lab_context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     try:
-        path = write_notebook(lab_server, "accessibility_check.ipynb", CELLS)
-        open_notebook(page, lab_server, path)
-        run_all(page, TIMEOUT_MS)
+        open_and_run(page, lab_server, "accessibility_check.ipynb", CELLS, timeout_ms=TIMEOUT_MS)
         page.add_script_tag(content=AXE.read_text(encoding="utf-8"))
         assert page.evaluate("() => typeof window.axe.run") == "function"
         output = page.locator(WORKBENCH).first
@@ -118,6 +107,4 @@ def test_axe_finds_no_serious_violation_in_any_tab_or_theme(lab_server, lab_cont
         rules = sorted({v["id"] for violations in found.values() for v in violations})
         assert not found, f"axe-core found serious or critical violations, rules {rules}:\n{report}"
     finally:
-        if not page.is_closed():
-            set_theme(page, "light")  # the theme is a user setting of the shared server: leave it as found
-        page.close()
+        set_theme(page, "light")  # the theme is a user setting of the shared server: leave it as found

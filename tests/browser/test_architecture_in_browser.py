@@ -10,13 +10,10 @@ from typing import Any
 import pytest
 from browser_lab import (
     CONTENT_BOX,
-    DOM_ERRORS,
     SCREENSHOTS,
     allowed_url,
-    open_notebook,
-    run_all,
-    strip_ansi,
-    write_notebook,
+    open_and_run,
+    set_theme,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium"), pytest.mark.needs_program("dot")]
@@ -64,11 +61,7 @@ def click(panel: Any, text: str) -> None:
 
 def test_fit_shows_the_whole_diagram_and_mermaid_gets_the_same_view(page, lab_server, lab_context):
     first_request = len(lab_context.requested)
-    path = write_notebook(lab_server, "architecture_view.ipynb", CELLS)
-    open_notebook(page, lab_server, path)
-    run_all(page)
-    shown = page.evaluate(DOM_ERRORS)
-    assert not shown, "\n".join(strip_ansi(s) for s in shown)
+    open_and_run(page, lab_server, "architecture_view.ipynb", CELLS)
     panels = page.locator(".jp-OutputArea-output .bvl-panel").filter(has=page.locator(".bvl-diagram"))
     graphviz, mermaid = panels.nth(0), panels.nth(1)
     SCREENSHOTS.mkdir(exist_ok=True)
@@ -107,14 +100,12 @@ def test_fit_shows_the_whole_diagram_and_mermaid_gets_the_same_view(page, lab_se
     page.mouse.up()
     assert viewport.evaluate("(v) => v.scrollTop") > 0, wide
 
-    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000, polling=200)
+    set_theme(page, "dark")
     click(graphviz, "fit")
     wait_box(page, graphviz, WHOLE)
     graphviz.scroll_into_view_if_needed()
     page.screenshot(path=str(SCREENSHOTS / "architecture_fit_dark.png"), clip=graphviz.evaluate(CONTENT_BOX))
-    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000, polling=200)
+    set_theme(page, "light")
 
     assert not page.errors, page.errors
     foreign = [url for url in lab_context.requested[first_request:] if not allowed_url(url)]

@@ -8,16 +8,23 @@ head_view.png and head_ablation.png are written there too (tools/screenshots.py)
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
-from browser_lab import CONTENT_BOX, README_IMAGES_ENV, REPO, SCREENSHOTS, allowed_url, delete_sessions
-from test_notebooks_in_browser import DRAW_TIMEOUT_MS, Run, assert_no_error_outputs, open_and_run, wait_for
+from browser_lab import (
+    CONTENT_BOX,
+    REPO,
+    SCREENSHOTS,
+    Run,
+    allowed_url,
+    assert_no_error_outputs,
+    copy_to_readme,
+    open_and_run,
+    set_theme,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
 
@@ -95,15 +102,6 @@ HEAD_VIEW_DRAWN = """(el) => {
 }"""
 
 
-def write_notebook(root: Path) -> Path:
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    notebook.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
-    path = root / "notebooks" / NAME
-    nbformat.write(notebook, path)
-    return path
-
-
 def button(panel: Any, text: str) -> Any:
     return panel.locator(".widget-toggle-button", has_text=re.compile(f"^{re.escape(text)}$")).first
 
@@ -122,19 +120,13 @@ def picture(run: Run, locator: Any, name: str, pictures: list[Path]) -> None:
     pictures.append(target)
 
 
-def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
-    delete_sessions(lab_context, lab_server)
-    write_notebook(lab_server.root)
+def test_neuron_view_and_head_ablation_in_jupyterlab(page, lab_server, lab_context):
     first_request = len(lab_context.requested)
-    page = lab_context.new_page()
-    page.set_default_timeout(DRAW_TIMEOUT_MS)
     page.set_viewport_size({"width": 1600, "height": 1100})
     run = Run(page, NAME)
     pictures: list[Path] = []
-    passed = False
     try:
-        cells = open_and_run(run, lab_server)
-        assert_no_error_outputs(run, cells)
+        notebook = open_and_run(page, lab_server, NAME, CELLS)
         page.evaluate("() => window.jupyterapp.shell.collapseLeft()")  # the figures get the page's width
         panels = run.outputs(".widget-toggle-button:text-is('neuron view')")
         wait_for(run, "two attention panels", lambda: panels.count() == 2)
@@ -175,18 +167,14 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
             page.mouse.click(5, 5)
 
         with run.step("the neuron view in JupyterLab Dark"):
-            page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
-            wait_for(run, "the dark theme did not apply",
-                     lambda: page.evaluate("() => document.body.dataset.jpThemeLight === 'false'"))
+            set_theme(page, "dark")
             ground = "(el) => getComputedStyle(el.querySelector('svg.bvl-neuron .bvl-ground')).fill"
             wait_for(run, "the figure's ground did not follow the theme",
                      lambda: neuron.evaluate(ground) != "rgb(255, 255, 255)")
             SCREENSHOTS.mkdir(exist_ok=True)
             first.scroll_into_view_if_needed()
             page.screenshot(path=str(SCREENSHOTS / "neuron_view_dark.png"), clip=first.evaluate(CONTENT_BOX))
-            page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
-            wait_for(run, "the light theme did not come back",
-                     lambda: page.evaluate("() => document.body.dataset.jpThemeLight === 'true'"))
+            set_theme(page, "light")
 
         with run.step("a key's token clicked in the neuron view becomes the query"):
             neuron.locator("svg text.bvl-key[data-position='9']").click()
@@ -274,19 +262,12 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(lab_server, lab_context):
             wait_for(run, "a plain click did not open the heatmap", lambda: active(second, "heatmap"))
 
         with run.step("no error outputs after the interactions"):
-            assert_no_error_outputs(run, cells)
+            assert_no_error_outputs(page, notebook.cells, NAME)
         with run.step("offline: every request went to 127.0.0.1"):
             foreign = sorted({u for u in lab_context.requested[first_request:] + run.sockets if not allowed_url(u)})
             assert not foreign, foreign
         problems = run.failures + run.console
         assert not problems, "\n".join(problems)
-        passed = True
+        copy_to_readme(pictures)
     finally:
-        folder = os.environ.get(README_IMAGES_ENV)
-        if folder and passed:
-            destination = Path(folder) if Path(folder).is_absolute() else REPO / folder
-            destination.mkdir(parents=True, exist_ok=True)
-            for path in pictures:
-                shutil.copyfile(path, destination / path.name)
         print(f"\n{NAME}: screenshots {[str(p.relative_to(REPO)) for p in pictures]}")
-        page.close()

@@ -13,9 +13,8 @@ from browser_lab import (
     SCREENSHOTS,
     kernel_prints,
     live_heatmap_shows,
-    open_notebook,
+    open_and_run,
     run_all,
-    write_notebook,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
@@ -36,14 +35,6 @@ TOOLTIP = """() => {
 }"""
 
 
-def run_workbench(page: Any, server: Any, name: str) -> str:
-    """Write a notebook with one workbench, open it in JupyterLab and run it; its path on the server."""
-    path = write_notebook(server, name, CELLS)
-    open_notebook(page, server, path)
-    run_all(page)
-    return path
-
-
 def hover_a_cell(page: Any) -> dict:
     """Move the pointer over the live heatmap's cells and wait for its tooltip."""
     cells = page.locator(".jp-OutputArea-output .bvl-heatmap-view .bvl-cells").first
@@ -54,7 +45,7 @@ def hover_a_cell(page: Any) -> dict:
 
 
 def test_a_panel_without_its_kernel_says_so_disables_its_controls_and_still_reads_its_figure(page, lab_server):
-    run_workbench(page, lab_server, "kernel_shut_down.ipynb")
+    open_and_run(page, lab_server, "kernel_shut_down.ipynb", CELLS)
     shown = live_heatmap_shows(page, "layer 1 · head 2 ·")
     before = page.evaluate(KERNEL_NOTICE)
     assert before["notices"] == [] and not before["gone"] and before["controls"] > 5, before
@@ -76,7 +67,7 @@ def test_a_panel_without_its_kernel_says_so_disables_its_controls_and_still_read
 
 
 def test_after_a_restart_the_panel_says_so_and_running_the_cell_again_gives_a_working_one(page, lab_server):
-    run_workbench(page, lab_server, "kernel_restarted.ipynb")
+    open_and_run(page, lab_server, "kernel_restarted.ipynb", CELLS)
     live_heatmap_shows(page, "layer 1 · head 2 ·")
     page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.restartKernel()")
     page.wait_for_function(NOTICE_SHOWN, arg="The kernel restarted", timeout=TIMEOUT_MS, polling=250)

@@ -13,21 +13,17 @@ BERTVIZ_LAB_SCREENSHOTS=docs/images the README's three (light) pictures are writ
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 from browser_lab import (
     CONTENT_BOX,
-    README_IMAGES_ENV,
-    REPO,
     SCREENSHOTS,
+    copy_to_readme,
     kernel_prints,
-    open_notebook,
-    run_all,
-    write_notebook,
+    open_and_run,
+    set_theme,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
@@ -121,23 +117,12 @@ def picture(page: Any, output: Any, name: str, pictures: list[Path]) -> None:
     pictures.append(target)
 
 
-def set_theme(page: Any, theme: str) -> None:
-    name = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}[theme]
-    page.evaluate("(name) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: name})", name)
-    light = "true" if theme == "light" else "false"
-    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{light}'", timeout=TIMEOUT_MS)
-
-
-def test_heads_and_query_tokens_with_the_keyboard_alone(lab_server, lab_context):
-    page = lab_context.new_page()
+def test_heads_and_query_tokens_with_the_keyboard_alone(page, lab_server):
     page.set_default_timeout(TIMEOUT_MS)
     page.set_viewport_size({"width": 1500, "height": 1100})
     pictures: list[Path] = []
-    passed = False
     try:
-        path = write_notebook(lab_server, "keyboard_check.ipynb", CELLS)
-        open_notebook(page, lab_server, path)
-        run_all(page, TIMEOUT_MS)
+        open_and_run(page, lab_server, "keyboard_check.ipynb", CELLS, timeout_ms=TIMEOUT_MS)
         page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
         outputs = page.locator(".jp-OutputArea-output:visible").filter(has=page.locator(".bvl-panel"))
         heads_output, keys_output, curves_output = outputs.nth(0), outputs.nth(1), outputs.nth(2)
@@ -258,15 +243,6 @@ def test_heads_and_query_tokens_with_the_keyboard_alone(lab_server, lab_context)
         wait_until(page, "ArrowLeft did not show the last step in the dark theme", lambda: focus(page),
                    lambda f: f["tip"].startswith("step 40\n"))
         picture(page, curves_output, "keyboard_loss_curves_dark", pictures)
-        passed = True
+        copy_to_readme([path for path in pictures if path.stem in README_PICTURES])
     finally:
-        if not page.is_closed():
-            set_theme(page, "light")  # the theme is a user setting of the shared server: leave it as found
-        folder = os.environ.get(README_IMAGES_ENV)
-        if folder and passed:
-            destination = Path(folder) if Path(folder).is_absolute() else REPO / folder
-            destination.mkdir(parents=True, exist_ok=True)
-            for picture_path in pictures:
-                if picture_path.stem in README_PICTURES:
-                    shutil.copyfile(picture_path, destination / picture_path.name)
-        page.close()
+        set_theme(page, "light")  # the theme is a user setting of the shared server: leave it as found

@@ -12,28 +12,21 @@ to the README's pictures as well.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_lab import (
     CONTENT_BOX,
-    DOM_ERRORS,
-    KERNEL_READY,
     MODEL_STATIC_COPIES,
-    README_IMAGES_ENV,
-    REPO,
     SCREENSHOTS,
     allowed_url,
+    copy_to_readme,
     kernel_prints,
-    open_notebook,
-    run_all,
+    open_and_run,
+    reload_notebook,
     save_notebook,
     saved_static_copies,
-    strip_ansi,
-    write_notebook,
+    set_theme,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
@@ -101,11 +94,7 @@ def wait_focus(page: Any, position: int) -> dict:
 
 def test_a_click_and_the_keyboard_mask_tokens_in_the_kernel(page, lab_server, lab_context):
     first_request = len(lab_context.requested)
-    path = write_notebook(lab_server, "masking_view.ipynb", CELLS)
-    open_notebook(page, lab_server, path)
-    run_all(page)
-    shown = page.evaluate(DOM_ERRORS)
-    assert not shown, "\n".join(strip_ansi(s) for s in shown)
+    path = open_and_run(page, lab_server, "masking_view.ipynb", CELLS).path
 
     # the typed [MASK] is the one masked token, predicted ("paris"); the other words are buttons, not pressed
     chips = wait_masked(page, "6")
@@ -151,19 +140,16 @@ def test_a_click_and_the_keyboard_mask_tokens_in_the_kernel(page, lab_server, la
     SCREENSHOTS.mkdir(exist_ok=True)
     picture = SCREENSHOTS / PICTURE
     page.screenshot(path=str(picture), clip=output.evaluate(CONTENT_BOX))
-    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000, polling=200)
+    set_theme(page, "dark")
     ground = "(el) => getComputedStyle(el.querySelector('svg.bvl-masking .bvl-ground')).fill"
     page.wait_for_function(f"(el) => ({ground})(el) !== 'rgb(255, 255, 255)'", arg=view.element_handle(),
                            timeout=30_000, polling=200)
     page.screenshot(path=str(SCREENSHOTS / "masking_view_dark.png"), clip=output.evaluate(CONTENT_BOX))
-    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000, polling=200)
+    set_theme(page, "light")
 
     # after a reload (kernel alive) the page shows the kernel's state, and a click there writes to it
     save_notebook(page)
-    page.reload(wait_until="domcontentloaded")
-    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+    reload_notebook(page, path, TIMEOUT_MS)
     wait_masked(page, "2,6")
     page.locator(VIEW).first.locator('g.bvl-chip[data-position="4"]').click()
     wait_masked(page, "2,4,6")
@@ -177,8 +163,4 @@ def test_a_click_and_the_keyboard_mask_tokens_in_the_kernel(page, lab_server, la
     assert not page.errors, page.errors
     foreign = [url for url in lab_context.requested[first_request:] if not allowed_url(url)]
     assert not foreign, f"requests left the machine: {foreign}"
-    folder = os.environ.get(README_IMAGES_ENV)  # the README's picture, only from a run that passed
-    if folder:
-        destination = Path(folder) if Path(folder).is_absolute() else REPO / folder
-        destination.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(picture, destination / PICTURE)
+    copy_to_readme([picture])  # the README's picture, only from a run that passed

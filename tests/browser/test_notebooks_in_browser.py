@@ -10,46 +10,36 @@ written there too (tools/screenshots.py).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 from browser_lab import (
-    CELL_REPORT,
     CONTENT_BOX,
-    DOM_ERRORS,
+    DRAW_TIMEOUT_MS,
     HEATMAP_DRAWN,
-    KERNEL_READY,
     MASK_CHIPS,
     NOTEBOOK_TO_TOP,
     README_IMAGES_ENV,
     REPO,
-    RUN_ALL,
-    RUN_STATE,
     SCREENSHOTS,
     SVG_IMAGE,
+    Run,
     allowed_url,
-    delete_sessions,
-    strip_ansi,
+    assert_no_error_outputs,
+    open_and_run,
+    wait_for,
 )
-from playwright.sync_api import Error as PlaywrightError
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
 
 NOTEBOOKS = sorted(path.name for path in (REPO / "notebooks").glob("*.ipynb"))
-RUN_TIMEOUT_S = 180  # run-all per notebook on the shared 2-core machine (measured 4-80 s, 04 the slowest)
-OPEN_TIMEOUT_S = 90
-DRAW_TIMEOUT_MS = 30_000
+RUN_TIMEOUT_MS = 180_000  # open + run-all per notebook on the shared 2-core machine (measured 4-80 s, 04 the slowest)
 MASK_RGB = "rgb(214, 39, 40)"  # COLORS["mask"] = #d62728
-
-# Console errors that are not ours. Each entry: (regex on the message text, why it is harmless). None seen so far
-# with JupyterLab 4.6 / ipywidgets 8.1 / anywidget 0.11: every console error fails the test.
-KNOWN_CONSOLE_NOISE: list[tuple[re.Pattern[str], str]] = []
 
 CHECKS: dict[str, Callable[["Run"], None]] = {}
 
@@ -60,88 +50,6 @@ def check(prefix: str):
         CHECKS[prefix] = function
         return function
     return register
-
-
-class Run:
-    """One opened notebook: its page, what its console said, failed checks, and pictures to keep."""
-
-    def __init__(self, page: Any, name: str) -> None:
-        self.page, self.name = page, name
-        self.console: list[str] = []
-        self.sockets: list[str] = []
-        self.failures: list[str] = []
-        self.pictures: dict[str, Any] = {}  # README picture name -> locator of the output to photograph
-        self.timings: dict[str, float] = {}
-        page.on("console", self._console)
-        page.on("pageerror", lambda error: self.console.append(f"pageerror: {error}"))
-        page.on("websocket", lambda socket: self.sockets.append(socket.url))
-
-    def _console(self, message: Any) -> None:
-        if message.type != "error":
-            return
-        text = message.text
-        if any(pattern.search(text) for pattern, _ in KNOWN_CONSOLE_NOISE):
-            return
-        location = message.location or {}
-        self.console.append(f"console.error: {text} ({location.get('url', '')}:{location.get('lineNumber', '')})")
-
-    @contextlib.contextmanager
-    def step(self, what: str) -> Iterator[None]:
-        """One check; a failure is kept and the next checks still run, so one run reports everything broken."""
-        try:
-            yield
-        except (AssertionError, PlaywrightError) as error:
-            message = str(error).strip().splitlines()
-            self.failures.append(f"{what}: " + "\n    ".join(message[:6]))
-
-    def outputs(self, selector: str) -> Any:
-        """Output areas (one per output) that contain `selector`."""
-        return self.page.locator(".jp-OutputArea-output").filter(has=self.page.locator(selector))
-
-
-def open_and_run(run: Run, server: Any) -> list[dict]:
-    page, path = run.page, f"notebooks/{run.name}"
-    started = time.monotonic()
-    page.goto(f"{server.url}/lab/tree/{path}?reset&token={server.token}",
-              wait_until="domcontentloaded")
-    page.wait_for_function(KERNEL_READY, arg=path, timeout=OPEN_TIMEOUT_S * 1000, polling=250)
-    run.timings["open"] = time.monotonic() - started
-    started = time.monotonic()
-    page.evaluate(RUN_ALL)
-    try:
-        state = page.wait_for_function(RUN_STATE, timeout=RUN_TIMEOUT_S * 1000, polling=500).json_value()
-    except PlaywrightError as error:  # a timeout: say which cells never finished
-        cells = page.evaluate(CELL_REPORT)
-        waiting = [f"[{c['index']}] {c['source']!r}" for c in cells if c["type"] == "code" and c["count"] is None]
-        raise AssertionError(f"{run.name}: run-all did not finish in {RUN_TIMEOUT_S} s; cells without a count: "
-                             f"{waiting}\n{error}") from None
-    run.timings["run"] = time.monotonic() - started
-    cells = page.evaluate(CELL_REPORT)
-    errors = [f"cell [{c['index']}] {c['source']!r}:\n{strip_ansi(e)}" for c in cells for e in c["errors"]]
-    assert state == "done" and not errors, f"{run.name}: a cell failed in the kernel:\n" + "\n\n".join(errors)
-    for cell in cells:  # warnings are allowed, but shown with -s
-        for text in cell["stderr"]:
-            print(f"\n{run.name} cell [{cell['index']}] stderr: {strip_ansi(text)[:500]}")
-    return cells
-
-
-def assert_no_error_outputs(run: Run, cells: list[dict]) -> None:
-    missing = [c["index"] for c in cells if c["type"] == "code" and c["count"] is None]
-    assert not missing, f"{run.name}: code cells without an execution count: {missing}"
-    shown = run.page.evaluate(DOM_ERRORS)
-    assert not shown, f"{run.name}: the page shows errors:\n" + "\n".join(strip_ansi(s) for s in shown)
-
-
-def wait_for(run: Run, what: str, condition: Callable[[], Any], timeout_s: float = DRAW_TIMEOUT_MS / 1000) -> Any:
-    """Poll a Python-side condition over the page (for conditions across several evaluate calls)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} (waited {timeout_s:.0f} s)")
-        run.page.wait_for_timeout(250)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -367,25 +275,22 @@ def test_the_browser_cannot_reach_other_hosts(lab_context):
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_in_browser(name, lab_server, lab_context):
-    delete_sessions(lab_context, lab_server)
+def test_notebook_in_browser(name, page, lab_server, lab_context):
     copy = lab_server.root / "notebooks" / name
     original = copy.read_bytes()
     first_request = len(lab_context.requested)
-    page = lab_context.new_page()
-    page.set_default_timeout(DRAW_TIMEOUT_MS)
     run = Run(page, name)
     started, passed = time.monotonic(), False
     try:
-        cells = open_and_run(run, lab_server)
-        assert_no_error_outputs(run, cells)
+        opened = open_and_run(page, lab_server, name, timeout_ms=RUN_TIMEOUT_MS)
+        run.timings.update(opened.timings)
         specific = next((f for prefix, f in CHECKS.items() if name.startswith(prefix)), None)
         if specific is not None:
             started_checks = time.monotonic()
             specific(run)
             run.timings["checks"] = time.monotonic() - started_checks
         with run.step("no error outputs after the interactions"):
-            assert_no_error_outputs(run, cells)
+            assert_no_error_outputs(page, opened.cells, name)
         with run.step("offline: every request and websocket went to 127.0.0.1"):
             requested = lab_context.requested[first_request:] + run.sockets
             foreign = sorted({url for url in requested if not allowed_url(url)})
@@ -405,6 +310,5 @@ def test_notebook_in_browser(name, lab_server, lab_context):
             print(f"\n{name}: screenshots {shown}")
         except Exception as error:  # a failing notebook should still report its own failure, not this one
             print(f"\n{name}: no screenshot ({error})")
-        page.close()
         print(f"{name}: {', '.join(f'{k} {v:.1f} s' for k, v in run.timings.items())}; "
               f"total {time.monotonic() - started:.1f} s")

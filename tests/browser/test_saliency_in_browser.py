@@ -10,26 +10,20 @@ BERTVIZ_LAB_SCREENSHOTS set (tools/screenshots.py) to the README's pictures as w
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_lab import (
     CONTENT_BOX,
-    DOM_ERRORS,
-    KERNEL_READY,
-    README_IMAGES_ENV,
-    REPO,
     SCREENSHOTS,
     allowed_url,
-    open_notebook,
-    run_all,
-    strip_ansi,
-    write_notebook,
+    copy_to_readme,
+    open_and_run,
+    reload_notebook,
+    save_notebook,
+    set_theme,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
@@ -79,7 +73,6 @@ LOWEST_INK_CONTRAST = """(el) => {
 # notebook shows what was on screen.
 STATIC_COPY_SAYS = """(text) => [...document.querySelectorAll('[data-bvl-static]')].some(
   (copy) => copy.querySelector('svg.bvl-saliency') && copy.textContent.includes(text))"""
-DARK = """() => document.body.dataset.jpThemeLight === 'false'"""
 LONG_STEPS = 384  # integrated gradients over this many steps takes seconds on the default model
 
 # Every text the progress line shows, in order, kept in the page (a poll could miss one).
@@ -126,11 +119,7 @@ def test_the_saliency_view_renders_and_exports(page, lab_server, lab_context):
     first_request = len(lab_context.requested)
     page.on("console", lambda message: page.errors.append(f"console.error: {message.text}"[:600])
             if message.type == "error" else None)
-    path = write_notebook(lab_server, "saliency_view.ipynb", CELLS)
-    open_notebook(page, lab_server, path)
-    run_all(page)
-    shown = page.evaluate(DOM_ERRORS)
-    assert not shown, "\n".join(strip_ansi(s) for s in shown)
+    path = open_and_run(page, lab_server, "saliency_view.ipynb", CELLS).path
     output = page.locator(".jp-OutputArea-output").filter(has=page.locator(FIGURE)).first
     view = output.locator("div.bvl-saliency-view")
     drawn = wait_drawn(view)
@@ -217,22 +206,18 @@ def test_the_saliency_view_renders_and_exports(page, lab_server, lab_context):
 
     # in JupyterLab Dark the page's colours change and the text on every token box still reads
     assert view.evaluate(LOWEST_INK_CONTRAST) >= 4.5
-    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
-    page.wait_for_function(DARK, timeout=30_000, polling=200)
+    set_theme(page, "dark")
     ground = "(el) => getComputedStyle(el.querySelector('svg.bvl-saliency .bvl-ground')).fill"
     page.wait_for_function(f"(el) => ({ground})(el) !== 'rgb(255, 255, 255)'", arg=view.element_handle(),
                            timeout=30_000, polling=200)
     assert view.evaluate(LOWEST_INK_CONTRAST) >= 4.5
     output.scroll_into_view_if_needed()
     page.screenshot(path=str(SCREENSHOTS / "saliency_view_dark.png"), clip=output.evaluate(CONTENT_BOX))
-    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'true'", timeout=30_000, polling=200)
+    set_theme(page, "light")
 
     # after a reload (kernel alive) the view shows the same figure from the synced state alone
-    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_timeout(1500)
-    page.reload(wait_until="domcontentloaded")
-    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+    save_notebook(page)
+    reload_notebook(page, path, TIMEOUT_MS)
     view = page.locator(".jp-OutputArea-output div.bvl-saliency-view").first
     view.wait_for(timeout=30_000)
     again = wait_drawn(view, "d.title.includes('gradient × input')")
@@ -241,8 +226,4 @@ def test_the_saliency_view_renders_and_exports(page, lab_server, lab_context):
     assert not page.errors, page.errors
     foreign = [url for url in lab_context.requested[first_request:] if not allowed_url(url)]
     assert not foreign, f"requests left the machine: {foreign}"
-    folder = os.environ.get(README_IMAGES_ENV)  # the README's picture, only from a run that passed
-    if folder:
-        destination = Path(folder) if Path(folder).is_absolute() else REPO / folder
-        destination.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(picture, destination / PICTURE)
+    copy_to_readme([picture])  # the README's picture, only from a run that passed

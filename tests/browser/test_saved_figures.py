@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import shutil
 import subprocess
 import sys
 import time
@@ -18,7 +19,6 @@ from typing import Any
 
 import pytest
 from browser_lab import (
-    KERNEL_READY,
     MODEL_STATIC_COPIES,
     SCREENSHOTS,
     LabServer,
@@ -26,9 +26,10 @@ from browser_lab import (
     delete_sessions,
     kernel_prints,
     live_heatmap_shows,
+    open_and_run,
     open_notebook,
     recording_context,
-    run_all,
+    reload_notebook,
     save_notebook,
     saved_static_copies,
     write_notebook,
@@ -80,6 +81,7 @@ STATIC_STATE = """() => {
                           chips: d.querySelectorAll('.bvl-chip').length,
                           text: d.textContent.replace(/\\s+/g, ' ').slice(0, 300)})))};
 }"""
+STATIC_COPY_SHOWN = "() => (" + STATIC_STATE + ")().shown === 1"  # the page shows one static copy
 
 
 def workbench(page: Any) -> Any:
@@ -139,16 +141,12 @@ def lab_context(chromium, lab_server):
 
 
 def test_figures_survive_a_reload_and_a_second_tab(page, lab_server, lab_context):
-    path = write_notebook(lab_server, "survive_reload.ipynb", CELLS)
-    open_notebook(page, lab_server, path)
-    run_all(page)
+    path = open_and_run(page, lab_server, "survive_reload.ipynb", CELLS).path
     before = drawn_per_tab(page)
     assert_heatmap_drawn(before["Attention"])
     assert "[MASK]" in before["Masking"]["text"] or before["Masking"]["svgs"], before["Masking"]
-    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_timeout(1500)
-    page.reload(wait_until="domcontentloaded")
-    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+    save_notebook(page)
+    reload_notebook(page, path, TIMEOUT_MS)
     after_reload = drawn_per_tab(page)
     assert after_reload == before
     second = lab_context.new_page()
@@ -163,15 +161,12 @@ def test_figures_survive_a_reload_and_a_second_tab(page, lab_server, lab_context
 
 @pytest.mark.parametrize("app", ["lab", "notebook7"])
 def test_a_saved_notebook_reopened_without_its_kernel_shows_every_tab(page, lab_server, lab_context, app):
-    path = write_notebook(lab_server, f"reopened_{app}.ipynb", CELLS)
-    open_notebook(page, lab_server, path, app)
-    run_all(page)
+    path = open_and_run(page, lab_server, f"reopened_{app}.ipynb", CELLS, app).path
     assert page.evaluate(STATIC_STATE)["shown"] == 0
-    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_timeout(1500)
+    save_notebook(page)
     delete_sessions(lab_context, lab_server)  # the kernel is gone: no widget model survives
     open_notebook(page, lab_server, path, app)  # a fresh kernel that knows none of the saved widgets
-    page.wait_for_timeout(3000)
+    page.wait_for_function(STATIC_COPY_SHOWN, timeout=TIMEOUT_MS, polling=250)
     state = page.evaluate(STATIC_STATE)
     assert state["shown"] == 1 and not state["errors"], state
     tabs = {tab["tab"]: tab for tab in state["tabs"]}
@@ -202,25 +197,34 @@ def nbconvert(notebook: Path, execute: bool) -> Path:
     return output
 
 
+@pytest.fixture(scope="module")
+def saved_after_a_run(chromium, lab_server) -> Path:
+    """The notebook as JupyterLab saves it after a run, made once: the conversions of it only read it."""
+    with recording_context(chromium, lab_server) as context:
+        page = context.new_page()
+        path = open_and_run(page, lab_server, "converted_saved.ipynb", CELLS, timeout_ms=TIMEOUT_MS).path
+        save_notebook(page)
+        page.close()
+    return lab_server.root / path
+
+
 @pytest.mark.parametrize("execute, tool", [(False, "nbconvert"), (True, "nbconvert"), (False, "bertviz-lab html"),
                                            (True, "bertviz-lab html")],
                          ids=["saved", "executed", "offline-page-saved", "offline-page-executed"])
-def test_nbconvert_html_shows_every_figure_offline(page, lab_server, lab_context, execute, tool):
+def test_nbconvert_html_shows_every_figure_offline(page, lab_server, lab_context, request, execute, tool):
     name = f"converted_{'executed' if execute else 'saved'}_{tool.split()[-1]}"
-    path = write_notebook(lab_server, f"{name}.ipynb", CELLS)
-    notebook = lab_server.root / path
-    if not execute:  # a notebook saved by JupyterLab after a run
-        open_notebook(page, lab_server, path)
-        run_all(page)
-        page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
-        page.wait_for_timeout(1500)
+    if execute:
+        notebook = lab_server.root / write_notebook(lab_server, f"{name}.ipynb", CELLS)
+    else:  # a copy of the notebook saved by JupyterLab after a run
+        notebook = lab_server.root / "notebooks" / f"{name}-run.ipynb"
+        shutil.copyfile(request.getfixturevalue("saved_after_a_run"), notebook)
     if tool == "nbconvert":
         html = nbconvert(notebook, execute)
     else:  # the same page without nbconvert's CDN scripts
         html = notebook_to_html(notebook, notebook.with_name(f"{name}.html"), execute=execute)
     first = len(lab_context.requested)
     page.goto(html.as_uri(), wait_until="load")
-    page.wait_for_timeout(1500)
+    page.wait_for_function(STATIC_COPY_SHOWN, timeout=TIMEOUT_MS, polling=250)
     state = page.evaluate(STATIC_STATE)
     assert state["shown"] == 1 and not state["errors"], state
     tabs = {tab["tab"]: tab for tab in state["tabs"]}
@@ -232,18 +236,14 @@ def test_nbconvert_html_shows_every_figure_offline(page, lab_server, lab_context
 
 
 def test_notebook_7_renders_the_workbench(page, lab_server):
-    path = write_notebook(lab_server, "notebook7.ipynb", CELLS)
-    open_notebook(page, lab_server, path, "notebook7")
-    run_all(page)
+    open_and_run(page, lab_server, "notebook7.ipynb", CELLS, "notebook7")
     drawn = drawn_per_tab(page)
     assert_heatmap_drawn(drawn["Attention"])
     assert page.evaluate(STATIC_STATE)["shown"] == 0
 
 
 def test_the_export_button_writes_a_file(page, lab_server):
-    path = write_notebook(lab_server, "export.ipynb", CELLS)
-    open_notebook(page, lab_server, path)
-    run_all(page)
+    open_and_run(page, lab_server, "export.ipynb", CELLS)
     figures = lab_server.root / "notebooks" / "bertviz_figures"
     before = set(figures.glob("*")) if figures.exists() else set()
     workbench(page).locator("button:has-text('export')").first.click()
@@ -322,7 +322,7 @@ def reopen_and_check_the_copy(page: Any, server: Any, context: Any, path: str, s
     page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
     delete_sessions(context, server)
     open_notebook(page, server, path, app)
-    page.wait_for_function("() => (" + STATIC_STATE + ")().shown === 1", timeout=TIMEOUT_MS, polling=250)
+    page.wait_for_function(STATIC_COPY_SHOWN, timeout=TIMEOUT_MS, polling=250)
     state = page.evaluate(STATIC_STATE)
     assert not state["errors"], state
     tabs = {tab["tab"]: tab for tab in state["tabs"]}
@@ -339,12 +339,9 @@ def reopen_and_check_the_copy(page: Any, server: Any, context: Any, path: str, s
 
 @pytest.mark.parametrize("app", ["lab", "notebook7"])
 def test_changes_made_after_a_reload_reach_the_saved_copy(page, lab_server, lab_context, app):
-    path = write_notebook(lab_server, f"changed_after_reload_{app}.ipynb", CELLS)
-    open_notebook(page, lab_server, path, app)
-    run_all(page)
+    path = open_and_run(page, lab_server, f"changed_after_reload_{app}.ipynb", CELLS, app).path
     save_notebook(page)
-    page.reload(wait_until="domcontentloaded")  # JupyterLab forgets the copy's display id
-    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+    reload_notebook(page, path, TIMEOUT_MS)  # JupyterLab forgets the copy's display id
     shown = change_text_layer_and_head(page, NEW_TEXT, layer=1, head=3)
     model_copy_shows(page, [shown["title"], "dog"])
     save_notebook(page)
@@ -359,9 +356,7 @@ def test_changes_made_after_a_reload_reach_the_saved_copy(page, lab_server, lab_
 
 
 def test_changes_made_in_a_second_tab_reach_the_copy_saved_from_the_first(page, lab_server, lab_context):
-    path = write_notebook(lab_server, "changed_in_second_tab.ipynb", CELLS)
-    open_notebook(page, lab_server, path)
-    run_all(page)
+    path = open_and_run(page, lab_server, "changed_in_second_tab.ipynb", CELLS).path
     save_notebook(page)  # the second tab opens what the file holds
     second = lab_context.new_page()
     try:

@@ -6,20 +6,15 @@ pixel of its box on a screenshot), in headless Chromium, offline. The screenshot
 from __future__ import annotations
 
 import io
-import os
-import shutil
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_lab import (
-    README_IMAGES_ENV,
-    REPO,
     SCREENSHOTS,
-    open_notebook,
-    run_all,
-    write_notebook,
+    copy_to_readme,
+    open_and_run,
+    set_theme,
 )
 
 from bertviz_lab.widgets.figures.contrast import contrast_ratio
@@ -47,7 +42,6 @@ CELLS = [
     "DevicePicker(model)",
     "ArchitecturePanel(model)",
 ]
-THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 
 # Every visible text of the outputs, with its colour and its box in page pixels: HTML text (the element that
 # holds a text node) and SVG <text>. Hidden things (display:none, zero size, transparent) are left out.
@@ -146,21 +140,10 @@ def low_contrast(page: Any) -> tuple[list[dict], int]:
     return failures, measured
 
 
-def set_theme(page: Any, theme: str) -> None:
-    page.evaluate("(name) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: name})",
-                  THEMES[theme])
-    light = "true" if theme == "light" else "false"
-    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{light}'", timeout=TIMEOUT_MS)
-
-
 @pytest.mark.parametrize("theme", ["dark", "light"])
-def test_every_text_reads_in_the_theme(theme, lab_server, lab_context):
-    page = lab_context.new_page()
+def test_every_text_reads_in_the_theme(theme, page, lab_server):
     try:
-        path = write_notebook(lab_server, f"themes_{theme}.ipynb", CELLS)
-        open_notebook(page, lab_server, path)
-        set_theme(page, theme)
-        run_all(page, TIMEOUT_MS)
+        open_and_run(page, lab_server, f"themes_{theme}.ipynb", CELLS, timeout_ms=TIMEOUT_MS, theme=theme)
         # every panel drawn: each live view says what it drew in data-title once its figure is on screen
         page.wait_for_function("() => document.querySelectorAll('.jp-OutputArea-output svg.bvl-fig').length >= 9",
                                timeout=TIMEOUT_MS, polling=500)
@@ -178,12 +161,6 @@ def test_every_text_reads_in_the_theme(theme, lab_server, lab_context):
         unique = {(f["text"], f["color"], f["ground"]): f for f in failures}
         assert measured > 100, f"only {measured} texts measured: the views did not draw"
         assert not unique, f"{len(unique)} texts below {MIN_CONTRAST}:1 in {theme}: {list(unique.values())[:15]}"
-        folder = os.environ.get(README_IMAGES_ENV)  # the README's picture, only from a run that passed
-        if folder:
-            destination = Path(folder) if Path(folder).is_absolute() else REPO / folder
-            destination.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(picture, destination / picture.name)
+        copy_to_readme([picture])  # the README's picture, only from a run that passed
     finally:
-        if not page.is_closed():
-            set_theme(page, "light")  # the theme is a user setting of the shared server: leave it as found
-        page.close()
+        set_theme(page, "light")  # the theme is a user setting of the shared server: leave it as found

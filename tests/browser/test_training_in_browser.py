@@ -10,13 +10,10 @@ from typing import Any
 import pytest
 from browser_lab import (
     CONTENT_BOX,
-    DOM_ERRORS,
     SCREENSHOTS,
     allowed_url,
-    open_notebook,
-    run_all,
-    strip_ansi,
-    write_notebook,
+    open_and_run,
+    set_theme,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
@@ -34,8 +31,6 @@ CELLS = [
     f"bench.training.steps = {STEPS}\n"
     "bench",
 ]
-DARK = "() => document.body.dataset.jpThemeLight === 'false'"
-LIGHT = "() => document.body.dataset.jpThemeLight === 'true'"
 
 # The Training tab's buttons: which show, which are enabled; the curves' status line.
 BUTTONS = """(panel) => {
@@ -69,11 +64,7 @@ def wait_buttons(page: Any, tab: Any, condition: str, timeout_ms: int = 120_000)
 
 def test_the_header_names_the_model_and_training_offers_resume_and_restart(page, lab_server, lab_context):
     first_request = len(lab_context.requested)
-    path = write_notebook(lab_server, "training_actions.ipynb", CELLS)
-    open_notebook(page, lab_server, path)
-    run_all(page)
-    shown = page.evaluate(DOM_ERRORS)
-    assert not shown, "\n".join(strip_ansi(s) for s in shown)
+    open_and_run(page, lab_server, "training_actions.ipynb", CELLS)
     output = page.locator(".jp-OutputArea-output").filter(has=page.locator(".lm-TabBar-tab")).first  # the live one
     header = output.locator(".bvl-model-header").first
     assert header.inner_text().strip() == "model: all-MiniLM-L6-v2 · 22.7 M parameters · 6 layers × 12 heads"
@@ -93,14 +84,12 @@ def test_the_header_names_the_model_and_training_offers_resume_and_restart(page,
     assert state["status"].startswith(f"step {STEPS} of 400 · finished"), state["status"]
     page.screenshot(path=str(SCREENSHOTS / "training_actions.png"), clip=tab.evaluate(CONTENT_BOX))
 
-    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
-    page.wait_for_function(DARK, timeout=30_000, polling=200)
+    set_theme(page, "dark")
     page.screenshot(path=str(SCREENSHOTS / "training_actions_dark.png"), clip=tab.evaluate(CONTENT_BOX))
     output.locator(".lm-TabBar-tab", has_text="Attention").click()
     page.screenshot(path=str(SCREENSHOTS / "workbench_header_dark.png"), clip=output.evaluate(CONTENT_BOX))
     output.locator(".lm-TabBar-tab", has_text="Training").click()
-    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
-    page.wait_for_function(LIGHT, timeout=30_000, polling=200)
+    set_theme(page, "light")
 
     # Resume continues the run; Restart begins a fresh one, whose curves start from step 1 again
     button(tab, "Resume").click()
