@@ -42,7 +42,8 @@ def head_sums(probs: torch.Tensor, valid: torch.Tensor, keys: torch.Tensor) -> t
     probs (B, H, T, S) attention probabilities; valid (B, T) float, 1 at real tokens; keys (B, 1, S, 3) key masks."""
     p = probs.float()
     entropy = torch.special.entr(p).sum(-1)  # (B, H, T): -sum p log p, 0 log 0 = 0
-    by_kind = p @ keys  # (B, H, T, 3): weight on [CLS], [SEP], punctuation
+    B, H, T, S = p.shape
+    by_kind = torch.bmm(p.reshape(B, H * T, S), keys[:, 0]).view(B, H, T, 3)  # weight on [CLS], [SEP], punctuation
     own = p.diagonal(0, -2, -1)  # (B, H, T): p[i, i]
     prev = F.pad(p.diagonal(-1, -2, -1), (1, 0))  # p[i, i-1], 0 for i = 0
     nxt = F.pad(p.diagonal(1, -2, -1), (0, 1))  # p[i, i+1], 0 for the last position
