@@ -87,5 +87,6 @@ def test_bert_inspect_model_option_opens_a_relative(hub, family, monkeypatch):
         assert bench.masking.tokenizer.convert_ids_to_tokens(
             bench.tokenizer(f"The cat sat on the {mask}.")["input_ids"])[position] == mask
         assert len(top) >= 1 and all(0 <= p <= 1 for _, p in top)
+        assert f"1 typed {mask}," in bench.masking.summary()  # the panel's words name the model's own token
     finally:
         bench.close()

@@ -431,14 +431,19 @@ class MaskingPreview(Panel):
             scores = head_outputs(self.model, self._model_inputs(self.inputs["input_ids"]))[1]
         return float(torch.softmax(scores[0].float(), dim=-1)[0])  # label 0 = "B follows A"
 
+    @property
+    def mask_text(self) -> str:
+        """The tokenizer's mask token, as the panel's words name it ([MASK] for BERT, <mask> for RoBERTa)."""
+        return getattr(self.tokenizer, "mask_token", None) or "[MASK]"
+
     def _fate(self, position: int) -> tuple[str, str]:
         plan = self.plan
         if plan.to_mask[0, position] and not plan.eligible[0, position]:
-            return "mask", "typed [MASK]: always masked, predicted"
+            return "mask", f"typed {self.mask_text}: always masked, predicted"
         if not plan.eligible[0, position]:
             return "special", "special or padding: never masked"
         if plan.to_mask[0, position]:
-            return "mask", "masked by you" if self.mode.value == "choose" else "selected → [MASK]"
+            return "mask", "masked by you" if self.mode.value == "choose" else f"selected → {self.mask_text}"
         if plan.to_random[0, position]:
             return "random", "selected → random token"
         if plan.selected[0, position]:
@@ -463,18 +468,18 @@ class MaskingPreview(Panel):
 
     def summary(self) -> str:
         """'5 of 15 eligible tokens selected: 3 → [MASK], 0 → random, 2 kept' (sample) or '2 masked: …' (choose)."""
-        counts, typed = self.counts, len(self.typed_positions)
+        counts, typed, mask = self.counts, len(self.typed_positions), self.mask_text
         if self.mode.value == "choose":
-            return (f"{counts['mask'] + typed} masked: {typed} typed [MASK], {counts['mask']} clicked of "
+            return (f"{counts['mask'] + typed} masked: {typed} typed {mask}, {counts['mask']} clicked of "
                     f"{counts['eligible']} tokens")
-        return (f"{counts['selected']} of {counts['eligible']} eligible tokens selected: {counts['mask']} → [MASK], "
-                f"{counts['random']} → random, {counts['kept']} kept" + (f"; {typed} typed [MASK]" if typed else ""))
+        return (f"{counts['selected']} of {counts['eligible']} eligible tokens selected: {counts['mask']} → {mask}, "
+                f"{counts['random']} → random, {counts['kept']} kept" + (f"; {typed} typed {mask}" if typed else ""))
 
     def settings(self) -> str:
         """The mode and, when sampling, the sliders, as one line, for titles."""
         if self.mode.value == "choose":
-            return "your choice: typed [MASK]s and clicked tokens"
-        return (f"select p {self.probability.value:.2f} · → [MASK] {self.mask_share.value:.2f} · → random "
+            return f"your choice: typed {self.mask_text}s and clicked tokens"
+        return (f"select p {self.probability.value:.2f} · → {self.mask_text} {self.mask_share.value:.2f} · → random "
                 f"{min(self.random_share.value, 1.0 - self.mask_share.value):.2f} · seed {self.seed.value}")
 
     def hint(self) -> str:
@@ -482,7 +487,7 @@ class MaskingPreview(Panel):
         if self.mode.value == "sample":
             return "click a token (or Tab to it, Space) to choose the masked tokens yourself"
         if not self.plan.selected.any():
-            return "click a token (or Tab to it, arrows, Space) to mask it, or type [MASK] in the text"
+            return f"click a token (or Tab to it, arrows, Space) to mask it, or type {self.mask_text} in the text"
         return "click a token (or Tab to it, arrows, Space) to mask or unmask it"
 
     def model_note(self) -> str:
@@ -508,7 +513,7 @@ class MaskingPreview(Panel):
         """(position, original token, 'token p, token p, …') per masked position."""
         original = self.tokenizer.convert_ids_to_tokens(self.inputs["input_ids"][0].tolist())
         typed = set(self.typed_positions)
-        return [(str(pos), "(typed [MASK])" if pos in typed else original[pos],
+        return [(str(pos), f"(typed {self.mask_text})" if pos in typed else original[pos],
                  ", ".join(f"{token} {format_probability(p)}" for token, p in top)) for pos, top in self._predictions]
 
     def headers(self) -> tuple[str, str, str]:
