@@ -1,7 +1,7 @@
 """The built documentation site in headless Chromium: the home page, the API page of bertviz_lab.trace.saliency and
-the workbench notebook's page, served from the site's folder on 127.0.0.1, load nothing from anywhere else and the
-notebook's figures are drawn; opened from file://, the home page's search answers offline. Screenshots (light and
-dark) go to screenshots/docs_*.png."""
+the workbench notebook's page, served from the site's folder on 127.0.0.1, load nothing from anywhere else, the
+notebook's figures are drawn and the built-in search answers. Screenshots (light and dark) go to
+screenshots/docs_*.png."""
 
 from __future__ import annotations
 
@@ -119,12 +119,12 @@ def test_the_workbench_notebook_figures_are_drawn(site, served, site_page, schem
     assert all(inside(url, site, served) for url in site_page.requests)
 
 
-def test_search_answers_offline_from_file(site, site_page, scheme):
-    site_page.goto((site / "index.html").as_uri())
+def test_the_built_in_search_answers(site, served, site_page, scheme):
+    site_page.goto(served + "index.html")
     wait_for_scheme(site_page, scheme)
     site_page.locator("label.md-search__icon, .md-search__input").first.click()
     site_page.locator("input.md-search__input").fill("saliency")
     results = site_page.locator(".md-search-result__item")
     results.first.wait_for(state="visible", timeout=30_000)
     assert "saliency" in results.first.inner_text().lower()
-    assert all(inside(url, site) for url in site_page.requests)
+    assert all(inside(url, site, served) for url in site_page.requests)
