@@ -317,9 +317,8 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
     kinds = _checked_vectors(vectors)
     _positive(batch_size, "batch_size")
     _positive(shard_size, "shard_size")
-    if _positive(max_length, "max_length") > config.max_position_embeddings:
-        raise ValueError(f"max_length={max_length} is more than the model's {config.max_position_embeddings} "
-                         "positions.")
+    if _positive(max_length, "max_length") > config.max_positions:
+        raise ValueError(f"max_length={max_length} is more than the {config.max_positions} tokens the model takes.")
     items = read_items(data, text_column)
     encoded = encode(tokenizer, items, max_length)
     order = np.lexsort((np.arange(len(items)), encoded.lengths))  # by length, then by id

@@ -230,3 +230,33 @@ def test_tokenizer_save_pretrained_is_read_by_autotokenizer(checkpoints, family,
     assert type(again) is TokenizerFast and again.mask_token == theirs.mask_token == "<mask>"
     for text in [*TEXTS, mask_text(ours)]:
         assert again(text)["input_ids"] == theirs(text)["input_ids"] == ours(text)["input_ids"], text
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_corpus_run_on_each_family_equals_transformers_attentions(checkpoints, family, tmp_path):
+    """The corpus's weight on the first token (<s> or [CLS]) and its self weight, from the family's own attentions."""
+    from bertviz_lab.corpus import analyze
+
+    model, tokenizer = bertviz_lab.load(checkpoints[family])
+    corpus = analyze(model, tokenizer, TEXTS, tmp_path / "corpus", max_length=32, progress=False)
+    stats = corpus.head_stats().set_index(["layer", "head"])
+    reference = transformers_model(checkpoints[family])
+    sums, queries = torch.zeros(2, 4, 2, dtype=torch.float64), 0
+    for text in TEXTS:
+        encoded = tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            out = reference(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"],
+                            output_attentions=True)
+        for layer, probs in enumerate(out.attentions):  # (1, heads, T, T)
+            p = probs[0].double()
+            sums[layer, :, 0] += p[:, :, 0].sum(-1)
+            sums[layer, :, 1] += p.diagonal(0, -2, -1).sum(-1)
+        queries += encoded["input_ids"].shape[1]
+    for layer in range(2):
+        for head in range(4):
+            row = stats.loc[(layer, head)]
+            assert row["queries"] == queries
+            assert abs(row["cls"] - sums[layer, head, 0] / queries) <= 1e-4
+            assert abs(row["self"] - sums[layer, head, 1] / queries) <= 1e-4
+    with pytest.raises(ValueError, match=f"more than the {model.config.max_positions} tokens"):
+        analyze(model, tokenizer, TEXTS, tmp_path / "too_long", max_length=model.config.max_positions + 1)
