@@ -1,5 +1,6 @@
 """The AVX2 kernels of avx2.c as PyTorch functions: GEMM on packed weights (with an optional GELU epilogue), GELU,
-and attention. Each needs `build.library()` to have answered a library; `choice.py` decides when they run."""
+attention and the entropy of its rows. Each needs `build.library()` to have answered a library; `choice.py` decides
+when they run."""
 
 from __future__ import annotations
 
@@ -48,6 +49,18 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     build.library().bvl_gelu(x.data_ptr(), out.data_ptr(), x.numel(), torch.get_num_threads())
     return out
+
+
+def entropy(p: torch.Tensor) -> torch.Tensor:
+    """-sum p ln p over the last dimension of an fp32 CPU tensor (0 ln 0 = 0), shaped as p without it."""
+    n = p.shape[-1]
+    rows = p.reshape(-1, n)
+    if rows.stride(-1) != 1 or (rows.shape[0] > 1 and rows.stride(0) < n):
+        rows = rows.contiguous()
+    out = torch.empty(rows.shape[0], dtype=torch.float32)
+    build.library().bvl_entropy(rows.data_ptr(), rows.shape[0], n, rows.stride(0), out.data_ptr(),
+                                torch.get_num_threads())
+    return out.view(p.shape[:-1])
 
 
 def _strides(x: torch.Tensor) -> ctypes.Array:

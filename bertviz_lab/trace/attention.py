@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from bertviz_lab import kernels
+
 if TYPE_CHECKING:
     from bertviz_lab.trace.hooks import Trace
 
@@ -95,7 +97,7 @@ def head_entropy(attention: torch.Tensor, attention_mask: torch.Tensor | None = 
     keys = key_mask(attention_mask, B, S)
     queries = _query_mask(keys, T).to(p.dtype)  # (B, T)
     p = p * keys[:, None, None, :].to(p.dtype)
-    per_query = -torch.special.xlogy(p, p).sum(dim=-1)  # (B, nh, T)
+    per_query = kernels.entropy(p)  # (B, nh, T)
     return ((per_query * queries[:, None, :]).sum(-1) / queries.sum(-1, keepdim=True).clamp_min(1)).float()
 
 

@@ -231,3 +231,38 @@ def test_attention_refuses_what_it_cannot_compute():
         avx2.attention(q.double(), k.double(), v.double(), None, 1.0)
     with pytest.raises(ValueError, match="do not fit"):
         avx2.attention(q, k[:, :1], v, None, 1.0)
+
+
+@needs_kernel
+@pytest.mark.parametrize("keys", [1, 7, 8, 9, 61, 128])
+def test_entropy_matches_float64_on_softmax_rows_with_zeros_and_tiny_weights(keys):
+    generator = torch.Generator().manual_seed(keys)
+    scores = torch.randn(3, 4, 5, keys, generator=generator) * 6
+    scores[..., ::3] = float("-inf")  # exact zeros, as padding keys get
+    scores[..., 0] = 0.0  # every row keeps one key
+    p = torch.softmax(scores, dim=-1)
+    p[0, 0, 0, -1] = 1e-39  # a subnormal weight counts as 0
+    exact = torch.special.entr(p.double()).sum(-1)
+    ours = avx2.entropy(p)
+    assert ours.shape == (3, 4, 5) and ours.dtype == torch.float32
+    assert (ours - exact).abs().max() <= 1e-6
+
+
+@needs_kernel
+def test_entropy_of_every_float_magnitude_is_within_two_ulps_of_float64():
+    x = torch.cat([torch.logspace(-37.9, 0, 100_001), torch.tensor([0.5, 1.0, 0.0])])
+    exact = torch.special.entr(x.double())
+    ours = avx2.entropy(x[:, None])
+    relative = ((ours.double() - exact).abs() / exact.clamp_min(1e-300))[exact > 0]
+    assert relative.max() <= 2.5e-7
+    assert ours[-2] == 0 and ours[-1] == 0  # 1 ln 1 and 0 ln 0
+
+
+@needs_kernel
+def test_entropy_reads_strided_and_transposed_probabilities():
+    p = torch.softmax(torch.randn(2, 3, 40, 40, generator=torch.Generator().manual_seed(3)), dim=-1)
+    columns = p.transpose(-2, -1).contiguous().transpose(-2, -1)  # same values, last dimension strided
+    exact = torch.special.entr(p.double()).sum(-1)
+    for view in (columns, p[:, :, ::2], p[..., :33]):
+        want = exact if view is columns else torch.special.entr(view.double()).sum(-1)
+        assert (avx2.entropy(view) - want).abs().max() <= 1e-6

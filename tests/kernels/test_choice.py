@@ -368,3 +368,18 @@ def test_attention_with_probabilities_gives_both_from_one_pass():
     out, probs = avx2.attention(q, k, v, mask, 0.2, with_probabilities=True)
     assert torch.equal(out, avx2.attention(q, k, v, mask, 0.2))
     assert torch.equal(probs, avx2.attention_probabilities(q, k, mask, 0.2))
+
+
+def test_entropy_is_the_kernel_where_it_runs_and_torch_elsewhere_with_the_same_values(monkeypatch):
+    p = torch.softmax(torch.randn(2, 3, 9, 9, generator=torch.Generator().manual_seed(0)), dim=-1)
+    exact = torch.special.entr(p.double()).sum(-1)
+    calls = []
+    monkeypatch.setattr(avx2, "entropy", lambda x: calls.append(x.shape) or torch.special.entr(x).sum(-1))
+    assert (kernels.entropy(p) - exact).abs().max() <= 1e-6
+    assert calls == ([p.shape] if build.library() is not None else [])
+    calls.clear()
+    with kernels.disabled():
+        assert (kernels.entropy(p) - exact).abs().max() <= 1e-6
+    assert (kernels.entropy(p.double()) - exact).abs().max() <= 1e-12
+    assert (kernels.entropy(p.requires_grad_()) - exact).abs().max() <= 1e-6  # autograd: torch's
+    assert calls == []
