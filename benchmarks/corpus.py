@@ -4,6 +4,7 @@ against 2,000 (streaming); the folder's size per 1,000 texts with and without ve
 
     python benchmarks/corpus.py            # 512 texts of up to 128 tokens for the speed; 2,000 / 20,000 for RSS
     python benchmarks/corpus.py --quick    # 128 texts for the speed, 500 / 5,000 for RSS
+    python benchmarks/corpus.py --only speed --device cuda   # both speed rows on a GPU
 
 Goals: analyze >= 3x the plain loop on CPU with MiniLM at 128 tokens; peak RSS at the larger corpus within 10% of
 the smaller one (the peak from the start of analyze, in a fresh process each; loading the model is not counted).
@@ -68,7 +69,7 @@ def numpy_statistics(attentions: list[np.ndarray], tokens: list[str]) -> np.ndar
     return np.stack(out)
 
 
-def plain_loop(texts: list[str], batch_size: int, max_length: int) -> float:
+def plain_loop(texts: list[str], batch_size: int, max_length: int, device: str = "cpu") -> float:
     """texts/s of transformers (eager attention, output_attentions=True) + NumPy statistics."""
     import torch
     import transformers
@@ -76,7 +77,7 @@ def plain_loop(texts: list[str], batch_size: int, max_length: int) -> float:
     from bertviz_lab.model import BERT_Weights, BERTTokenizerFast
 
     path = BERT_Weights.DEFAULT.path
-    model = transformers.BertModel.from_pretrained(str(path), attn_implementation="eager").eval()
+    model = transformers.BertModel.from_pretrained(str(path), attn_implementation="eager").eval().to(device)
     tokenizer = BERTTokenizerFast.from_pretrained(path)
     start = time.perf_counter()
     totals = np.zeros((model.config.num_hidden_layers, model.config.num_attention_heads, 7))
@@ -84,7 +85,8 @@ def plain_loop(texts: list[str], batch_size: int, max_length: int) -> float:
         enc = tokenizer(texts[first:first + batch_size], truncation=True, max_length=max_length,
                         return_tensors="pt")
         with torch.inference_mode():
-            attentions = [a.numpy() for a in model(**enc, output_attentions=True).attentions]
+            out = model(**{k: v.to(device) for k, v in enc.items()}, output_attentions=True)
+            attentions = [a.cpu().numpy() for a in out.attentions]
         for row, ids in enumerate(enc["input_ids"]):
             n = int(enc["attention_mask"][row].sum())
             tokens = tokenizer.convert_ids_to_tokens(ids[:n].tolist())
@@ -92,12 +94,14 @@ def plain_loop(texts: list[str], batch_size: int, max_length: int) -> float:
     return len(texts) / (time.perf_counter() - start)
 
 
-def ours(texts: list[str], batch_size: int, max_length: int, vectors: tuple = ()) -> tuple[float, int]:
+def ours(texts: list[str], batch_size: int, max_length: int, vectors: tuple = (),
+         device: str = "cpu") -> tuple[float, int]:
     """(texts/s of analyze, the folder's size in bytes)."""
     import bertviz_lab
     from bertviz_lab.corpus import analyze
 
     model, tokenizer = bertviz_lab.load_default()
+    model.to(device)
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
         analyze(model, tokenizer, texts, Path(folder) / "c", batch_size=batch_size, max_length=max_length,
@@ -139,6 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer texts (noisier)")
     parser.add_argument("--only", choices=("speed", "rss", "size"), help="one of the three measurements")
+    parser.add_argument("--device", default="cpu", help="where both speed rows run (e.g. cuda; RSS and size: CPU)")
     parser.add_argument("--rss-worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_worker:
@@ -147,23 +152,24 @@ def main() -> None:
 
     speed_texts = 128 if args.quick else 512
     small, large = (500, 5000) if args.quick else (2000, 20000)
-    print(f"CPU, {torch.get_num_threads()} torch threads, torch {torch.__version__}; MiniLM (6 layers, 12 heads), "
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
+    print(f"{where}, {torch.get_num_threads()} torch threads, torch {torch.__version__}; MiniLM (6 layers, 12 heads), "
           f"fp32, batches of 32, max_length 128")
     if args.only in (None, "speed"):
-        speed(speed_texts)
+        speed(speed_texts, args.device)
     if args.only in (None, "rss"):
         rss(small, large)
     if args.only in (None, "size"):
         size()
 
 
-def speed(count: int) -> None:
+def speed(count: int, device: str = "cpu") -> None:
     texts = varied_texts(count)
-    ours(texts[:64], 32, 128)  # warm-up: kernels, caches
-    reference = plain_loop(texts, 32, 128)
-    ours_rate, _ = ours(texts, 32, 128)
-    reference = (reference + plain_loop(texts, 32, 128)) / 2
-    ours_rate = (ours_rate + ours(texts, 32, 128)[0]) / 2
+    ours(texts[:64], 32, 128, device=device)  # warm-up: kernels, caches
+    reference = plain_loop(texts, 32, 128, device)
+    ours_rate, _ = ours(texts, 32, 128, device=device)
+    reference = (reference + plain_loop(texts, 32, 128, device)) / 2
+    ours_rate = (ours_rate + ours(texts, 32, 128, device=device)[0]) / 2
     print(f"| {count} texts, 12-128 tokens | analyze (statistics only) | transformers output_attentions "
           f"+ NumPy | ratio (goal >= 3x) |")
     print(f"| texts/s | {ours_rate:.1f} | {reference:.1f} | {ours_rate / reference:.2f}x |")

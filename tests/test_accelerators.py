@@ -191,3 +191,22 @@ def test_a_trace_sees_every_module_so_the_fused_paths_stand_aside(minilm, device
         model(**batch(tokenizer, device))
     assert norms.call_count == 0
     assert any(call.path.endswith("attention.output.LayerNorm") for call in recorded.calls)
+
+
+def test_corpus_statistics_and_vectors_on_the_device_equal_the_cpu_run(minilm, device, tmp_path):
+    pytest.importorskip("duckdb")
+    pytest.importorskip("usearch")
+    from bertviz_lab.corpus import analyze
+
+    model, tokenizer = minilm
+    texts = TEXTS * 3 + ["Short one.", "A longer sentence, with commas; and a question?"]
+    on_cpu = analyze(model, tokenizer, texts, tmp_path / "cpu", vectors=["hidden"], layers=[1, 4], progress=False)
+    moved = BERT.from_pretrained(BERT_Weights.DEFAULT.path, device=device)
+    on_device = analyze(moved, tokenizer, texts, tmp_path / "device", vectors=["hidden"], layers=[1, 4],
+                        progress=False)
+    want, got = on_cpu.head_stats(), on_device.head_stats()
+    assert list(got.columns) == list(want.columns) and len(got) == 2 * 12
+    assert (got.drop(columns="queries") - want.drop(columns="queries")).abs().max().max() <= 1e-4
+    assert (got["queries"] == want["queries"]).all()
+    # the three copies of text 0 hold the same token at position 2: its nearest contexts on either device
+    assert sorted(on_device.nearest(0, 2, 4, k=3)["text_id"]) == sorted(on_cpu.nearest(0, 2, 4, k=3)["text_id"])

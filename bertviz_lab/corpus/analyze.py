@@ -41,6 +41,13 @@ class Encoded:
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
 
+    def positions(self, text_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(indices into `ids`, position in its text) of every token of these texts, text after text."""
+        lengths = self.lengths[text_ids]
+        before = np.repeat(np.cumsum(lengths) - lengths, lengths)  # tokens of the earlier texts
+        position = np.arange(lengths.sum()) - before
+        return np.repeat(self.offsets[text_ids], lengths) + position, position
+
     def batch(self, text_ids: np.ndarray, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(input_ids, token_type_ids, attention_mask), each (B, T) long, padded to the longest text."""
         lengths = self.lengths[text_ids]
@@ -159,6 +166,7 @@ class ShardWriter:
         self.num_heads = backbone.config.num_attention_heads
         special = list(getattr(tokenizer, "all_special_ids", []))
         vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        self.vocab = np.array(vocab, dtype=object)  # id -> token, for the tokens table in one lookup
         self.punct = punctuation_table(vocab, special).to(self.device)
         self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
         self.batch: dict[str, Any] = {}
@@ -204,7 +212,7 @@ class ShardWriter:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        stats, queries, tokens, arrays = [], [], [], {}
+        stats, queries, arrays = [], [], {}
         with hooks(self.backbone, self._hooks(), points=self.points), torch.inference_mode():
             for start in range(0, len(text_ids), batch_size):
                 chunk = text_ids[start:start + batch_size]
@@ -222,9 +230,6 @@ class ShardWriter:
                         arrays.setdefault(key, []).append(value.numpy())
                 self.batch.clear()
                 on_batch(len(chunk))
-        for text in text_ids:
-            start, end = encoded.offsets[text], encoded.offsets[text + 1]
-            tokens.append(self.tokenizer.convert_ids_to_tokens(encoded.ids[start:end].tolist()))
         target = folder.temporary_shard_dir(out, index)
         means = np.concatenate(stats, axis=1)  # (L, N, H, 7)
         counts = np.concatenate(queries)
@@ -242,11 +247,11 @@ class ShardWriter:
             "text_a": [items[t][0] for t in text_ids],
             "text_b": pa.array([items[t][1] for t in text_ids], pa.string()),
             "num_tokens": pa.array(encoded.lengths[text_ids], pa.int32())}), target / "texts.parquet")
-        lengths = encoded.lengths[text_ids]
+        rows, positions = encoded.positions(text_ids)
         pq.write_table(pa.table({
-            "text_id": pa.array(np.repeat(text_ids, lengths), pa.int64()),
-            "position": pa.array(np.concatenate([np.arange(n) for n in lengths]), pa.int32()),
-            "token": pa.array([token for row in tokens for token in row], pa.string())}), target / "tokens.parquet")
+            "text_id": pa.array(np.repeat(text_ids, encoded.lengths[text_ids]), pa.int64()),
+            "position": pa.array(positions, pa.int32()),
+            "token": pa.array(self.vocab[encoded.ids[rows]], pa.string())}), target / "tokens.parquet")
         for (kind, layer), parts in arrays.items():
             array = np.concatenate(parts)
             if kind == "hidden":

@@ -14,14 +14,15 @@ import unicodedata
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
+
+from bertviz_lab import kernels
 
 STATISTICS = ("entropy", "cls", "sep", "self", "prev", "next", "punct")
 
 
 def is_punctuation(token: str) -> bool:
     """A token made only of punctuation characters (Unicode category P*)."""
-    return bool(token) and all(unicodedata.category(ch).startswith("P") for ch in token)
+    return bool(token) and not token.isalnum() and all(unicodedata.category(ch).startswith("P") for ch in token)
 
 
 def punctuation_table(tokens: Sequence[str], special_ids: Sequence[int]) -> torch.Tensor:
@@ -41,11 +42,11 @@ def head_sums(probs: torch.Tensor, valid: torch.Tensor, keys: torch.Tensor) -> t
     """(B, H, 7) sums over each text's non-padding queries of the seven statistics, in STATISTICS order.
     probs (B, H, T, S) attention probabilities; valid (B, T) float, 1 at real tokens; keys (B, 1, S, 3) key masks."""
     p = probs.float()
-    entropy = torch.special.entr(p).sum(-1)  # (B, H, T): -sum p log p, 0 log 0 = 0
-    B, H, T, S = p.shape
-    by_kind = torch.bmm(p.reshape(B, H * T, S), keys[:, 0]).view(B, H, T, 3)  # weight on [CLS], [SEP], punctuation
-    own = p.diagonal(0, -2, -1)  # (B, H, T): p[i, i]
-    prev = F.pad(p.diagonal(-1, -2, -1), (1, 0))  # p[i, i-1], 0 for i = 0
-    nxt = F.pad(p.diagonal(1, -2, -1), (0, 1))  # p[i, i+1], 0 for the last position
-    per_query = torch.stack([entropy, by_kind[..., 0], by_kind[..., 1], own, prev, nxt, by_kind[..., 2]], dim=-1)
-    return torch.einsum("bhts,bt->bhs", per_query, valid)  # (B, H, 7)
+    queries = valid[:, None, :]  # (B, 1, T)
+    entropy = (kernels.entropy(p) * queries).sum(-1)  # (B, H)
+    weight_on_keys = torch.matmul(valid[:, None, None, :], p)  # (B, H, 1, S): each key's weight summed over queries
+    by_kind = torch.matmul(weight_on_keys, keys).squeeze(2)  # (B, H, 3): on [CLS], [SEP], punctuation
+    own = (p.diagonal(0, -2, -1) * queries).sum(-1)  # p[i, i]
+    prev = (p.diagonal(-1, -2, -1) * queries[..., 1:]).sum(-1)  # p[i, i-1] for queries i >= 1
+    nxt = (p.diagonal(1, -2, -1) * queries[..., :-1]).sum(-1)  # p[i, i+1] for every query but the last
+    return torch.stack([entropy, by_kind[..., 0], by_kind[..., 1], own, prev, nxt, by_kind[..., 2]], dim=-1)
