@@ -134,21 +134,29 @@ def attention_backend_name(device: torch.device, dtype: torch.dtype, head_size: 
 
 
 def cpu_backend() -> str | None:
-    """The packed GEMM for fp32 CPU inference: "avx2" (avx2.c, built on first use) where it can run, else "onednn"
-    on x86, else None for plain `addmm`; BERTVIZ_LAB_CPU_GEMM picks one for comparisons."""
+    """The packed GEMM for fp32 CPU inference: "avx2" (avx2.c, built on first use) on an AVX2 CPU where it can run,
+    else "onednn" on x86, else None for plain `addmm`; BERTVIZ_LAB_CPU_GEMM picks one for comparisons."""
     global _cpu_backend
     if _cpu_backend is _UNSET:
         _cpu_backend = cpu_gemm_from_environment()
     return _cpu_backend
 
 
+def wider_vectors_than_avx2() -> bool:
+    """Whether PyTorch runs this CPU's own kernels with AVX-512 (or wider): its GEMMs then outrun avx2.c's (on a
+    16-core Xeon with AVX-512, avx2.c's GEMM was 0.75x MKL's addmm and its attention 0.87x SDPA)."""
+    return torch.backends.cpu.get_cpu_capability() not in ("AVX2", "DEFAULT", "NO AVX")
+
+
 def cpu_gemm_from_environment() -> str | None:
-    """What BERTVIZ_LAB_CPU_GEMM (default auto) picks on this machine: "avx2", "onednn" or None."""
+    """What BERTVIZ_LAB_CPU_GEMM (default auto) picks on this machine: "avx2" where PyTorch's own kernels are
+    AVX2 at best, else "onednn", else None; "avx2", "onednn" or "off" asks for one."""
     wanted = os.environ.get("BERTVIZ_LAB_CPU_GEMM", "auto")
     if wanted not in CPU_GEMM_CHOICES:
         raise ValueError(f"BERTVIZ_LAB_CPU_GEMM={wanted!r}: use auto, avx2, onednn or off")
-    if wanted in ("auto", "avx2") and build.library() is not None:
-        return "avx2"
+    if wanted == "avx2" or (wanted == "auto" and not wider_vectors_than_avx2()):
+        if build.library() is not None:
+            return "avx2"
     if wanted in ("auto", "onednn") and ONEDNN_PACKING:
         return "onednn"
     return None

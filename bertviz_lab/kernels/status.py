@@ -65,6 +65,9 @@ def _why_not_avx2() -> str:
     wanted = os.environ.get("BERTVIZ_LAB_CPU_GEMM", "auto")
     if wanted in ("onednn", "off"):
         return f"BERTVIZ_LAB_CPU_GEMM={wanted} rules it out"
+    if wanted == "auto" and choice.wider_vectors_than_avx2():
+        return (f"PyTorch's own kernels use {torch.backends.cpu.get_cpu_capability()} here, faster than avx2.c "
+                "(BERTVIZ_LAB_CPU_GEMM=avx2 asks for it)")
     reason = build.unsupported_reason() or build.failure()
     return reason or "the library did not load"
 

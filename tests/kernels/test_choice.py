@@ -383,3 +383,21 @@ def test_entropy_is_the_kernel_where_it_runs_and_torch_elsewhere_with_the_same_v
     assert (kernels.entropy(p.double()) - exact).abs().max() <= 1e-12
     assert (kernels.entropy(p.requires_grad_()) - exact).abs().max() <= 1e-6  # autograd: torch's
     assert calls == []
+
+
+def test_a_cpu_with_avx512_gets_onednn_and_sdpa_unless_avx2_is_asked_for(monkeypatch):
+    monkeypatch.delenv("BERTVIZ_LAB_CPU_GEMM", raising=False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert choice.wider_vectors_than_avx2()
+    assert choice.cpu_gemm_from_environment() == ("onednn" if choice.ONEDNN_PACKING else None)
+    with choice.override(cpu_gemm="onednn" if choice.ONEDNN_PACKING else "off"):
+        assert choice.attention_backend_name(torch.device("cpu"), torch.float32, 32) == "sdpa"
+        assert choice.gelu_backend_name(torch.device("cpu"), torch.float32, "gelu") is None
+        assert "PyTorch's own kernels use AVX512 here" in str(kernels.status())
+    monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "avx2")
+    assert choice.cpu_gemm_from_environment() == ("avx2" if build.library() is not None else None)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "auto")
+    assert not choice.wider_vectors_than_avx2()
+    assert choice.cpu_gemm_from_environment() == ("avx2" if build.library() is not None else
+                                                  "onednn" if choice.ONEDNN_PACKING else None)
