@@ -193,12 +193,21 @@ def reexported(module: str, names: list[str]) -> dict[str, str]:
 
 
 @functools.cache
-def static_members(module: str) -> dict[str, Any]:
-    """The members griffe reads in `module`'s source, by name."""
+def static_package() -> Any:
+    """The package as griffe reads it in the source, read once per build: loading a submodule reads the whole package
+    again (~2 s each), and the API pages ask for a dozen modules."""
     import griffe
 
     read_namespace_subpackages()
-    loaded = griffe.load(module, search_paths=[str(ROOT)], resolve_aliases=False)
+    return griffe.load(PACKAGE.name, search_paths=[str(ROOT)], resolve_aliases=False)
+
+
+@functools.cache
+def static_members(module: str) -> dict[str, Any]:
+    """The members griffe reads in `module`'s source, by name."""
+    loaded = static_package()
+    for part in module.split(".")[1:]:
+        loaded = loaded.members[part]
     return dict(loaded.members)
 
 
