@@ -160,8 +160,9 @@ class ShardWriter:
     requested vectors), then writes the shard's tables and arrays into a temporary folder and renames it."""
 
     def __init__(self, backbone: nn.Module, tokenizer: Any, layers: list[int], heads: list[int],
-                 kinds: list[str]) -> None:
+                 kinds: list[str], qk_heads: list[int]) -> None:
         self.backbone, self.tokenizer, self.layers, self.heads, self.kinds = backbone, tokenizer, layers, heads, kinds
+        self.qk_heads = qk_heads
         self.device = next(backbone.parameters()).device
         self.num_heads = backbone.config.num_attention_heads
         special = list(getattr(tokenizer, "all_special_ids", []))
@@ -200,7 +201,7 @@ class ShardWriter:
                 for kind in ("q", "k"):
                     def on_qk(x: torch.Tensor, point: Any, handed_over: bool, layer: int = layer,
                               kind: str = kind) -> None:
-                        rows = x[:, self.heads].transpose(1, 2)[self.batch["where"]]  # (n, heads, hs)
+                        rows = x[:, self.qk_heads].transpose(1, 2)[self.batch["where"]]  # (n, heads, hs)
                         self.batch[(kind, layer)] = rows.to("cpu", torch.float16)
 
                     pairs.append((self._point(f"encoder.layer.{layer}.attention.self.{kind}"), Reader(on_qk)))
@@ -257,7 +258,7 @@ class ShardWriter:
             if kind == "hidden":
                 np.save(target / vectors.hidden_file(layer), array)
                 continue
-            for h, head in enumerate(self.heads):
+            for h, head in enumerate(self.qk_heads):
                 np.save(target / vectors.qk_files(layer, head)[0 if kind == "q" else 1], np.ascontiguousarray(
                     array[:, h]))
         folder.publish(target, folder.shard_dir(out, index))
@@ -296,7 +297,7 @@ def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_head
     for layer in vector_layers:
         vectors.build_index(vectors.stacked(shard_dirs, vectors.hidden_file(layer)),
                             out / folder.INDEX / vectors.index_file(layer))
-    qk_heads = ([[layer, head] for layer in settings["layers"] for head in settings["heads"]]
+    qk_heads = ([[layer, head] for layer in settings["layers"] for head in settings.get("qk_heads", settings["heads"])]
                 if "qk" in settings["vectors"] else [])
     folder.write_json(out / folder.MANIFEST, {
         "format": folder.FORMAT, "complete": True, "hash": folder.settings_hash(settings),
@@ -308,11 +309,12 @@ def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_head
 
 
 def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike, *, layers: Any = None,
-            heads: Any = None, vectors: Any = (), batch_size: int = 32, max_length: int = 128,
+            heads: Any = None, vectors: Any = (), qk_heads: Any = None, batch_size: int = 32, max_length: int = 128,
             text_column: str = "text", progress: bool = True, shard_size: int = 1024,
             model_name: str | None = None) -> Corpus:
     """Run `model` over the corpus `data` and write the folder `out` (per-head statistics, per-text values, tokens
-    and the requested vectors: "hidden" states at `layers`, "qk" queries and keys of `heads`); resumes an
+    and the requested vectors: "hidden" states at `layers`, "qk" queries and keys of `qk_heads`, by default
+    `heads`, at `layers`); resumes an
     interrupted run and returns at once where `out` holds this corpus already."""
     out = Path(out)
     backbone = backbone_of(model)
@@ -320,6 +322,10 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
     layers = _checked_indices(layers, config.num_hidden_layers, "layer")
     heads = _checked_indices(heads, config.num_attention_heads, "head")
     kinds = _checked_vectors(vectors)
+    if qk_heads is not None and "qk" not in kinds:
+        raise ValueError(f"qk_heads={qk_heads!r} names heads whose queries and keys to keep, but vectors={vectors!r} "
+                         "keeps none: add 'qk' to vectors.")
+    qk_heads = heads if qk_heads is None else _checked_indices(qk_heads, config.num_attention_heads, "head")
     _positive(batch_size, "batch_size")
     _positive(shard_size, "shard_size")
     if _positive(max_length, "max_length") > config.max_positions:
@@ -332,6 +338,8 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
     settings = {"format": folder.FORMAT, "model": model_digest(backbone), "model_name": name,
                 "data": data_digest(items, encoded), "num_texts": len(items), "layers": layers, "heads": heads,
                 "vectors": kinds, "max_length": max_length, "shard_size": shard_size}
+    if "qk" in kinds and qk_heads != heads:
+        settings["qk_heads"] = qk_heads
     context = distributed.init_distributed(next(backbone.parameters()).device.type)
     try:
         outcome: Any = None
@@ -344,7 +352,7 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
         if isinstance(outcome, Exception):
             raise outcome
         if not outcome:
-            _run_shards(backbone, tokenizer, out, shards, items, encoded, layers, heads, kinds, batch_size,
+            _run_shards(backbone, tokenizer, out, shards, items, encoded, layers, heads, kinds, qk_heads, batch_size,
                         progress and context.is_main, context)
             distributed.barrier(context)
             failure: Exception | None = None
@@ -364,15 +372,15 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
 
 
 def _run_shards(backbone: nn.Module, tokenizer: Any, out: Path, shards: list[np.ndarray], items: list[Item],
-                encoded: Encoded, layers: list[int], heads: list[int], kinds: list[str], batch_size: int,
-                progress: bool, context: distributed.DistributedContext) -> None:
+                encoded: Encoded, layers: list[int], heads: list[int], kinds: list[str], qk_heads: list[int],
+                batch_size: int, progress: bool, context: distributed.DistributedContext) -> None:
     """This process' shards (every world_size-th) that are not on disk yet, with a texts/s bar."""
     from tqdm.auto import tqdm
 
     mine = [i for i in range(len(shards)) if i % context.world_size == context.rank and not folder.shard_done(out, i)]
     if not mine:
         return
-    writer = ShardWriter(backbone, tokenizer, layers, heads, kinds)
+    writer = ShardWriter(backbone, tokenizer, layers, heads, kinds, qk_heads)
     was_training = backbone.training
     backbone.eval()
     try:

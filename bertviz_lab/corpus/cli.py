@@ -38,6 +38,8 @@ def add_corpus_parser(commands: Any) -> argparse.ArgumentParser:
     corpus.add_argument("--vectors", type=_kinds, default=[],
                         help="vectors to store: hidden (hidden states, for nearest contexts), qk (queries and keys, "
                              "for query-key maps), e.g. hidden,qk (default: none)")
+    corpus.add_argument("--qk-heads", type=_int_list,
+                        help="with --vectors qk: the heads whose queries and keys to keep, e.g. 2,7 (default: --heads)")
     corpus.add_argument("--text-column", default="text", help="the text column of .jsonl/.csv/.parquet (default: text)")
     corpus.add_argument("--batch-size", type=int, default=32, help="texts per forward (default: 32)")
     corpus.add_argument("--max-length", type=int, default=128, help="tokens per text at most (default: 128)")
@@ -66,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
             model, tokenizer = load(args.model, device=device)
         data = SENTENCES if args.data == "builtin" else args.data
         corpus = analyze(model, tokenizer, data, args.out, layers=args.layers, heads=args.heads,
-                         vectors=args.vectors, batch_size=args.batch_size, max_length=args.max_length,
-                         text_column=args.text_column, progress=not args.no_progress, shard_size=args.shard_size,
-                         model_name=args.model)
+                         vectors=args.vectors, qk_heads=args.qk_heads, batch_size=args.batch_size,
+                         max_length=args.max_length, text_column=args.text_column, progress=not args.no_progress,
+                         shard_size=args.shard_size, model_name=args.model)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as error:
         print(f"bertviz-lab corpus: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2

@@ -244,7 +244,9 @@ class Corpus:
         import pandas as pd
 
         if (layer, head) not in self.qk_heads:
-            stored = "none (analyze with vectors=('qk',))" if not self.qk_heads else f"{len(self.qk_heads)} heads"
+            pairs = self.qk_heads
+            stored = ("none (analyze with vectors=('qk',))" if not pairs else f"those of {len(pairs)} heads"
+                      if len(pairs) > 12 else "those of " + ", ".join(f"({a}, {b})" for a, b in pairs))
             raise ValueError(f"head ({layer}, {head}) has no stored queries and keys; this corpus stores {stored}.")
         if isinstance(n, bool) or not isinstance(n, int) or n < 2:
             raise ValueError(f"n must be an int of at least 2, got {n!r}.")

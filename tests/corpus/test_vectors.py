@@ -98,3 +98,36 @@ def test_stored_queries_are_the_models_queries(small_corpus, minilm):
         stored = np.concatenate([np.load(d / f"{kind}-L5-H9.npy") for d in small_corpus._shard_dirs()])[rows]
         expected = cache[f"encoder.layer.5.attention.self.{kind}"][0, 9].numpy()
         assert stored.astype(np.float32) == pytest.approx(expected, abs=2e-2, rel=1e-2)  # stored as float16
+
+
+def test_qk_heads_keep_the_queries_and_keys_of_a_few_heads_and_the_statistics_of_all(minilm, small_texts, tmp_path,
+                                                                                      small_corpus):
+    from bertviz_lab.corpus import analyze
+
+    model, tokenizer = minilm
+    few = analyze(model, tokenizer, small_texts, tmp_path / "few", vectors=("qk",), layers=[2, 5], qk_heads=[9, 7],
+                  batch_size=5, shard_size=8, progress=False)
+    assert few.heads == list(range(12)) and few.qk_heads == [(2, 7), (2, 9), (5, 7), (5, 9)]
+    assert sorted(p.name for p in few._shard_dirs()[0].glob("*.npy")) == [
+        "k-L2-H7.npy", "k-L2-H9.npy", "k-L5-H7.npy", "k-L5-H9.npy",
+        "q-L2-H7.npy", "q-L2-H9.npy", "q-L5-H7.npy", "q-L5-H9.npy"]
+    for name in ("q-L5-H9.npy", "k-L2-H7.npy"):  # the same vectors as a run that keeps every head's
+        ours = np.concatenate([np.load(d / name) for d in few._shard_dirs()])
+        every = np.concatenate([np.load(d / name) for d in small_corpus._shard_dirs()])
+        assert np.array_equal(ours, every)
+    assert few.qk_map(5, 7, n=20, seed=1).equals(small_corpus.qk_map(5, 7, n=20, seed=1))
+    with pytest.raises(ValueError, match=r"head \(5, 3\) has no stored queries and keys; this corpus stores those of "
+                                         r"\(2, 7\), \(2, 9\), \(5, 7\), \(5, 9\)\."):
+        few.qk_map(5, 3)
+    assert len(few.head_stats()) == 2 * 12
+
+
+def test_qk_heads_need_qk_vectors_and_existing_heads(minilm, small_texts, tmp_path):
+    from bertviz_lab.corpus import analyze
+
+    model, tokenizer = minilm
+    with pytest.raises(ValueError, match=r"qk_heads=\[1\] names heads whose queries and keys to keep, but "
+                                         r"vectors=\('hidden',\) keeps none: add 'qk' to vectors"):
+        analyze(model, tokenizer, small_texts, tmp_path / "a", vectors=("hidden",), qk_heads=[1])
+    with pytest.raises(ValueError, match=r"head 12 does not exist: the model has 12 heads \(0-11\)"):
+        analyze(model, tokenizer, small_texts, tmp_path / "b", vectors=("qk",), qk_heads=[3, 12])
