@@ -185,11 +185,12 @@ static inline __m256 log_ps(__m256 x) {
     return _mm256_fmadd_ps(e, _mm256_set1_ps(0.693147180559945309f), ln_m);
 }
 
-/* -x ln x, 0 where x is 0 or below the smallest normal float (where -x ln x < 1e-36) */
+/* -x ln x, 0 where x is 0 or below the smallest normal float (where -x ln x < 1e-36); NaN stays NaN (x * 0) */
 static inline __m256 neg_x_log_x_ps(__m256 x) {
     const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_GE_OQ);
     const __m256 safe = _mm256_blendv_ps(_mm256_set1_ps(1.0f), x, normal);
-    return _mm256_and_ps(normal, _mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), safe), log_ps(safe)));
+    const __m256 term = _mm256_and_ps(normal, _mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), safe), log_ps(safe)));
+    return _mm256_fmadd_ps(x, _mm256_setzero_ps(), term);
 }
 
 /* out[r] = -sum_j p[r, j] ln p[r, j] over n entries of each of `rows` rows `ld` apart: the entropy (nats) of each

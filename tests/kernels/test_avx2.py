@@ -256,6 +256,8 @@ def test_entropy_of_every_float_magnitude_is_within_two_ulps_of_float64():
     relative = ((ours.double() - exact).abs() / exact.clamp_min(1e-300))[exact > 0]
     assert relative.max() <= 2.5e-7
     assert ours[-2] == 0 and ours[-1] == 0  # 1 ln 1 and 0 ln 0
+    nan = avx2.entropy(torch.tensor([[0.5, float("nan"), 0.5], [0.5, 0.5, 0.0]]))
+    assert torch.isnan(nan[0]) and nan[1] == pytest.approx(0.693147, abs=1e-6)  # NaN propagates, as in entr
 
 
 @needs_kernel
