@@ -97,11 +97,11 @@ def plain_loop(texts: list[str], batch_size: int, max_length: int, device: str =
 def ours(texts: list[str], batch_size: int, max_length: int, vectors: tuple = (),
          device: str = "cpu") -> tuple[float, int]:
     """(texts/s of analyze, the folder's size in bytes)."""
-    import bertviz_lab
     from bertviz_lab.corpus import analyze
+    from bertviz_lab.model import BERT, BERT_Weights, BERTTokenizerFast
 
-    model, tokenizer = bertviz_lab.load_default()
-    model.to(device)
+    path = BERT_Weights.DEFAULT.path  # the checkpoint the plain loop reads
+    model, tokenizer = BERT.from_pretrained(path, device=device), BERTTokenizerFast.from_pretrained(path)
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
         analyze(model, tokenizer, texts, Path(folder) / "c", batch_size=batch_size, max_length=max_length,
