@@ -19,10 +19,17 @@ from tiny_models import tiny_config as build_tiny_config  # noqa: E402
 
 from bertviz_lab.model import BERTConfig  # noqa: E402
 
+# Tests that read the built documentation site run on one pytest-xdist worker (`--dist loadgroup`), so the site
+# (about a minute of mkdocs, executing a notebook) is built once per run, not once per worker.
+SITE_FIXTURE, SITE_GROUP = "site", "docs-site"
 
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook turns xdist_group marks into the group's name
 def pytest_collection_modifyitems(config, items):
     missing: dict[str, list[str]] = {}
     for item in items:
+        if SITE_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(SITE_GROUP))
         for mark in item.iter_markers("needs_program"):
             program = PROGRAMS[mark.args[0]]
             if program.path() is None:
