@@ -1,4 +1,5 @@
-"""Running a model for a panel: one lock per model, eval mode for the run, the previous mode after it."""
+"""Running a model for a panel: one lock per model, eval mode for the run, the previous mode after it, and one CPU
+thread for a short input."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ import threading
 import weakref
 from typing import Any, Iterator
 
+import torch
+
 _model_locks: "weakref.WeakKeyDictionary[Any, threading.RLock]" = weakref.WeakKeyDictionary()
 _locks_lock = threading.Lock()
+
+# Up to this many tokens a panel's forward runs on one CPU thread. Each of its ~40 parallel regions (a GEMM, the
+# attention, the GELU) is then well under a millisecond of work, and a second thread only adds the wait for a core
+# that the browser, the Jupyter server or another process holds: on the 2-core development machine, with other work
+# running, MiniLM on 14 tokens took 116 ms (median) on 2 threads and 25 ms on one, on 120 tokens 328 and 140 ms
+# (benchmarks/README.md, `%bert_inspect`).
+ONE_THREAD_TOKENS = 128
 
 
 def model_lock(model: Any) -> threading.RLock:
@@ -31,3 +41,19 @@ def evaluating(model: Any) -> Iterator[None]:
             yield
         finally:
             model.train(was_training)
+
+
+@contextlib.contextmanager
+def threads_for(tokens: int, device: Any = "cpu") -> Iterator[None]:
+    """One CPU thread for the block where a forward on `tokens` tokens on the CPU is short (ONE_THREAD_TOKENS), the
+    thread count before it afterwards. PyTorch keeps that count per OS thread (OpenMP), so only the thread that runs
+    the block is narrowed; a forward on another thread (training, saliency) keeps its own."""
+    threads = torch.get_num_threads()
+    if tokens > ONE_THREAD_TOKENS or torch.device(device).type != "cpu" or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -9,7 +9,7 @@ import torch
 
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text
 from bertviz_lab.trace.hooks import Trace, trace
-from bertviz_lab.widgets.panels.running import evaluating
+from bertviz_lab.widgets.panels.running import evaluating, threads_for
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,11 @@ class TextRun:
 
 def run_text(model: torch.nn.Module, tokenizer: Any, text: str, text_b: str | None = None, *,
              shapes: bool = True) -> TextRun:
-    """Encode once and run the model once in eval mode, recording attentions (and module shapes) and the output."""
+    """Encode once and run the model once in eval mode (a short text on one CPU thread: running.threads_for),
+    recording attentions (and module shapes) and the output."""
     encoded = encode_text(model, tokenizer, text, text_b)
-    with evaluating(model), torch.inference_mode(), trace(model, attentions=True, shapes=shapes,
-                                                          tokens=encoded.encoding, tokenizer=tokenizer) as recorded:
+    ids = encoded.inputs["input_ids"]
+    with evaluating(model), threads_for(ids.shape[-1], ids.device), torch.inference_mode(), \
+            trace(model, attentions=True, shapes=shapes, tokens=encoded.encoding, tokenizer=tokenizer) as recorded:
         output = model(**encoded.inputs)
     return TextRun(model, tokenizer, text, text_b or None, encoded, recorded, output)
