@@ -1,7 +1,7 @@
 // The pure helpers every view's front end shares (shared.js), as Node runs them.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { bytes, typed, float16s, weightText, redrawScheduler } from "../../bertviz_lab/widgets/views/shared.js";
+import { bytes, typed, float16s, weightText, redrawScheduler, followDrawing } from "../../bertviz_lab/widgets/views/shared.js";
 
 // Half floats as little-endian bytes, as NumPy's float16 tobytes() writes them on every machine we run.
 function halves(...bits) {
@@ -56,6 +56,33 @@ test("redrawScheduler draws once for a batch of changes, and again for the next 
   await Promise.resolve();
   assert.equal(draws, 1);
   schedule();
+  await Promise.resolve();
+  assert.equal(draws, 2);
+});
+
+// A widget model as a view sees it: listeners by event name.
+function fakeModel() {
+  const listeners = new Map();
+  return {
+    listeners,
+    on: (name, callback) => listeners.set(name, [...(listeners.get(name) || []), callback]),
+    off: (name, callback) => listeners.set(name, (listeners.get(name) || []).filter((c) => c !== callback)),
+    change: (name) => (listeners.get(name) || []).forEach((callback) => callback()),
+  };
+}
+
+test("followDrawing draws at once, once per batch of new drawings, and never after its cleanup", async () => {
+  const model = fakeModel();
+  let draws = 0;
+  const cleanup = followDrawing(model, () => { draws += 1; });
+  assert.equal(draws, 1); // the first drawing, before any change
+  model.change("change:svg");
+  model.change("change:svg");
+  await Promise.resolve();
+  assert.equal(draws, 2);
+  cleanup();
+  assert.deepEqual(model.listeners.get("change:svg"), []);
+  model.change("change:svg");
   await Promise.resolve();
   assert.equal(draws, 2);
 });

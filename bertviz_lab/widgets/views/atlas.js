@@ -1,4 +1,4 @@
-import { showFigure, tooltip, typed, redrawScheduler, stepIndex, svgEl, tipBeside, rowKey } from "./shared.js";
+import { showFigure, typed, followDrawing, viewFrame, stepIndex, svgEl, tipBeside, rowKey } from "./shared.js";
 // The head atlas. The kernel draws the whole figure (figures/atlas.py: one SVG document, the one the static copy and
 // exports hold); this module shows it and adds what needs no kernel: hover over a cell, or the arrow keys once the
 // grid has focus, show the head's exact value and how many queries it averages, from the float32 `values` and int32
@@ -37,13 +37,7 @@ export function moveCell(cell, key, rows, cols) {
 }
 
 function render({ model, el }) {
-  const outer = document.createElement("div");
-  outer.className = "bvl-corpus-view bvl-atlas-view bvl-view";
-  const holder = document.createElement("div");
-  const tip = tooltip();
-  tip.setAttribute("aria-live", "polite"); // the keyboard's cell is read out as it moves
-  outer.append(holder, tip);
-  el.appendChild(outer);
+  const { outer, holder, tip } = viewFrame(el, "bvl-corpus-view bvl-atlas-view bvl-view");
   let current = null, cursor = null, draws = 0;
 
   function hide() {
@@ -174,10 +168,7 @@ function render({ model, el }) {
     event.preventDefault();
     read(next);
   });
-  const schedule = redrawScheduler(draw);
-  model.on("change:svg", schedule);
-  draw();
-  return () => model.off("change:svg", schedule);
+  return followDrawing(model, draw);
 }
 
 export default { render };

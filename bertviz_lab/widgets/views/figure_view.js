@@ -1,4 +1,4 @@
-import { showFigure, redrawScheduler } from "./shared.js";
+import { showFigure, followDrawing } from "./shared.js";
 // A figure the kernel drew (views/figure_view.py), shown as it is: the same SVG document as the static copy and the
 // export; its <title> elements are the browser's tooltips. The view's element (div.bvl-figure-view) says how many
 // drawings it has shown in data-draws, for tools and tests.
@@ -13,10 +13,7 @@ function render({ model, el }) {
     draws += 1;
     holder.dataset.draws = draws;
   };
-  const schedule = redrawScheduler(draw);
-  model.on("change:svg", schedule);
-  draw();
-  return () => model.off("change:svg", schedule);
+  return followDrawing(model, draw);
 }
 
 export default { render };

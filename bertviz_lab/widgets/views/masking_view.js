@@ -1,4 +1,4 @@
-import { showFigure, redrawScheduler, stepIndex } from "./shared.js";
+import { showFigure, followDrawing, stepIndex } from "./shared.js";
 // The masking preview. The kernel draws the figure (figures/masking.py: a chip per token, coloured and marked by its
 // fate) and this module shows it and makes the chips that a click masks (g.bvl-chip[data-toggle][data-position])
 // buttons: a click, or Space/Enter on the focused chip, masks or unmasks that token by writing the toggled position
@@ -98,10 +98,7 @@ function render({ model, el }) {
     current = next;
   });
 
-  const schedule = redrawScheduler(draw);
-  model.on("change:svg", schedule);
-  draw();
-  return () => model.off("change:svg", schedule);
+  return followDrawing(model, draw);
 }
 
 export default { render };

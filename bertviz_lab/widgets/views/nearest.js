@@ -1,4 +1,4 @@
-import { showFigure, tooltip, redrawScheduler, tipBeside, rowKey } from "./shared.js";
+import { showFigure, followDrawing, viewFrame, tipBeside, rowKey } from "./shared.js";
 // Nearest contexts. The kernel draws the whole figure (figures/nearest.py: one SVG document, the one the static copy
 // and exports hold); this module shows it and adds what needs no kernel: hover over a match, or focus on it, shows
 // its text id, position, score and its whole context (the drawing cuts long contexts) from the lists the view holds.
@@ -21,13 +21,7 @@ export function matchTip(textId, position, score, left, token, right) {
 }
 
 function render({ model, el }) {
-  const outer = document.createElement("div");
-  outer.className = "bvl-corpus-view bvl-nearest-view bvl-view";
-  const holder = document.createElement("div");
-  const tip = tooltip();
-  tip.setAttribute("aria-live", "polite");
-  outer.append(holder, tip);
-  el.appendChild(outer);
+  const { outer, holder, tip } = viewFrame(el, "bvl-corpus-view bvl-nearest-view bvl-view");
   let rows = [], draws = 0;
 
   function hide() {
@@ -90,10 +84,7 @@ function render({ model, el }) {
     const row = rowOf(event.target);
     if (row) rowKey(event, rows, row, open);
   });
-  const schedule = redrawScheduler(draw);
-  model.on("change:svg", schedule);
-  draw();
-  return () => model.off("change:svg", schedule);
+  return followDrawing(model, draw);
 }
 
 export default { render };

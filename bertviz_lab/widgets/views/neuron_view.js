@@ -1,4 +1,4 @@
-import { showFigure, stepIndex, svgEl, tooltip, typed, redrawScheduler } from "./shared.js";
+import { showFigure, stepIndex, svgEl, typed, followDrawing, viewFrame } from "./shared.js";
 
 // The neuron view: shows the kernel's drawing (figures/neuron.py, the same SVG the static copy and exports hold) and
 // adds what needs no kernel: hover over a vector cell or a key row shows the exact numbers from the float32 buffers
@@ -71,13 +71,7 @@ function numbers(element, names) {
 }
 
 function render({ model, el }) {
-  const outer = document.createElement("div");
-  outer.className = "bvl-neuron-view bvl-view";
-  const holder = document.createElement("div");
-  const tip = tooltip();
-  tip.setAttribute("aria-live", "polite"); // the keyboard's row is read out as it moves
-  outer.append(holder, tip);
-  el.appendChild(outer);
+  const { outer, holder, tip } = viewFrame(el, "bvl-neuron-view bvl-view"); // the tooltip reads the keyboard's row
   let figure = null, current = null;
 
   function hide() {
@@ -217,10 +211,7 @@ function render({ model, el }) {
   holder.addEventListener("keydown", onKey);
   holder.addEventListener("focusin", onFocus);
   holder.addEventListener("focusout", onBlur);
-  const schedule = redrawScheduler(draw);
-  model.on("change:svg", schedule);
-  draw();
-  return () => model.off("change:svg", schedule);
+  return followDrawing(model, draw);
 }
 
 export default { render };

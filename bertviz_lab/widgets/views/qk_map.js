@@ -1,4 +1,4 @@
-import { showFigure, tooltip, typed, redrawScheduler, svgEl } from "./shared.js";
+import { showFigure, typed, followDrawing, viewFrame, svgEl } from "./shared.js";
 // The query–key map. The kernel draws the whole figure (figures/qk_map.py: one SVG document, the one the static copy
 // and exports hold); this module shows it and adds what needs no kernel: the pointer over the plot reads the nearest
 // point (within HIT_PX), from the float32 coordinates, kinds, tokens and contexts the view holds: whether it is a query
@@ -66,13 +66,7 @@ export function plotFrame(rect) {
 }
 
 function render({ model, el }) {
-  const outer = document.createElement("div");
-  outer.className = "bvl-corpus-view bvl-qk-map-view bvl-view";
-  const holder = document.createElement("div");
-  const tip = tooltip();
-  tip.setAttribute("aria-live", "polite");
-  outer.append(holder, tip);
-  el.appendChild(outer);
+  const { outer, holder, tip } = viewFrame(el, "bvl-corpus-view bvl-qk-map-view bvl-view");
   let current = null, point = -1, draws = 0;
 
   function hide() {
@@ -164,10 +158,7 @@ function render({ model, el }) {
     event.preventDefault();
     read(next);
   });
-  const schedule = redrawScheduler(draw);
-  model.on("change:svg", schedule);
-  draw();
-  return () => model.off("change:svg", schedule);
+  return followDrawing(model, draw);
 }
 
 export default { render };

@@ -72,6 +72,28 @@ export function redrawScheduler(draw) {
   };
 }
 
+// Draws now, then once after each batch of changes to the kernel's drawing (`svg`); returns the cleanup, what a
+// view's render returns.
+export function followDrawing(model, draw) {
+  const schedule = redrawScheduler(draw);
+  model.on("change:svg", schedule);
+  draw();
+  return () => model.off("change:svg", schedule);
+}
+
+// A view's frame in `el`: the outer element (class `className`: its data- attributes say what it shows), the holder
+// the figure is shown in, and the tooltip beside it, read out as it changes (the keyboard's reading).
+export function viewFrame(el, className) {
+  const outer = document.createElement("div");
+  outer.className = className;
+  const holder = document.createElement("div");
+  const tip = tooltip();
+  tip.setAttribute("aria-live", "polite");
+  outer.append(holder, tip);
+  el.appendChild(outer);
+  return { outer, holder, tip };
+}
+
 // A number as hover shows it: 4 decimals, or 3 significant digits in scientific notation below 0.001.
 export function weightText(value) {
   if (value === 0) return "0";
