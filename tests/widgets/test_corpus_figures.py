@@ -86,7 +86,8 @@ def test_atlas_lists_the_chosen_heads_texts_escaped_and_marks_the_head():
 def test_atlas_rejects_an_unknown_statistic_and_a_table_without_its_column():
     with pytest.raises(ValueError, match="stat must be one of entropy, cls"):
         atlas_svg(head_stats(), "attention")
-    with pytest.raises(ValueError, match="no column 'punct'"):
+    with pytest.raises(ValueError, match=r"^the head statistics table has no column 'punct'; it needs layer, head, "
+                                         r"punct and queries\.$"):
         atlas_svg(head_stats().drop(columns="punct"), "punct")
 
 
@@ -181,6 +182,17 @@ def test_qk_map_rejects_an_unknown_kind_and_colouring():
         qk_map_svg(points(3).assign(kind="value"), 0, 0)
     with pytest.raises(ValueError, match="color_by must be one of kind, position"):
         qk_map_svg(points(3), 0, 0, "token")
+
+
+def test_nearest_and_qk_map_name_the_first_missing_column_and_what_gives_the_table():
+    with pytest.raises(ValueError, match=r"^the matches table has no column 'token'; nearest\(\) gives text_id, "
+                                         r"position, token, left, right, score\.$"):
+        nearest_svg(matches().drop(columns=["token", "score"]), "bank", 3)
+    with pytest.raises(ValueError, match=r"^the query-key table has no column 'x'; qk_map\(\) gives kind, text_id, "
+                                         r"position, token, x, y\.$"):
+        qk_map_svg(points(3).drop(columns=["y", "x"]), 0, 0)
+    with pytest.raises(ValueError, match="the matches table has no column 'text_id'"):
+        nearest_svg([(1, 2)], "bank", 3)  # not a table at all
 
 
 def test_the_views_send_what_their_figures_draw_and_open_only_what_they_hold():

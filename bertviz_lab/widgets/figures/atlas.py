@@ -24,6 +24,7 @@ from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.caption import shortened
 from bertviz_lab.widgets.figures.contrast import ink_class, ink_on
 from bertviz_lab.widgets.figures.heatmap import BAR_W, LABEL_FONT, NOTE_FONT, TITLE_FONT, colorbar, figure_header
+from bertviz_lab.widgets.figures.tables import require_columns
 from bertviz_lab.widgets.figures.text import escape, text_width
 
 STATISTICS = ("entropy", "cls", "sep", "self", "prev", "next", "punct")
@@ -86,10 +87,8 @@ def stat_grid(stats: Any, stat: str) -> tuple[list[int], list[int], np.ndarray, 
     """(layers, heads, values (L, H), queries (L, H)) of one statistic from a head_stats() table; NaN where a head
     was not analysed."""
     check_stat(stat)
-    missing = [c for c in ("layer", "head", stat, "queries") if c not in stats.columns]
-    if missing:
-        raise ValueError(f"the head statistics table has no column {missing[0]!r}; it needs layer, head, {stat} and "
-                         "queries.")
+    require_columns(stats, ("layer", "head", stat, "queries"), "head statistics",
+                    f"it needs layer, head, {stat} and queries")
     layers = sorted(int(v) for v in set(stats["layer"].tolist()))
     heads = sorted(int(v) for v in set(stats["head"].tolist()))
     values = np.full((len(layers), len(heads)), np.nan)

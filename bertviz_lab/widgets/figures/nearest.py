@@ -20,6 +20,7 @@ from typing import Any
 from bertviz_lab.widgets.figures.contrast import ink_class, ink_on
 from bertviz_lab.widgets.figures.heatmap import LABEL_FONT, NOTE_FONT, TITLE_FONT, figure_header
 from bertviz_lab.widgets.figures.palette import HEAD_COLORS
+from bertviz_lab.widgets.figures.tables import require_columns
 from bertviz_lab.widgets.figures.text import escape, short_token, text_width
 
 MATCH_COLOR = HEAD_COLORS[1]  # the matched token's box: orange, apart from the atlas's blues
@@ -33,9 +34,7 @@ COLUMNS = ("text_id", "position", "token", "left", "right", "score")
 
 def check_matches(matches: Any) -> None:
     """A one-line error when `matches` is not a nearest() table."""
-    missing = [c for c in COLUMNS if c not in getattr(matches, "columns", ())]
-    if missing:
-        raise ValueError(f"the matches table has no column {missing[0]!r}; nearest() gives {', '.join(COLUMNS)}.")
+    require_columns(matches, COLUMNS, "matches", f"nearest() gives {', '.join(COLUMNS)}")
 
 
 def cut_left(text: str, limit: int = CONTEXT_CHARS) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 from bertviz_lab.widgets.figures.charts import nice_ticks
 from bertviz_lab.widgets.figures.heatmap import NOTE_FONT, TITLE_FONT, figure_header
 from bertviz_lab.widgets.figures.palette import CURVE_COLORS, HEAD_COLORS
+from bertviz_lab.widgets.figures.tables import require_columns
 from bertviz_lab.widgets.figures.text import escape, text_width
 
 KIND_COLORS = {"query": CURVE_COLORS["mlm"], "key": CURVE_COLORS["nsp"]}  # blue and orange: apart without red-green
@@ -38,9 +39,7 @@ COLUMNS = ("kind", "text_id", "position", "token", "x", "y")
 
 def check_points(points: Any) -> None:
     """A one-line error when `points` is not a qk_map() table."""
-    missing = [c for c in COLUMNS if c not in getattr(points, "columns", ())]
-    if missing:
-        raise ValueError(f"the query-key table has no column {missing[0]!r}; qk_map() gives {', '.join(COLUMNS)}.")
+    require_columns(points, COLUMNS, "query-key", f"qk_map() gives {', '.join(COLUMNS)}")
 
 
 def position_bins(positions: np.ndarray, bins: int = len(POSITION_COLORS)) -> tuple[np.ndarray, list[str]]:
