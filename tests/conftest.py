@@ -20,16 +20,29 @@ from tiny_models import tiny_config as build_tiny_config  # noqa: E402
 from bertviz_lab.model import BERTConfig  # noqa: E402
 
 # Tests that read the built documentation site run on one pytest-xdist worker (`--dist loadgroup`), so the site
-# (about a minute of mkdocs, executing a notebook) is built once per run, not once per worker.
+# (mkdocs, executing a notebook) is built once per run, not once per worker.
 SITE_FIXTURE, SITE_GROUP = "site", "docs-site"
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The pytest-xdist group an item runs in: the site's readers together; a test using a module-scoped fixture
+    (a JupyterLab server of its own, a corpus, a trained tokenizer) with the rest of its module, so that fixture is
+    made once and not again on every worker the module's tests land on; any other test alone."""
+    if SITE_FIXTURE in getattr(item, "fixturenames", ()):
+        return SITE_GROUP
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(d.scope == "module" for defs in definitions.values() for d in defs):
+        return item.nodeid.split("::", 1)[0]
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook turns xdist_group marks into the group's name
 def pytest_collection_modifyitems(config, items):
     missing: dict[str, list[str]] = {}
     for item in items:
-        if SITE_FIXTURE in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(SITE_GROUP))
+        group = xdist_group(item)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
         for mark in item.iter_markers("needs_program"):
             program = PROGRAMS[mark.args[0]]
             if program.path() is None:
