@@ -14,10 +14,11 @@ _model_locks: "weakref.WeakKeyDictionary[Any, threading.RLock]" = weakref.WeakKe
 _locks_lock = threading.Lock()
 
 # Up to this many tokens a panel's forward runs on one CPU thread. Each of its ~40 parallel regions (a GEMM, the
-# attention, the GELU) is then well under a millisecond of work, and a second thread only adds the wait for a core
-# that the browser, the Jupyter server or another process holds: on the 2-core development machine, with other work
-# running, MiniLM on 14 tokens took 116 ms (median) on 2 threads and 25 ms on one, on 120 tokens 328 and 140 ms
-# (benchmarks/README.md, `%bert_inspect`).
+# attention, the GELU) is then well under a millisecond of work, and a second thread adds the wait for a core that the
+# browser (drawing the cell that runs), the Jupyter server or another process holds: on the 2-core development
+# machine, with other work running, MiniLM on 14 tokens took 116 ms (median) on 2 threads and 25 ms on one, on 120
+# tokens 328 and 140 ms; a warm `%bert_inspect` in one page 0.36 and 0.29 s. With a core free it costs: the kernel
+# alone showed the panel 15 ms later (benchmarks/README.md, `%bert_inspect`).
 ONE_THREAD_TOKENS = 128
 
 
