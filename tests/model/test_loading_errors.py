@@ -244,7 +244,7 @@ def test_a_10000_character_name_is_refused_in_one_short_line(tmp_path, call):
     name = str(tmp_path / LONG_NAME)
     with pytest.raises(ValueError) as error:
         NAME_CALLS[call](name)
-    message = one_line(error, str(tmp_path), "characters) cannot be looked up")
+    message = one_line(error, str(tmp_path)[:40], "characters) cannot be looked up")  # a long path is cut after ~66
     assert message.count("x") < 250
 
 
