@@ -1,5 +1,6 @@
-"""A panel's forward on a short text runs on one CPU thread and gives the thread count back, also when it fails; a
-long text keeps the pool, and a forward on another thread keeps its own."""
+"""A panel's short forward (little work: a short text on a small model) runs on one CPU thread and gives the thread
+count back, also when it fails; a long text or a large model keeps the pool, and a forward on another thread keeps
+its own."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from bertviz_lab.widgets.panels import running
-from bertviz_lab.widgets.panels.running import threads_for
+from bertviz_lab.widgets.panels.running import forward_work, threads_for
 from bertviz_lab.widgets.panels.text_run import run_text
 
 SHORT = "The cat sat on the mat because it was warm."
@@ -40,25 +41,39 @@ def test_a_short_text_runs_on_one_thread_and_the_pool_comes_back(pretraining_mod
     assert torch.get_num_threads() == 2
 
 
-def test_a_long_text_keeps_every_thread(pretraining_model, minilm_tokenizer, two_threads, monkeypatch):
+def test_a_long_forward_keeps_every_thread(pretraining_model, minilm_tokenizer, two_threads, monkeypatch):
     tokens = len(minilm_tokenizer.encode(SHORT))
-    monkeypatch.setattr(running, "ONE_THREAD_TOKENS", tokens - 1)  # SHORT is now one token too long
+    work = forward_work(pretraining_model, tokens)
+    monkeypatch.setattr(running, "ONE_THREAD_WORK", work - 1)  # SHORT is now a little too much work
     assert threads_seen_by_forward(pretraining_model, minilm_tokenizer, SHORT) == [2]
-    monkeypatch.setattr(running, "ONE_THREAD_TOKENS", tokens)
+    monkeypatch.setattr(running, "ONE_THREAD_WORK", work)
     assert threads_seen_by_forward(pretraining_model, minilm_tokenizer, SHORT) == [1]
     assert torch.get_num_threads() == 2
 
 
+def test_the_work_counts_the_weights_outside_the_embeddings():
+    from bertviz_lab.model import BERT, BERTConfig
+
+    def encoder(layers: int, width: int) -> torch.nn.Module:
+        return BERT(BERTConfig(vocab_size=30522, hidden_size=width, num_hidden_layers=layers,
+                               num_attention_heads=width // 64, intermediate_size=4 * width), add_pooling_layer=False)
+
+    minilm_sized, base_sized = encoder(6, 384), encoder(12, 768)
+    assert 1.3e9 < forward_work(minilm_sized, 128) < running.ONE_THREAD_WORK  # MiniLM on 128 tokens: one thread
+    assert forward_work(base_sized, 17) < running.ONE_THREAD_WORK < forward_work(base_sized, 18)
+    assert forward_work(base_sized, 512) == 512 * forward_work(base_sized, 1)
+
+
 def test_a_failing_block_gives_the_threads_back(two_threads):
     with pytest.raises(RuntimeError, match="boom"):
-        with threads_for(10):
+        with threads_for(torch.nn.Linear(4, 4), 10):
             assert torch.get_num_threads() == 1
             raise RuntimeError("boom")
     assert torch.get_num_threads() == 2
 
 
 def test_only_cpu_forwards_are_narrowed(two_threads):
-    with threads_for(10, torch.device("meta")):
+    with threads_for(torch.nn.Linear(4, 4), 10, torch.device("meta")):
         assert torch.get_num_threads() == 2
 
 
@@ -76,7 +91,7 @@ def test_a_forward_on_another_thread_keeps_its_own_threads(two_threads):
     worker = threading.Thread(target=other)
     worker.start()
     assert ready.wait(10)
-    with threads_for(10):
+    with threads_for(torch.nn.Linear(4, 4), 10):
         inside.set()
         assert leave.wait(10)
         assert torch.get_num_threads() == 1

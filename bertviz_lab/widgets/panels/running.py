@@ -13,13 +13,14 @@ import torch
 _model_locks: "weakref.WeakKeyDictionary[Any, threading.RLock]" = weakref.WeakKeyDictionary()
 _locks_lock = threading.Lock()
 
-# Up to this many tokens a panel's forward runs on one CPU thread. Each of its ~40 parallel regions (a GEMM, the
+# Up to this many multiply-adds (tokens x weights outside the embeddings: about 1.4e9 for MiniLM on 128 tokens, and
+# for bert-base on 17) a panel's forward runs on one CPU thread. Each of its ~40 parallel regions (a GEMM, the
 # attention, the GELU) is then well under a millisecond of work, and a second thread adds the wait for a core that the
 # browser (drawing the cell that runs), the Jupyter server or another process holds: on the 2-core development
 # machine, with other work running, MiniLM on 14 tokens took 116 ms (median) on 2 threads and 25 ms on one, on 120
 # tokens 328 and 140 ms; a warm `%bert_inspect` in one page 0.36 and 0.29 s. With a core free it costs: the kernel
-# alone showed the panel 15 ms later (benchmarks/README.md, `%bert_inspect`).
-ONE_THREAD_TOKENS = 128
+# alone showed the panel 15 ms later (benchmarks/README.md, `%bert_inspect`). Larger forwards keep every thread.
+ONE_THREAD_WORK = 1.5e9
 
 
 def model_lock(model: Any) -> threading.RLock:
@@ -44,13 +45,19 @@ def evaluating(model: Any) -> Iterator[None]:
             model.train(was_training)
 
 
+def forward_work(model: torch.nn.Module, tokens: int) -> float:
+    """About the multiply-adds of a forward on `tokens` tokens: tokens x the weights outside the embedding tables."""
+    embeddings = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding))
+    return tokens * max(sum(p.numel() for p in model.parameters()) - embeddings, 0)
+
+
 @contextlib.contextmanager
-def threads_for(tokens: int, device: Any = "cpu") -> Iterator[None]:
-    """One CPU thread for the block where a forward on `tokens` tokens on the CPU is short (ONE_THREAD_TOKENS), the
-    thread count before it afterwards. PyTorch keeps that count per OS thread (OpenMP), so only the thread that runs
-    the block is narrowed; a forward on another thread (training, saliency) keeps its own."""
+def threads_for(model: torch.nn.Module, tokens: int, device: Any = "cpu") -> Iterator[None]:
+    """One CPU thread for the block where `model`'s forward on `tokens` tokens on the CPU is short (ONE_THREAD_WORK),
+    the thread count before it afterwards. PyTorch keeps that count per OS thread (OpenMP), so only the thread that
+    runs the block is narrowed; a forward on another thread (training, saliency) keeps its own."""
     threads = torch.get_num_threads()
-    if tokens > ONE_THREAD_TOKENS or torch.device(device).type != "cpu" or threads == 1:
+    if torch.device(device).type != "cpu" or threads == 1 or forward_work(model, tokens) > ONE_THREAD_WORK:
         yield
         return
     torch.set_num_threads(1)

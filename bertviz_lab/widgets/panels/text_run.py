@@ -40,7 +40,7 @@ def run_text(model: torch.nn.Module, tokenizer: Any, text: str, text_b: str | No
     recording attentions (and module shapes) and the output."""
     encoded = encode_text(model, tokenizer, text, text_b)
     ids = encoded.inputs["input_ids"]
-    with evaluating(model), threads_for(ids.shape[-1], ids.device), torch.inference_mode(), \
+    with evaluating(model), threads_for(model, ids.shape[-1], ids.device), torch.inference_mode(), \
             trace(model, attentions=True, shapes=shapes, tokens=encoded.encoding, tokenizer=tokenizer) as recorded:
         output = model(**encoded.inputs)
     return TextRun(model, tokenizer, text, text_b or None, encoded, recorded, output)
