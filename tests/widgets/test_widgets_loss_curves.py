@@ -78,8 +78,10 @@ def test_every_record_is_kept_and_redraws_are_throttled():
     assert curves.records == 1000
     assert len(curves.history["train_mlm_loss"]) == 1000 and len(curves.history["eval_nsp_loss"]) == 10
     assert curves.redraws <= 2 + elapsed / 0.3  # the first record draws at once, then at most one per interval
-    # the pending timer draws the final state without any further record
-    assert wait_until(lambda: last_x(curves, "train_mlm_loss") == 999, timeout=10)
+    # the pending timer draws the final state without any further record (every trace: the timer's thread sets them
+    # one after another)
+    assert wait_until(lambda: last_x(curves, "train_mlm_loss") == 999 and last_x(curves, "lr") == 999
+                      and curves.status.value.startswith("step 999"), timeout=10)
     assert len(trace_named(curves, "train_mlm_loss").x) == 1000
     assert list(trace_named(curves, "eval_mlm_loss").x) == [float(s) for s in range(99, 1000, 100)]
     np.testing.assert_allclose(trace_named(curves, "lr").y, [1e-3 * s for s in range(1000)], rtol=1e-6)
