@@ -125,6 +125,6 @@ def test_the_built_in_search_answers(site, served, site_page, scheme):
     site_page.locator("label.md-search__icon, .md-search__input").first.click()
     site_page.locator("input.md-search__input").fill("saliency")
     results = site_page.locator(".md-search-result__item")
-    results.first.wait_for(state="visible", timeout=30_000)
+    results.first.wait_for(state="visible", timeout=90_000)  # the search index is built in a worker, after load
     assert "saliency" in results.first.inner_text().lower()
     assert all(inside(url, site, served) for url in site_page.requests)

@@ -99,9 +99,9 @@ def choose_another_layer(run: Run, panel: Any) -> None:
     before = read_heatmap(run, panel)
     select = panel.locator(".widget-dropdown").filter(
         has=run.page.locator("label", has_text=re.compile(r"^layer$"))).locator("select").first
-    options = select.locator("option").all_inner_texts()
+    options = wait_for(run, "the layer selector offers fewer than two layers",
+                       lambda: len(texts := select.locator("option").all_inner_texts()) > 1 and texts)
     current = select.evaluate("(s) => s.options[s.selectedIndex].textContent")
-    assert len(options) > 1, f"the layer selector offers {options}"
     other = next(o for o in reversed(options) if o != current)
     select.select_option(label=other)
     heat = heatmap_of(panel)
