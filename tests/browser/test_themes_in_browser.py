@@ -9,6 +9,7 @@ import io
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import pytest
 from browser_lab import (
     SCREENSHOTS,
@@ -115,7 +116,8 @@ def background_of(image: Any, box: list[float]) -> tuple[int, int, int]:
     """The most common colour of the screenshot inside `box`: what the text is drawn on."""
     left, top, width, height = (round(v) for v in box)
     crop = image.crop((max(0, left), max(0, top), min(image.width, left + width), min(image.height, top + height)))
-    return Counter(crop.getdata()).most_common(1)[0][0][:3]
+    pixels = np.asarray(crop.convert("RGB")).reshape(-1, 3)
+    return Counter(map(tuple, pixels.tolist())).most_common(1)[0][0]
 
 
 def low_contrast(page: Any) -> tuple[list[dict], int]:
