@@ -85,6 +85,7 @@ def test_the_header_names_the_model_and_training_offers_resume_and_restart(page,
     page.screenshot(path=str(SCREENSHOTS / "training_actions.png"), clip=tab.evaluate(CONTENT_BOX))
 
     set_theme(page, "dark")
+    tab.wait_for(state="visible")  # laid out again in the new theme (a box of no width while it is restyled)
     page.screenshot(path=str(SCREENSHOTS / "training_actions_dark.png"), clip=tab.evaluate(CONTENT_BOX))
     output.locator(".lm-TabBar-tab", has_text="Attention").click()
     page.screenshot(path=str(SCREENSHOTS / "workbench_header_dark.png"), clip=output.evaluate(CONTENT_BOX))
