@@ -456,6 +456,8 @@ def set_theme(page: Any, theme: str, timeout_ms: int = 30_000) -> None:
                   THEMES[theme])
     page.wait_for_function("(light) => document.body.dataset.jpThemeLight === light",
                            arg="true" if theme == "light" else "false", timeout=timeout_ms, polling=200)
+    # JupyterLab covers the page with its splash while it swaps the stylesheets: a screenshot waits until it is gone
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=timeout_ms)
 
 
 def kernel_prints(page: Any, code: str) -> str:
