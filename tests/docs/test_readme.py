@@ -8,7 +8,7 @@ from markdown_blocks import REPO
 
 README = REPO / "README.md"
 OPEN_THE_WORKBENCH = 'pip install -e ".[lab,models]" && jupyter lab notebooks/00_workbench.ipynb'
-RUN_THE_TESTS = 'pip install -e ".[test]" && python -m pytest -q'
+RUN_THE_TESTS = 'pip install -e ".[test]" && python -m pytest -q -n auto --dist loadgroup'
 
 
 def test_the_readme_is_short():
