@@ -18,11 +18,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertviz_lab import kernels
 from bertviz_lab.corpus import folder, vectors
 from bertviz_lab.corpus.backbone import backbone_of
 from bertviz_lab.corpus.corpus import Corpus
 from bertviz_lab.corpus.readers import Item, read_items
 from bertviz_lab.corpus.statistics import STATISTICS, head_sums, key_masks, punctuation_table
+from bertviz_lab.kernels.statistics import in_kernel as statistics_in_kernel
 from bertviz_lab.model.hook_points import Reader, hook_points, hooks
 from bertviz_lab.train import distributed
 
@@ -180,24 +182,20 @@ class ShardWriter:
         return name
 
     def _hooks(self) -> list[tuple[str, Callable]]:
-        """Readers only: the attention backend keeps its fast path and hands the probabilities over."""
+        """Readers only: the attention backend keeps its fast path. Where the statistics kernel runs, each layer's
+        statistics come from its queries and keys (its attention then forms no probabilities); elsewhere the
+        backend hands the probabilities over."""
         chosen = [] if len(self.heads) == self.num_heads else self.heads
-        last = self.layers[-1] if "hidden" not in self.kinds else None  # after its probs nothing more is needed
+        last = self.layers[-1] if "hidden" not in self.kinds else None  # after its statistics nothing more is needed
+        scales = self._scales()
         pairs: list[tuple[str, Callable]] = []
         for layer in self.layers:
-            def on_probs(probs: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
-                probs = probs[:, chosen] if chosen else probs
-                self.batch[("stats", layer)] = head_sums(probs, self.batch["valid"], self.batch["keys"])
-                if layer == last:
-                    raise Enough
-
-            pairs.append((self._point(f"encoder.layer.{layer}.attention.self.probs"), Reader(on_probs)))
             if "hidden" in self.kinds:
                 def on_hidden(hidden: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
                     self.batch[("hidden", layer)] = hidden[self.batch["where"]].to("cpu", torch.float16)
 
                 pairs.append((self._point(f"encoder.layer.{layer}.hidden"), Reader(on_hidden)))
-            if "qk" in self.kinds:
+            if "qk" in self.kinds:  # before the statistics' readers, which may end the forward at `k`
                 for kind in ("q", "k"):
                     def on_qk(x: torch.Tensor, point: Any, handed_over: bool, layer: int = layer,
                               kind: str = kind) -> None:
@@ -205,7 +203,42 @@ class ShardWriter:
                         self.batch[(kind, layer)] = rows.to("cpu", torch.float16)
 
                     pairs.append((self._point(f"encoder.layer.{layer}.attention.self.{kind}"), Reader(on_qk)))
+            if scales is None:
+                def on_probs(probs: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
+                    probs = probs[:, chosen] if chosen else probs
+                    self.batch[("stats", layer)] = head_sums(probs, self.batch["valid"], self.batch["keys"])
+                    if layer == last:
+                        raise Enough
+
+                pairs.append((self._point(f"encoder.layer.{layer}.attention.self.probs"), Reader(on_probs)))
+                continue
+
+            def on_q(q: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
+                self.batch[("query", layer)] = q[:, chosen] if chosen else q
+
+            def on_k(k: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
+                q, k = self.batch.pop(("query", layer)), k[:, chosen] if chosen else k
+                self.batch[("stats", layer)] = kernels.attention_statistics(
+                    q, k, self.batch["valid"], self.batch["keys"][:, 0], scales[layer])
+                if layer == last:
+                    raise Enough  # the layer's attention itself is not needed
+
+            pairs.append((self._point(f"encoder.layer.{layer}.attention.self.q"), Reader(on_q)))
+            pairs.append((self._point(f"encoder.layer.{layer}.attention.self.k"), Reader(on_k)))
         return pairs
+
+    def _scales(self) -> dict[int, float] | None:
+        """Each analysed layer's attention scale where the statistics kernel can take its queries and keys (fp32
+        CPU weights, an encoder's padding mask the only one), else None: the probabilities are reduced."""
+        config = self.backbone.config
+        weight = next(self.backbone.parameters())
+        if config.is_decoder or not statistics_in_kernel(weight.device, weight.dtype):
+            return None
+        modules = [self.backbone.get_submodule(f"encoder.layer.{layer}.attention.self") for layer in self.layers]
+        scales = [getattr(module, "scale", None) for module in modules]
+        if any(not isinstance(scale, float) for scale in scales):
+            return None
+        return dict(zip(self.layers, scales))
 
     def write(self, out: Path, index: int, text_ids: np.ndarray, items: list[Item], encoded: Encoded,
               batch_size: int, on_batch: Callable[[int], None]) -> None:

@@ -41,12 +41,4 @@ def key_masks(input_ids: torch.Tensor, cls_id: int, sep_id: int, punct: torch.Te
 def head_sums(probs: torch.Tensor, valid: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     """(B, H, 7) sums over each text's non-padding queries of the seven statistics, in STATISTICS order.
     probs (B, H, T, S) attention probabilities; valid (B, T) float, 1 at real tokens; keys (B, 1, S, 3) key masks."""
-    p = probs.float()
-    queries = valid[:, None, :]  # (B, 1, T)
-    entropy = (kernels.entropy(p) * queries).sum(-1)  # (B, H)
-    weight_on_keys = torch.matmul(valid[:, None, None, :], p)  # (B, H, 1, S): each key's weight summed over queries
-    by_kind = torch.matmul(weight_on_keys, keys).squeeze(2)  # (B, H, 3): on [CLS], [SEP], punctuation
-    own = (p.diagonal(0, -2, -1) * queries).sum(-1)  # p[i, i]
-    prev = (p.diagonal(-1, -2, -1) * queries[..., 1:]).sum(-1)  # p[i, i-1] for queries i >= 1
-    nxt = (p.diagonal(1, -2, -1) * queries[..., :-1]).sum(-1)  # p[i, i+1] for every query but the last
-    return torch.stack([entropy, by_kind[..., 0], by_kind[..., 1], own, prev, nxt, by_kind[..., 2]], dim=-1)
+    return kernels.probability_statistics(probs, valid, keys)

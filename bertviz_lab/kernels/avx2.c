@@ -24,7 +24,7 @@
 #define MIN_TASK_FLOPS (1 << 21) /* none smaller than this */
 #define CHUNK 128  /* steps summed in registers before they are added to the tile */
 
-int64_t bvl_abi_version(void) { return 6; }
+int64_t bvl_abi_version(void) { return 7; }
 
 /* Depth of each K block: K split into equal blocks no deeper than KC_MAX. */
 int64_t bvl_k_block(int64_t K) {
@@ -451,6 +451,29 @@ static float softmax_row(float *row, float scale, const float *mask, int64_t n) 
     return 1.0f / (hsum(vsum) + tail_sum);
 }
 
+/* Keys k[:S] (rows `ldk` apart) as 16-key panels D deep, for block_scores. */
+static void pack_keys(const float *k, int64_t ldk, int64_t S, int64_t D, float *packed_k) {
+    for (int64_t j = 0; j < (S + NR - 1) / NR; j++) pack_panel(k, ldk, S, D, D, j, packed_k);
+}
+
+/* scores[i, :S] (rows `width` apart) = q[i] . k[:S] for `rows` <= MQ query rows `ldq` apart, the keys packed by
+ * pack_keys. q's rows are read in place; a last partial tile of rows is copied to packed_q first (a tile reads MR
+ * rows). */
+static void block_scores(const float *q, int64_t ldq, int64_t rows, int64_t D, const float *packed_k, int64_t S,
+                         float *scores, int64_t width, float *packed_q) {
+    const int64_t full_rows = rows / MR * MR;
+    if (full_rows < rows) pack_rows(q + full_rows * ldq, ldq, rows - full_rows, D, packed_q);
+    for (int64_t j = 0; j < (S + NR - 1) / NR; j++) {
+        const int64_t nr = S - j * NR < NR ? S - j * NR : NR;
+        for (int64_t i = 0; i < full_rows; i += MR)
+            tile(D, q + i * ldq, 1, ldq, packed_k + j * D * NR, NR, scores + i * width + j * NR, width, MR, nr, NULL,
+                 0, 0);
+        if (full_rows < rows)
+            tile(D, packed_q, MR, 1, packed_k + j * D * NR, NR, scores + full_rows * width + j * NR, width,
+                 rows - full_rows, nr, NULL, 0, 0);
+    }
+}
+
 /* out[b, t, h, :] = softmax(scale * q[b, h, t] . k[b, h, :] + mask[b, h, t, :]) @ v[b, h, :, :], for every batch
  * row b, head h and query t: BERT's attention without dropout. q, k, v and mask are given by strides (in
  * elements; their last dimension is contiguous, a broadcast dimension has stride 0, mask may be NULL); out is
@@ -483,28 +506,15 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
             const float *kh = k + b * k_strides[0] + h * k_strides[1];
             const float *vh = out ? v + b * v_strides[0] + h * v_strides[1] : NULL;
             if (packed_for != bh) { /* keys as 16-key panels D deep; values as 16-dimension panels S deep */
-                for (int64_t j = 0; j < key_panels; j++) pack_panel(kh, k_strides[2], S, D, D, j, packed_k);
+                pack_keys(kh, k_strides[2], S, D, packed_k);
                 for (int64_t key = 0; key < S && out; key++)
                     for (int64_t j = 0; j < D / NR; j++)
                         memcpy(packed_v + (j * S + key) * NR, vh + key * v_strides[2] + j * NR,
                                NR * sizeof(float));
                 packed_for = bh;
             }
-            /* scores = q k^T, read from q's rows in place; a last partial tile of rows is copied first (a
-             * tile reads MR rows) */
-            const float *qh = q + b * q_strides[0] + h * q_strides[1] + t0 * q_strides[2];
-            const int64_t full_rows = rows / MR * MR;
-            if (full_rows < rows)
-                pack_rows(qh + full_rows * q_strides[2], q_strides[2], rows - full_rows, D, packed_q);
-            for (int64_t j = 0; j < key_panels; j++) {
-                const int64_t nr = S - j * NR < NR ? S - j * NR : NR;
-                for (int64_t i = 0; i < full_rows; i += MR)
-                    tile(D, qh + i * q_strides[2], 1, q_strides[2], packed_k + j * D * NR, NR,
-                         scores + i * width + j * NR, width, MR, nr, NULL, 0, 0);
-                if (full_rows < rows)
-                    tile(D, packed_q, MR, 1, packed_k + j * D * NR, NR, scores + full_rows * width + j * NR, width,
-                         rows - full_rows, nr, NULL, 0, 0);
-            }
+            block_scores(q + b * q_strides[0] + h * q_strides[1] + t0 * q_strides[2], q_strides[2], rows, D,
+                         packed_k, S, scores, width, packed_q);
             float inverse_sums[MQ];
             for (int64_t i = 0; i < rows; i++)
                 inverse_sums[i] = softmax_row(
@@ -541,6 +551,107 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
         free(packed_k);
         free(packed_v);
         free(packed_q);
+    }
+    return failed;
+}
+
+/* ---- attention statistics ------------------------------------------------------------------------------------ */
+
+#define STATISTICS 7 /* entropy, weight on [CLS], on [SEP], on itself, on the previous and next key, on punctuation */
+
+/* Adds w times the seven statistics of query i's attention to acc, from its raw scores q[i] . k[j] (`row`): the
+ * softmax of scale * row over the keys where keys[0] (valid) is not 0, never written out. keys holds valid, cls,
+ * sep and punctuation rows `width` apart, 0 past the text; `n` rounds up the keys to a multiple of 8 within width.
+ * With y_j the max-subtracted logits and Z = sum e^y_j, the entropy is ln Z - sum_j e^y_j y_j / Z: no logarithm
+ * per key. Keys that are not valid are not read (stale scores there do not matter); a NaN among the others makes
+ * every statistic of the row NaN, as in PyTorch's softmax. */
+static void row_statistics(float *row, float scale, const float *keys, int64_t width, int64_t n, int64_t i,
+                           int64_t keys_in_text, double w, double *acc) {
+    const __m256 vscale = _mm256_set1_ps(scale), zero = _mm256_setzero_ps(), lowest = _mm256_set1_ps(-126.0f);
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < n; j += 8) {
+        const __m256 valid = _mm256_cmp_ps(_mm256_load_ps(keys + j), zero, _CMP_NEQ_UQ);
+        const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(row + j), vscale);
+        vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), x, valid));
+    }
+    /* t = (scale * row - max) log2 e, in [-126, 0] (NaN stays NaN), and e = 2^t: base 2, as softmax_row */
+    const float log2e = 1.44269504088896341f;
+    const __m256 c = _mm256_set1_ps(scale * log2e), offset = _mm256_set1_ps(hmax(vmax) * log2e);
+    __m256 z = zero, zt = zero, cls = zero, sep = zero, punct = zero;
+    for (int64_t j = 0; j < n; j += 8) {
+        const __m256 valid = _mm256_cmp_ps(_mm256_load_ps(keys + j), zero, _CMP_NEQ_UQ);
+        const __m256 x = _mm256_and_ps(valid, _mm256_loadu_ps(row + j));
+        const __m256 t = _mm256_max_ps(lowest, _mm256_min_ps(zero, _mm256_fmsub_ps(x, c, offset)));
+        const __m256 e = _mm256_and_ps(valid, exp2_ps(t));
+        _mm256_storeu_ps(row + j, e);
+        z = _mm256_add_ps(z, e);
+        zt = _mm256_fmadd_ps(e, t, zt);
+        cls = _mm256_fmadd_ps(e, _mm256_load_ps(keys + width + j), cls);
+        sep = _mm256_fmadd_ps(e, _mm256_load_ps(keys + 2 * width + j), sep);
+        punct = _mm256_fmadd_ps(e, _mm256_load_ps(keys + 3 * width + j), punct);
+    }
+    const double sum = hsum(z), weight = w / sum;
+    acc[0] += w * (log(sum) - 0.693147180559945309 * hsum(zt) / sum);
+    acc[1] += weight * hsum(cls);
+    acc[2] += weight * hsum(sep);
+    acc[3] += weight * row[i];
+    acc[4] += i > 0 ? weight * row[i - 1] : 0.0;
+    acc[5] += i + 1 < keys_in_text ? weight * row[i + 1] : 0.0;
+    acc[6] += weight * hsum(punct);
+}
+
+/* out[b, h, :] = the seven statistics of softmax(scale * q[b, h] k[b, h]^T) summed over the queries i of text b,
+ * each weighted by valid[b, i], keys where valid[b, :] is 0 masked out (BERT's padding mask): what the corpus keeps
+ * of an attention map, without forming the map. q and k are (B, H, S, D) given by strides (last dimension
+ * contiguous); valid is contiguous (B, S), kinds contiguous (B, 3, S) (which keys are [CLS], [SEP], punctuation).
+ * Queries and keys past a text's last valid one are not computed. Threads share the (b, h) tasks. */
+int bvl_attention_statistics(const float *q, const int64_t *q_strides, const float *k, const int64_t *k_strides,
+                             const float *valid, const float *kinds, int64_t B, int64_t H, int64_t S, int64_t D,
+                             float scale, double *out, int nthreads) {
+    const int64_t width = (S + NR - 1) / NR * NR;
+    const int64_t n_shares = nthreads > 0 ? nthreads : 1;
+    share shares[n_shares];
+    deal(shares, n_shares, B * H);
+    int failed = 0;
+    #pragma omp parallel num_threads(nthreads) reduction(| : failed)
+    {
+        float *scores = aligned_alloc(64, sizeof(float) * MQ * width);
+        float *packed_k = aligned_alloc(64, sizeof(float) * width * D);
+        float *packed_q = aligned_alloc(64, sizeof(float) * MR * D);
+        float *keys = aligned_alloc(64, sizeof(float) * 4 * width); /* valid, cls, sep, punct rows of text b */
+        int64_t keys_for = -1, n = 0; /* the text whose rows `keys` holds, and its keys up to the last valid one */
+        const int ready = scores && packed_k && packed_q && keys;
+        if (ready) memset(scores, 0, sizeof(float) * MQ * width);
+        failed = !ready;
+        for (int64_t task; ready && (task = take(shares, n_shares)) >= 0;) {
+            const int64_t b = task / H, h = task % H;
+            double *acc = out + task * STATISTICS;
+            if (keys_for != b) {
+                const float *vb = valid + b * S;
+                for (n = S; n > 0 && vb[n - 1] == 0.f; n--) {}
+                memset(keys, 0, sizeof(float) * 4 * width);
+                memcpy(keys, vb, n * sizeof(float));
+                for (int64_t kind = 0; kind < 3; kind++)
+                    memcpy(keys + (kind + 1) * width, kinds + (b * 3 + kind) * S, n * sizeof(float));
+                keys_for = b;
+            }
+            memset(acc, 0, sizeof(double) * STATISTICS);
+            if (n == 0) continue;
+            pack_keys(k + b * k_strides[0] + h * k_strides[1], k_strides[2], n, D, packed_k);
+            const float *qh = q + b * q_strides[0] + h * q_strides[1];
+            for (int64_t t0 = 0; t0 < n; t0 += MQ) {
+                const int64_t rows = n - t0 < MQ ? n - t0 : MQ;
+                block_scores(qh + t0 * q_strides[2], q_strides[2], rows, D, packed_k, n, scores, width, packed_q);
+                for (int64_t i = 0; i < rows; i++)
+                    if (keys[t0 + i] != 0.f)
+                        row_statistics(scores + i * width, scale, keys, width, (n + 7) / 8 * 8, t0 + i, n,
+                                       keys[t0 + i], acc);
+            }
+        }
+        free(scores);
+        free(packed_k);
+        free(packed_q);
+        free(keys);
     }
     return failed;
 }

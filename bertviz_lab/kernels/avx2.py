@@ -1,6 +1,6 @@
 """The AVX2 kernels of avx2.c as PyTorch functions: GEMM on packed weights (with an optional GELU epilogue), GELU,
-attention and the entropy of its rows. Each needs `build.library()` to have answered a library; `choice.py` decides
-when they run."""
+attention, the entropy of its rows and its per-head statistics. Each needs `build.library()` to have answered a
+library; `choice.py` decides when they run."""
 
 from __future__ import annotations
 
@@ -114,3 +114,27 @@ def attention_probabilities(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor
     probs = torch.empty(B, H, T, k.shape[2], dtype=torch.float32)
     _attend(q, k, None, mask, scale, None, probs)
     return probs
+
+
+def attention_statistics(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, kinds: torch.Tensor,
+                         scale: float) -> torch.Tensor:
+    """(B, H, 7) float64: the seven statistics of softmax(scale * q @ k.T), keys where `valid` is 0 masked out,
+    summed over the queries weighted by `valid`, for fp32 CPU (B, H, S, D) q and k, valid (B, S) and kinds
+    (B, S, 3) (which keys are [CLS], [SEP], punctuation); the probabilities are never formed."""
+    B, H, S, D = q.shape
+    given = (q, k, valid, kinds)
+    if any(x.dtype != torch.float32 or x.device.type != "cpu" for x in given):
+        raise ValueError("AVX2 attention statistics need float32 CPU tensors, got "
+                         f"{', '.join(f'{x.dtype} {x.device.type}' for x in given)}")
+    if k.shape != q.shape or valid.shape != (B, S) or kinds.shape != (B, S, 3):
+        raise ValueError(f"AVX2 attention statistics: q {tuple(q.shape)}, k {tuple(k.shape)}, valid "
+                         f"{tuple(valid.shape)} and kinds {tuple(kinds.shape)} do not fit (B, H, S, D), (B, S, 3)")
+    q, k = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k))
+    valid, by_kind = valid.contiguous(), kinds.transpose(1, 2).contiguous()  # (B, 3, S): each kind's keys in a row
+    out = torch.empty(B, H, 7, dtype=torch.float64)
+    failed = build.library().bvl_attention_statistics(
+        q.data_ptr(), _strides(q), k.data_ptr(), _strides(k), valid.data_ptr(), by_kind.data_ptr(), B, H, S, D, scale,
+        out.data_ptr(), torch.get_num_threads())
+    if failed:
+        raise MemoryError("AVX2 kernels: could not allocate the statistics' per-thread scratch")
+    return out

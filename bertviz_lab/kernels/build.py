@@ -40,7 +40,7 @@ import torch
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("avx2.c")
-ABI_VERSION = 6
+ABI_VERSION = 7
 # -falign-loops=64: where the GEMM's inner loop happens to start moves its speed by ~8% (measured on Zen 3)
 FLAGS = ["-O3", "-mavx2", "-mfma", "-falign-loops=64", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-lm"]
 BUILD_TIMEOUT_S = 120
@@ -236,6 +236,8 @@ def _bind(lib: ctypes.CDLL, path: Path) -> ctypes.CDLL:
         ("bvl_entropy", None, [ptr, i64, i64, i64, ptr, c_int]),
         ("bvl_attention", c_int, [ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, ctypes.c_float,
                                   ptr, ptr, c_int]),
+        ("bvl_attention_statistics", c_int, [ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, ctypes.c_float, ptr,
+                                             c_int]),
     ):
         try:
             fn = getattr(lib, name)

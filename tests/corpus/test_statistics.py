@@ -101,3 +101,27 @@ def test_tokens_and_texts_are_what_the_model_saw(small_corpus, small_texts, mini
         assert small_corpus.tokens(text_id) == tokenizer.convert_ids_to_tokens(ids)
     assert small_corpus.num_texts == len(small_texts) and small_corpus.num_heads == 12
     assert small_corpus.layers == list(range(6)) and small_corpus.model_name == "default"
+
+
+def test_statistics_from_queries_and_keys_equal_those_from_the_probabilities(minilm, small_texts, tmp_path,
+                                                                             monkeypatch):
+    """Where the statistics kernel runs, analyze reads each layer's queries and keys (the last layer's attention is
+    not run); with the kernels off it reduces the probabilities: the same numbers either way."""
+    from bertviz_lab import kernels
+    from bertviz_lab.corpus import analyze
+    from bertviz_lab.kernels import build
+
+    model, tokenizer = minilm
+    calls = []
+    kernel = kernels.attention_statistics
+    monkeypatch.setattr(kernels, "attention_statistics", lambda *args: calls.append(args[0].shape) or kernel(*args))
+    options = dict(layers=[1, 3], heads=[0, 5, 11], batch_size=7, progress=False)
+    fused = analyze(model, tokenizer, small_texts, tmp_path / "fused", **options).head_stats()
+    assert len(calls) == (2 * 5 if build.library() is not None else 0)  # 2 layers, 5 batches
+    assert all(shape[1] == 3 for shape in calls)
+    calls.clear()
+    with kernels.disabled():
+        plain = analyze(model, tokenizer, small_texts, tmp_path / "plain", **options).head_stats()
+    assert calls == []
+    assert list(fused["head"][:3]) == [0, 5, 11] and (fused["queries"] == plain["queries"]).all()
+    assert np.abs(fused[list(STATISTICS)].to_numpy() - plain[list(STATISTICS)].to_numpy()).max() <= 1e-5

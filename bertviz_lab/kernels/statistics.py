@@ -1,0 +1,46 @@
+"""Per-head attention statistics for a corpus: for each (text, head), sums over the text's queries of the entropy
+of the query's attention (nats), its weight on [CLS], on [SEP], on itself, on the previous and on the next key, and
+on punctuation, in that order. `attention_statistics` takes a layer's queries and keys: the AVX2 kernel's one pass,
+which never forms the probabilities, for fp32 CPU tensors where it builds, else the probabilities in PyTorch and
+`probability_statistics`, which reduces probabilities already formed (on any device)."""
+
+from __future__ import annotations
+
+import torch
+
+from bertviz_lab.kernels import avx2, build, choice
+from bertviz_lab.kernels.entropy import entropy
+
+
+def in_kernel(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether `attention_statistics` of tensors on `device` in `dtype` (that autograd does not track) runs the
+    AVX2 kernel: fp32 CPU tensors, the kernels on and built."""
+    return choice.ENABLED and device.type == "cpu" and dtype == torch.float32 and build.library() is not None
+
+
+def attention_statistics(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, kinds: torch.Tensor,
+                         scale: float) -> torch.Tensor:
+    """(B, H, 7) sums over the queries i of each text, weighted by valid[b, i], of the statistics of
+    softmax(scale * q @ k.T) with the keys where `valid` is 0 masked out (BERT's padding mask).
+    q, k (B, H, S, D) a self-attention layer's queries and keys; valid (B, S) float, 1 at real tokens; kinds
+    (B, S, 3) float, which keys are [CLS], [SEP] and punctuation. float64 from the kernel, q's dtype elsewhere."""
+    tracked = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
+    if in_kernel(q.device, q.dtype) and q.shape[-1] > 0 and not tracked:
+        return avx2.attention_statistics(q, k, valid.float(), kinds.float(), scale)
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    scores = scores.masked_fill(valid[:, None, None, :] == 0, torch.finfo(scores.dtype).min)
+    return probability_statistics(scores.softmax(dim=-1), valid, kinds[:, None])
+
+
+def probability_statistics(probs: torch.Tensor, valid: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """(B, H, 7) sums over each text's queries (weighted by `valid`) of the seven statistics of probabilities
+    already formed: probs (B, H, T, S); valid (B, T) float, 1 at real tokens; keys (B, 1, S, 3) key kinds."""
+    p = probs.float()
+    queries = valid[:, None, :]  # (B, 1, T)
+    entropies = (entropy(p) * queries).sum(-1)  # (B, H)
+    weight_on_keys = torch.matmul(valid[:, None, None, :], p)  # (B, H, 1, S): each key's weight summed over queries
+    by_kind = torch.matmul(weight_on_keys, keys).squeeze(2)  # (B, H, 3): on [CLS], [SEP], punctuation
+    own = (p.diagonal(0, -2, -1) * queries).sum(-1)  # p[i, i]
+    prev = (p.diagonal(-1, -2, -1) * queries[..., 1:]).sum(-1)  # p[i, i-1] for queries i >= 1
+    nxt = (p.diagonal(1, -2, -1) * queries[..., :-1]).sum(-1)  # p[i, i+1] for every query but the last
+    return torch.stack([entropies, by_kind[..., 0], by_kind[..., 1], own, prev, nxt, by_kind[..., 2]], dim=-1)
