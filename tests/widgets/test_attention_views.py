@@ -19,6 +19,7 @@ from bertviz_lab.widgets import AttentionPanel
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.heatmap import RECT_LIMIT, cell_size, png, tick_labels
 from bertviz_lab.widgets.views.front_end import esm
+from bertviz_lab.widgets.views.heatmap import float16_bytes
 
 SVG = "{http://www.w3.org/2000/svg}"
 NASTY = '<b>&"x'  # a token that would be markup if it were not escaped
@@ -126,6 +127,17 @@ def test_hover_data_is_the_traced_attention(nasty_panel):
     assert np.abs(view.weights() - full).max() <= 1e-3
     assert view.row_tokens == view.col_tokens == ["[CLS]", "a", NASTY, "long" * 6, '"q"', "[SEP]"]
     assert view.row_positions == view.col_positions == list(range(6)) and view.title.startswith("layer 1")
+
+
+def test_hover_weights_are_rounded_to_float16_as_numpy_rounds():
+    """The fast cast of hover's weights gives NumPy's float16 bit for bit: ties, subnormals, the largest, overflow."""
+    edges = np.array([0.0, 1.0, 0.5 + 2**-12, 0.5 + 3 * 2**-12, 6.1e-5, 5.96e-8, 2.98e-8, 1e-9, 65504.0, 65520.0,
+                      -0.25, np.inf, np.nan], np.float32)
+    weights = np.random.default_rng(0).random((97, 131), dtype=np.float32) ** 4
+    for matrix in (edges[None, :], weights, weights[::2, 1::3]):
+        with np.errstate(over="ignore"):
+            expected = np.ascontiguousarray(matrix, dtype=np.float16)
+        assert float16_bytes(matrix) == expected.tobytes()
 
 
 def test_heatmap_takes_text_colours_and_fonts_from_the_stylesheet(nasty_panel):

@@ -131,11 +131,13 @@ def _running_codes(levels: np.ndarray) -> np.ndarray:
     """Round each row so that every prefix sum stays within half a step: a row's decoded sum is off by <= 1/2 step.
 
     levels are in code steps (>= 0, <= 254); each code is off by less than one step, and as the running sum is
-    monotonic no code is negative.
+    monotonic no code is negative. `levels` (float64) is overwritten: this runs on every layer change.
     """
-    rounded = np.rint(np.cumsum(levels, axis=1, dtype=np.float64))
-    codes = np.diff(rounded, axis=1, prepend=0.0)
-    return codes.clip(0, OVER_CODE).astype(np.uint8)
+    rounded = np.rint(np.cumsum(levels, axis=1, out=levels), out=levels)
+    codes = np.empty_like(rounded)
+    codes[:, :1] = rounded[:, :1]
+    np.subtract(rounded[:, 1:], rounded[:, :-1], out=codes[:, 1:])
+    return codes.clip(0, OVER_CODE, out=codes).astype(np.uint8)
 
 
 def encode_heatmap(matrix: np.ndarray, mode: str = "linear", ignore_rows: np.ndarray | None = None,
@@ -148,10 +150,9 @@ def encode_heatmap(matrix: np.ndarray, mode: str = "linear", ignore_rows: np.nda
     R, C = values.shape
     ignore_r = np.zeros(R, bool) if ignore_rows is None else np.asarray(ignore_rows, bool)
     ignore_c = np.zeros(C, bool) if ignore_cols is None else np.asarray(ignore_cols, bool)
-    ignored = ignore_r[:, None] | ignore_c[None, :] if mode != "row" else np.broadcast_to(ignore_c, (R, C))
-    counted = np.where(ignored, -np.inf, values)
     empty = np.zeros(0, np.float32)
     if mode == "row":
+        counted = np.where(np.broadcast_to(ignore_c, (R, C)), -np.inf, values)
         top = counted.max(axis=1, initial=-np.inf) if C else np.zeros(R)
         top = np.where(np.isfinite(top), top, values.max(axis=1, initial=0.0) if C else 0.0).clip(0)
         over = values > top[:, None]
@@ -160,12 +161,15 @@ def encode_heatmap(matrix: np.ndarray, mode: str = "linear", ignore_rows: np.nda
         codes = _running_codes(levels)
         scale, row_scales, log_range = 0.0, step.astype(np.float32), (0.0, 0.0)
     else:
-        top = float(counted.max()) if counted.size and np.isfinite(counted.max()) else float(values.max(initial=0))
-        top = max(top, 0.0)
+        kept = values[np.ix_(~ignore_r, ~ignore_c)] if ignore_r.any() or ignore_c.any() else values
+        top = float(kept.max()) if kept.size else -np.inf
+        top = max(top if np.isfinite(top) else float(values.max(initial=0)), 0.0)
         over = values > top
         if mode == "linear":
             step = top / TOP_CODE if top > 0 else 0.0
-            codes = _running_codes(np.where(over, 0.0, values) / (step or 1.0))
+            levels = np.divide(values, step or 1.0)
+            levels[over] = 0.0
+            codes = _running_codes(levels)
             scale, row_scales, log_range = step, empty, (0.0, 0.0)
         else:
             top = top if top > 0 else 1.0

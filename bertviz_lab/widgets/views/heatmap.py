@@ -7,12 +7,19 @@ from typing import Any, Sequence
 
 import anywidget
 import numpy as np
+import torch
 import traitlets
 
 from bertviz_lab.widgets.figures.heatmap import heatmap_svg, window_title
 from bertviz_lab.widgets.views.front_end import css, esm
 
 VALUES_DTYPE = np.float16  # hover's weights: 0.5 MB at 512 × 512 tokens, within 2.5e-4 of the traced weight
+
+
+def float16_bytes(matrix: np.ndarray) -> bytes:
+    """The matrix as row-major float16 bytes, rounded to nearest as NumPy's cast does: PyTorch's vectorised cast
+    takes 0.1 ms at 512 × 512 where NumPy's takes 15 ms, on every layer change."""
+    return torch.from_numpy(np.ascontiguousarray(matrix, dtype=np.float32)).to(torch.float16).numpy().tobytes()
 
 
 def span_of(positions: Sequence[int], start: int, end: int) -> tuple[int, int] | None:
@@ -79,7 +86,7 @@ class HeatmapView(anywidget.AnyWidget):
         self._drawing = {"matrix": matrix, "title": title, "note": note, "mode": mode, "ignore_rows": ignore_rows,
                          "ignore_cols": ignore_cols, **labels}
         with self.hold_sync():
-            self.values = np.ascontiguousarray(matrix, dtype=VALUES_DTYPE).tobytes()
+            self.values = float16_bytes(matrix)
             for name, value in labels.items():  # the same tokens at another layer: not validated and sent again
                 if value != getattr(self, name):
                     setattr(self, name, value)
