@@ -7,7 +7,8 @@ weighs. JupyterLab and Debian's Chromium (headless), offline, on this machine.
   frame showing its new drawing (median of 7); goal at 512 tokens: 0.1 s.
 - headview: the same for the head view (a window of 32 rows around the selected query); goal at 512 tokens: 0.2 s.
 - `%bert_inspect`: in a warm kernel (after `%load_ext bertviz_lab` finished its warm-up) and a warm page (after the
-  page's first panel), from running the cell to the heatmap drawn, median of 7; goal 0.3 s.
+  page's first panel), from running the cell to the frame that shows the heatmap drawn, median of 7, timed in the
+  page as the layer change is; goal 0.3 s.
 - size: `00_workbench.ipynb` executed by `jupyter nbconvert --execute` (which stores every widget's state);
   goal 1 MB.
 """
@@ -18,7 +19,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,19 +93,34 @@ def repaint(page, server, view: str = "heatmap") -> None:
 MAGIC_RUNS = 7
 
 
+# Put the magic's line in the notebook's second cell and run it, then wait until the page holds a drawn heatmap and
+# the browser painted a frame; all in the page, timed with its clock (as REPAINT), so the time is what a user waits
+# and not the round trips of the test's own polling. The argument: the cell's source.
+MAGIC_RUN = """async (source) => {
+  const nb = window.jupyterapp.shell.currentWidget.content;
+  nb.activeCellIndex = 1;
+  nb.activeCell.model.sharedModel.setSource(source);
+  nb.activeCell.model.outputs.clear();
+  const drawn = %s;
+  const start = performance.now();
+  window.jupyterapp.commands.execute('notebook:run-cell');
+  while (drawn() < 1) {
+    await new Promise((resolve) => requestAnimationFrame(resolve));
+    if (performance.now() - start > 60000) return -1;
+  }
+  await new Promise((resolve) => requestAnimationFrame(resolve));  // the frame that shows it
+  return (performance.now() - start) / 1000;
+}""" % DRAWN_HEATMAPS
+
+
 def magic(page, server) -> None:
     cells = ["%load_ext bertviz_lab\nfrom bertviz_lab.magics import wait_for_warm_up\nwait_for_warm_up()",
              '%bert_inspect --view attention "The cat sat on the mat because it was warm."']
     open_and_run(page, server, "magic.ipynb", cells[:1] + ["pass"], timeout_ms=RUN_TIMEOUT_MS)
     times = []
     for _ in range(1 + MAGIC_RUNS):  # the first run in the page (its first panel) is a warm-up, not timed
-        page.evaluate("""(source) => { const nb = window.jupyterapp.shell.currentWidget.content;
-                         nb.activeCellIndex = 1; nb.activeCell.model.sharedModel.setSource(source);
-                         nb.activeCell.model.outputs.clear(); }""", cells[1])
-        start = time.perf_counter()
-        page.evaluate("window.jupyterapp.commands.execute('notebook:run-cell')")
-        page.wait_for_function(f"() => ({DRAWN_HEATMAPS})() >= 1", timeout=60_000, polling="raf")
-        times.append(time.perf_counter() - start)
+        times.append(page.evaluate(MAGIC_RUN, cells[1]))
+        assert times[-1] >= 0, "%bert_inspect drew no heatmap within 60 s"
     first, times = times[0], times[1:]
     print(f"| warm `%bert_inspect --view attention` to a drawn heatmap (median of {MAGIC_RUNS}) | "
           f"{statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f}; the page's first: "
