@@ -6,11 +6,12 @@ the folder, are the same for any number of processes. A shard already on disk is
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,14 @@ from bertviz_lab.corpus.backbone import backbone_of
 from bertviz_lab.corpus.corpus import Corpus
 from bertviz_lab.corpus.readers import Item, read_items
 from bertviz_lab.corpus.statistics import STATISTICS, head_sums, key_masks, punctuation_table
+from bertviz_lab.kernels import avx2
+from bertviz_lab.kernels.attention import BACKENDS as ATTENTION_BACKENDS
 from bertviz_lab.kernels.statistics import in_kernel as statistics_in_kernel
 from bertviz_lab.model.hook_points import Reader, hook_points, hooks
 from bertviz_lab.train import distributed
 
 VECTOR_KINDS = ("hidden", "qk")
+AVX2_ATTENTION = ATTENTION_BACKENDS["avx2"]
 
 
 @dataclasses.dataclass
@@ -157,6 +161,24 @@ class Enough(Exception):
     """Raised by the last hook a batch needs: the layers after it are not run."""
 
 
+class StatisticsAttention:
+    """The attention backend of an analysed layer on the AVX2 kernel while analyze runs: the kernel's output, and
+    from the same pass the layer's statistics (for the batch's `valid` queries and key `keys`), kept in `batch`."""
+
+    def __init__(self, batch: dict[Any, Any], layer: int, chosen: list[int]) -> None:
+        self.batch, self.layer, self.chosen = batch, layer, chosen
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+                 dropout_p: float = 0.0, probabilities: bool = False) -> tuple[torch.Tensor, None]:
+        if probabilities or dropout_p or torch.is_grad_enabled():
+            raise RuntimeError("StatisticsAttention runs inside analyze only: inference, no watched probabilities")
+        out, stats = avx2.attention_with_statistics(q, k, v, mask, scale, self.batch["valid"],
+                                                    self.batch["keys"][:, 0])
+        self.batch[("stats", self.layer)] = stats[:, self.chosen] if self.chosen else stats
+        B, nh, T, hs = q.shape
+        return out.view(B, T, nh, hs).transpose(1, 2), None  # the kernel writes (B, T, nh * hs)
+
+
 class ShardWriter:
     """Runs batches of one shard with hooks that reduce attention to statistics on the device (and keep the
     requested vectors), then writes the shard's tables and arrays into a temporary folder and renames it."""
@@ -182,12 +204,12 @@ class ShardWriter:
         return name
 
     def _hooks(self) -> list[tuple[str, Callable]]:
-        """Readers only: the attention backend keeps its fast path. Where the statistics kernel runs, each layer's
-        statistics come from its queries and keys (its attention then forms no probabilities); elsewhere the
-        backend hands the probabilities over."""
+        """Readers only: the attention backend keeps its fast path. Where the statistics kernel runs, a layer's
+        statistics come from its attention pass (`_fused_layers`) or, for the others and the last one, from its
+        queries and keys, and no probabilities are formed; elsewhere the backend hands the probabilities over."""
         chosen = [] if len(self.heads) == self.num_heads else self.heads
         last = self.layers[-1] if "hidden" not in self.kinds else None  # after its statistics nothing more is needed
-        scales = self._scales()
+        scales, fused = self._scales(), self._fused_layers()
         pairs: list[tuple[str, Callable]] = []
         for layer in self.layers:
             if "hidden" in self.kinds:
@@ -203,6 +225,8 @@ class ShardWriter:
                         self.batch[(kind, layer)] = rows.to("cpu", torch.float16)
 
                     pairs.append((self._point(f"encoder.layer.{layer}.attention.self.{kind}"), Reader(on_qk)))
+            if layer in fused:
+                continue
             if scales is None:
                 def on_probs(probs: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
                     probs = probs[:, chosen] if chosen else probs
@@ -234,11 +258,34 @@ class ShardWriter:
         weight = next(self.backbone.parameters())
         if config.is_decoder or not statistics_in_kernel(weight.device, weight.dtype):
             return None
-        modules = [self.backbone.get_submodule(f"encoder.layer.{layer}.attention.self") for layer in self.layers]
-        scales = [getattr(module, "scale", None) for module in modules]
+        scales = [getattr(self._attention(layer), "scale", None) for layer in self.layers]
         if any(not isinstance(scale, float) for scale in scales):
             return None
         return dict(zip(self.layers, scales))
+
+    def _attention(self, layer: int) -> nn.Module:
+        return self.backbone.get_submodule(f"encoder.layer.{layer}.attention.self")
+
+    def _fused_layers(self) -> list[int]:
+        """The analysed layers whose attention runs on the AVX2 kernel and is needed (all but a last one that
+        ends the forward): while analyze runs, that kernel also reduces their probabilities (StatisticsAttention)."""
+        if self._scales() is None:
+            return []
+        needed = self.layers if "hidden" in self.kinds else self.layers[:-1]
+        return [layer for layer in needed if self._attention(layer).attention_backend is AVX2_ATTENTION]
+
+    @contextlib.contextmanager
+    def _statistics_attention(self) -> Iterator[None]:
+        """Inside the block the fused layers run StatisticsAttention; their own backends again on exit."""
+        chosen = [] if len(self.heads) == self.num_heads else self.heads
+        modules = {layer: self._attention(layer) for layer in self._fused_layers()}
+        try:
+            for layer, module in modules.items():
+                module.attention_backend = StatisticsAttention(self.batch, layer, chosen)
+            yield
+        finally:
+            for module in modules.values():
+                module.attention_backend = AVX2_ATTENTION
 
     def write(self, out: Path, index: int, text_ids: np.ndarray, items: list[Item], encoded: Encoded,
               batch_size: int, on_batch: Callable[[int], None]) -> None:
@@ -247,7 +294,8 @@ class ShardWriter:
         import pyarrow.parquet as pq
 
         stats, queries, arrays = [], [], {}
-        with hooks(self.backbone, self._hooks(), points=self.points), torch.inference_mode():
+        with hooks(self.backbone, self._hooks(), points=self.points), self._statistics_attention(), \
+                torch.inference_mode():
             for start in range(0, len(text_ids), batch_size):
                 chunk = text_ids[start:start + batch_size]
                 ids, types, mask = self.batch_inputs(chunk, encoded)

@@ -474,16 +474,51 @@ static void block_scores(const float *q, int64_t ldq, int64_t rows, int64_t D, c
     }
 }
 
+#define STATISTICS 7 /* entropy, weight on [CLS], on [SEP], on itself, on the previous and next key, on punctuation */
+
+/* Adds w times the seven statistics of query i's attention to acc, from the row as softmax_row leaves it: e_j, 1 / Z
+ * (`inverse`) and no more; kinds holds the cls, sep and punctuation rows of the keys, S apart. The entropy is
+ * ln Z - sum_j e_j ln e_j / Z (e_j = 0 where masked counts 0). */
+static void softmax_statistics(const float *row, float inverse, const float *kinds, int64_t S, int64_t i, double w,
+                               double *acc) {
+    __m256 entropy = _mm256_setzero_ps(), cls = entropy, sep = entropy, punct = entropy;
+    int64_t j = 0;
+    for (; j + 8 <= S; j += 8) {
+        const __m256 e = _mm256_loadu_ps(row + j);
+        entropy = _mm256_add_ps(entropy, neg_x_log_x_ps(e));
+        cls = _mm256_fmadd_ps(e, _mm256_loadu_ps(kinds + j), cls);
+        sep = _mm256_fmadd_ps(e, _mm256_loadu_ps(kinds + S + j), sep);
+        punct = _mm256_fmadd_ps(e, _mm256_loadu_ps(kinds + 2 * S + j), punct);
+    }
+    double tail[4] = {0};
+    for (; j < S; j++) {
+        tail[0] += row[j] > 1.17549435e-38f ? -row[j] * logf(row[j]) : row[j] * 0.f;
+        tail[1] += row[j] * kinds[j];
+        tail[2] += row[j] * kinds[S + j];
+        tail[3] += row[j] * kinds[2 * S + j];
+    }
+    const double weight = w * inverse;
+    acc[0] += w * (inverse * (hsum(entropy) + tail[0]) - log(inverse));
+    acc[1] += weight * (hsum(cls) + tail[1]);
+    acc[2] += weight * (hsum(sep) + tail[2]);
+    acc[3] += weight * row[i];
+    acc[4] += i > 0 ? weight * row[i - 1] : 0.0;
+    acc[5] += i + 1 < S ? weight * row[i + 1] : 0.0;
+    acc[6] += weight * (hsum(punct) + tail[3]);
+}
+
 /* out[b, t, h, :] = softmax(scale * q[b, h, t] . k[b, h, :] + mask[b, h, t, :]) @ v[b, h, :, :], for every batch
  * row b, head h and query t: BERT's attention without dropout. q, k, v and mask are given by strides (in
  * elements; their last dimension is contiguous, a broadcast dimension has stride 0, mask may be NULL); out is
  * contiguous (B, T, H, D). D must be a multiple of NR. Threads share the (b, h, query block) tasks.
  * With `probs` (contiguous (B, H, T, S)), the probabilities themselves are written there too, for hooks to see;
- * `out` may then be NULL (v is not read), for a caller that lets hooks change them before multiplying by v itself. */
+ * `out` may then be NULL (v is not read), for a caller that lets hooks change them before multiplying by v itself.
+ * With `stats` ((B, H, query blocks, 7), T = S), the seven statistics of each block's probabilities are summed there
+ * over its queries, each weighted by valid[b, t] (contiguous (B, T)); kinds is contiguous (B, 3, S). */
 int bvl_attention(const float *q, const int64_t *q_strides, const float *k, const int64_t *k_strides,
                   const float *v, const int64_t *v_strides, const float *mask, const int64_t *mask_strides,
                   int64_t B, int64_t H, int64_t T, int64_t S, int64_t D, float scale, float *out, float *probs,
-                  int nthreads) {
+                  const float *valid, const float *kinds, double *stats, int nthreads) {
     const int64_t key_panels = (S + NR - 1) / NR, width = key_panels * NR, blocks = (T + MQ - 1) / MQ;
     const int64_t kb = bvl_k_block(S);
     const int64_t n_shares = nthreads > 0 ? nthreads : 1;
@@ -520,6 +555,14 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
                 inverse_sums[i] = softmax_row(
                     scores + i * width, scale,
                     mask ? mask + b * mask_strides[0] + h * mask_strides[1] + (t0 + i) * mask_strides[2] : NULL, S);
+            if (stats) {
+                double *acc = stats + task * STATISTICS;
+                memset(acc, 0, sizeof(double) * STATISTICS);
+                for (int64_t i = 0; i < rows; i++)
+                    if (valid[b * T + t0 + i] != 0.f)
+                        softmax_statistics(scores + i * width, inverse_sums[i], kinds + b * 3 * S, S, t0 + i,
+                                           valid[b * T + t0 + i], acc);
+            }
             if (probs) {
                 for (int64_t i = 0; i < rows; i++) {
                     const float *row = scores + i * width;
@@ -557,7 +600,6 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
 
 /* ---- attention statistics ------------------------------------------------------------------------------------ */
 
-#define STATISTICS 7 /* entropy, weight on [CLS], on [SEP], on itself, on the previous and next key, on punctuation */
 
 /* Adds w times the seven statistics of query i's attention to acc, from its raw scores q[i] . k[j] (`row`): the
  * softmax of scale * row over the keys where keys[0] (valid) is not 0, never written out. keys holds valid, cls,

@@ -69,7 +69,8 @@ def _strides(x: torch.Tensor) -> ctypes.Array:
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask: torch.Tensor | None, scale: float,
-            out: torch.Tensor | None, probs: torch.Tensor | None) -> None:
+            out: torch.Tensor | None, probs: torch.Tensor | None,
+            statistics: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> None:
     B, H, T, D = q.shape
     S = k.shape[2]
     given = [q, k] + [x for x in (v, mask) if x is not None]
@@ -90,7 +91,8 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask: torc
         q.data_ptr(), _strides(q), k.data_ptr(), _strides(k), None if v is None else v.data_ptr(),
         None if v is None else _strides(v), None if mask is None else mask.data_ptr(),
         None if mask is None else _strides(mask), B, H, T, S, D, scale, None if out is None else out.data_ptr(),
-        None if probs is None else probs.data_ptr(), torch.get_num_threads())
+        None if probs is None else probs.data_ptr(), *(None,) * 3 if statistics is None else
+        (x.data_ptr() for x in statistics), torch.get_num_threads())
     if failed:
         raise MemoryError("AVX2 kernels: could not allocate attention's per-thread scratch")
 
@@ -116,21 +118,44 @@ def attention_probabilities(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor
     return probs
 
 
+def _statistics_inputs(q: torch.Tensor, valid: torch.Tensor, kinds: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """valid (B, S) and kinds (B, S, 3) as the kernels read them: contiguous fp32 (B, S) and (B, 3, S)."""
+    B, _, S, _ = q.shape
+    if valid.shape != (B, S) or kinds.shape != (B, S, 3) or q.shape[2] != S:
+        raise ValueError(f"AVX2 attention statistics: q {tuple(q.shape)}, valid {tuple(valid.shape)} and kinds "
+                         f"{tuple(kinds.shape)} do not fit (B, H, S, D), (B, S), (B, S, 3)")
+    if any(x.dtype != torch.float32 or x.device.type != "cpu" for x in (valid, kinds)):
+        raise ValueError("AVX2 attention statistics need float32 CPU tensors")
+    return valid.contiguous(), kinds.transpose(1, 2).contiguous()  # (B, 3, S): each kind's keys in a row
+
+
+def attention_with_statistics(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                              scale: float, valid: torch.Tensor, kinds: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """`attention(q, k, v, mask, scale)` of a self-attention layer and, from the same pass, its (B, H, 7) float64
+    statistics (`attention_statistics`: queries weighted by `valid`, keys of `kinds`); the mask hides what it hides
+    (valid does not mask keys here)."""
+    B, H, T, D = q.shape
+    valid, by_kind = _statistics_inputs(q, valid, kinds)
+    out = torch.empty(B, T, H * D, dtype=torch.float32)
+    blocks = torch.empty(B, H, -(-T // ATTENTION_QUERY_BLOCK), 7, dtype=torch.float64)
+    _attend(q, k, v, mask, scale, out, None, (valid, by_kind, blocks))
+    return out, blocks.sum(2)
+
+
+ATTENTION_QUERY_BLOCK = 48  # MQ in avx2.c: the statistics come a block of queries at a time
+
+
 def attention_statistics(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, kinds: torch.Tensor,
                          scale: float) -> torch.Tensor:
     """(B, H, 7) float64: the seven statistics of softmax(scale * q @ k.T), keys where `valid` is 0 masked out,
     summed over the queries weighted by `valid`, for fp32 CPU (B, H, S, D) q and k, valid (B, S) and kinds
     (B, S, 3) (which keys are [CLS], [SEP], punctuation); the probabilities are never formed."""
     B, H, S, D = q.shape
-    given = (q, k, valid, kinds)
-    if any(x.dtype != torch.float32 or x.device.type != "cpu" for x in given):
-        raise ValueError("AVX2 attention statistics need float32 CPU tensors, got "
-                         f"{', '.join(f'{x.dtype} {x.device.type}' for x in given)}")
-    if k.shape != q.shape or valid.shape != (B, S) or kinds.shape != (B, S, 3):
-        raise ValueError(f"AVX2 attention statistics: q {tuple(q.shape)}, k {tuple(k.shape)}, valid "
-                         f"{tuple(valid.shape)} and kinds {tuple(kinds.shape)} do not fit (B, H, S, D), (B, S, 3)")
+    if any(x.dtype != torch.float32 or x.device.type != "cpu" for x in (q, k)) or k.shape != q.shape:
+        raise ValueError(f"AVX2 attention statistics need float32 CPU tensors and q, k of one shape, got q "
+                         f"{q.dtype} {q.device.type} {tuple(q.shape)}, k {k.dtype} {k.device.type} {tuple(k.shape)}")
+    valid, by_kind = _statistics_inputs(q, valid, kinds)
     q, k = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k))
-    valid, by_kind = valid.contiguous(), kinds.transpose(1, 2).contiguous()  # (B, 3, S): each kind's keys in a row
     out = torch.empty(B, H, 7, dtype=torch.float64)
     failed = build.library().bvl_attention_statistics(
         q.data_ptr(), _strides(q), k.data_ptr(), _strides(k), valid.data_ptr(), by_kind.data_ptr(), B, H, S, D, scale,

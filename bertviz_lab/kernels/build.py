@@ -235,7 +235,7 @@ def _bind(lib: ctypes.CDLL, path: Path) -> ctypes.CDLL:
         ("bvl_gelu", None, [ptr, ptr, i64, c_int]),
         ("bvl_entropy", None, [ptr, i64, i64, i64, ptr, c_int]),
         ("bvl_attention", c_int, [ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, i64, ctypes.c_float,
-                                  ptr, ptr, c_int]),
+                                  ptr, ptr, ptr, ptr, ptr, c_int]),
         ("bvl_attention_statistics", c_int, [ptr, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64, ctypes.c_float, ptr,
                                              c_int]),
     ):

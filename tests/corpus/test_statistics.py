@@ -103,25 +103,33 @@ def test_tokens_and_texts_are_what_the_model_saw(small_corpus, small_texts, mini
     assert small_corpus.layers == list(range(6)) and small_corpus.model_name == "default"
 
 
-def test_statistics_from_queries_and_keys_equal_those_from_the_probabilities(minilm, small_texts, tmp_path,
-                                                                             monkeypatch):
-    """Where the statistics kernel runs, analyze reads each layer's queries and keys (the last layer's attention is
-    not run); with the kernels off it reduces the probabilities: the same numbers either way."""
+def test_statistics_from_the_attention_pass_and_from_queries_and_keys_equal_those_from_the_probabilities(
+        minilm, small_texts, tmp_path, monkeypatch):
+    """Where the AVX2 kernels run, analyze takes a layer's statistics from its attention pass, and the last layer's
+    from its queries and keys (its attention is not run); with the kernels off it reduces the probabilities: the
+    same numbers every way."""
     from bertviz_lab import kernels
     from bertviz_lab.corpus import analyze
-    from bertviz_lab.kernels import build
+    from bertviz_lab.kernels import avx2, build
 
     model, tokenizer = minilm
     calls = []
-    kernel = kernels.attention_statistics
-    monkeypatch.setattr(kernels, "attention_statistics", lambda *args: calls.append(args[0].shape) or kernel(*args))
+    for module, name in ((kernels, "attention_statistics"), (avx2, "attention_with_statistics")):
+        def spy(*args, kernel=getattr(module, name), name=name):
+            calls.append((name, args[0].shape[1]))
+            return kernel(*args)
+
+        monkeypatch.setattr(module, name, spy)
     options = dict(layers=[1, 3], heads=[0, 5, 11], batch_size=7, progress=False)
+    backends = [layer.attention.self.attention_backend for layer in model.encoder.layer]
     fused = analyze(model, tokenizer, small_texts, tmp_path / "fused", **options).head_stats()
-    assert len(calls) == (2 * 5 if build.library() is not None else 0)  # 2 layers, 5 batches
-    assert all(shape[1] == 3 for shape in calls)
+    if build.library() is not None:  # 5 batches: layer 1 in its attention pass (12 heads), layer 3 from q and k
+        assert sorted(set(calls)) == [("attention_statistics", 3), ("attention_with_statistics", 12)]
+        assert len(calls) == 10
     calls.clear()
     with kernels.disabled():
         plain = analyze(model, tokenizer, small_texts, tmp_path / "plain", **options).head_stats()
     assert calls == []
     assert list(fused["head"][:3]) == [0, 5, 11] and (fused["queries"] == plain["queries"]).all()
     assert np.abs(fused[list(STATISTICS)].to_numpy() - plain[list(STATISTICS)].to_numpy()).max() <= 1e-5
+    assert [layer.attention.self.attention_backend for layer in model.encoder.layer] == backends  # given back
