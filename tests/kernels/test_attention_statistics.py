@@ -104,6 +104,22 @@ def test_kernel_nan_in_an_attended_score_makes_that_head_nan_and_unread_ones_do_
 
 
 @needs_kernel
+@pytest.mark.parametrize("S", [1, 9, 48, 49, 100, 130])
+def test_the_attention_pass_gives_the_same_statistics_and_the_same_output(S):
+    """bvl_attention's statistics (a block of 48 queries at a time) under BERT's additive padding mask."""
+    lengths = sorted({1, max(1, S // 3), S})
+    q, k, valid, kinds = inputs(lengths, S, seed=10 + S)
+    v = torch.randn(q.shape, generator=torch.Generator().manual_seed(S))
+    mask = torch.zeros(len(lengths), 1, 1, S).masked_fill(valid[:, None, None, :] == 0, torch.finfo(torch.float32).min)
+    out, ours = avx2.attention_with_statistics(q, k, v, mask, 0.25, valid, kinds)
+    assert torch.equal(out, avx2.attention(q, k, v, mask, 0.25))
+    check(ours, reference(q, k, valid, kinds, 0.25), valid)
+    q[-1, 1, S // 2, 0] = float("nan")  # a real query of the longest text
+    nan = avx2.attention_with_statistics(q, k, v, mask, 0.25, valid, kinds)[1][-1, 1].isnan()
+    assert nan.tolist() == [True] * 4 + [S > 1] * 2 + [True]  # a lone query has no previous or next key to count
+
+
+@needs_kernel
 def test_kernel_refuses_what_it_cannot_compute():
     q, k, valid, kinds = inputs([5], 5)
     with pytest.raises(ValueError, match="float32 CPU tensors"):
@@ -112,6 +128,8 @@ def test_kernel_refuses_what_it_cannot_compute():
         avx2.attention_statistics(q, k[..., :4, :], valid, kinds, 1.0)
     with pytest.raises(ValueError, match="do not fit"):
         avx2.attention_statistics(q, k, valid, kinds[..., :2], 1.0)
+    with pytest.raises(ValueError, match="do not fit"):  # statistics need self-attention: as many queries as keys
+        avx2.attention_with_statistics(q[:, :, :3], k, k, None, 1.0, valid, kinds)
 
 
 def test_kernel_where_it_runs_and_torch_elsewhere_with_the_same_values(monkeypatch):
