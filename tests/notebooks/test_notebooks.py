@@ -20,17 +20,14 @@ PATHS = notebook_paths()
 NAMES = [p.name for p in PATHS]
 
 
-def groups_by_programs() -> list:
-    """The notebooks in one nbval run per set of system programs they need, so a missing one skips only its own."""
-    groups: dict[tuple[str, ...], list] = {}
-    for path in PATHS:
-        groups.setdefault(tuple(sorted(needed_programs(nbformat.read(path, as_version=4)))), []).append(path)
-    return [pytest.param(paths, marks=[pytest.mark.needs_program(p) for p in programs],
-                         id="+".join(programs) or "no-system-program")
-            for programs, paths in sorted(groups.items())]
+def with_program_marks() -> list:
+    """Each notebook as a parameter marked with the system programs it needs, so a missing one skips only it."""
+    return [pytest.param(path, marks=[pytest.mark.needs_program(p) for p in
+                                      sorted(needed_programs(nbformat.read(path, as_version=4)))], id=path.name)
+            for path in PATHS]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per module: the notebooks' runs then spread over pytest-xdist's workers
 def expected() -> dict:
     return json.loads(EXPECTED.read_text())
 
@@ -58,12 +55,11 @@ def test_every_checked_cell_has_an_expectation(path, expected):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("paths", groups_by_programs())
-def test_notebooks_run_and_match_their_expectations(tmp_path, expected, paths):
-    notebooks = {p.name: with_expected_outputs(nbformat.read(p, as_version=4), expected.get(p.name, {}))
-                 for p in paths}
-    folder = write_run_folder(tmp_path, notebooks)
-    result = run_nbval(sorted(folder.glob("*.ipynb")))
+@pytest.mark.parametrize("path", with_program_marks())
+def test_notebook_runs_and_matches_its_expectations(tmp_path, expected, path):
+    notebook = with_expected_outputs(nbformat.read(path, as_version=4), expected.get(path.name, {}))
+    folder = write_run_folder(tmp_path, {path.name: notebook})
+    result = run_nbval([folder / path.name])
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
 
 
