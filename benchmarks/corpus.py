@@ -11,8 +11,9 @@ the smaller one (the peak from the start of analyze, in a fresh process each; lo
 Both speed rows run MiniLM in fp32 on the CPU with every torch thread, batches of 32, truncation
 at 128 tokens, on the same texts of varied length (1 to 12 built-in sentences each). The plain loop batches the
 texts in their given order (padding to the longest) and reduces each text's (H, T, T) maps, unpadded, to the seven
-statistics per head in NumPy, as code that dumps attention maps does; analyze sorts by length, reduces the maps on
-the device inside the forward and writes the folder (all included in its time).
+statistics per head in NumPy, as code that dumps attention maps does; analyze sorts by length, reduces attention to
+the statistics on the device inside the forward (on a CPU with the AVX2 kernels within the attention pass, no map
+formed) and writes the folder (all included in its time).
 """
 
 from __future__ import annotations
