@@ -24,7 +24,7 @@ from bertviz_lab.corpus import folder, vectors
 from bertviz_lab.corpus.backbone import backbone_of
 from bertviz_lab.corpus.corpus import Corpus
 from bertviz_lab.corpus.readers import Item, read_items
-from bertviz_lab.corpus.statistics import STATISTICS, head_sums, key_masks, punctuation_table
+from bertviz_lab.corpus.statistics import STATISTICS, key_masks, punctuation_table
 from bertviz_lab.kernels import avx2
 from bertviz_lab.kernels.attention import BACKENDS as ATTENTION_BACKENDS
 from bertviz_lab.kernels.statistics import in_kernel as statistics_in_kernel
@@ -187,6 +187,7 @@ class ShardWriter:
                  kinds: list[str], qk_heads: list[int]) -> None:
         self.backbone, self.tokenizer, self.layers, self.heads, self.kinds = backbone, tokenizer, layers, heads, kinds
         self.qk_heads = qk_heads
+        self.chosen = [] if len(heads) == backbone.config.num_attention_heads else heads  # [] for all heads
         self.device = next(backbone.parameters()).device
         self.num_heads = backbone.config.num_attention_heads
         special = list(getattr(tokenizer, "all_special_ids", []))
@@ -207,7 +208,7 @@ class ShardWriter:
         """Readers only: the attention backend keeps its fast path. Where the statistics kernel runs, a layer's
         statistics come from its attention pass (`_fused_layers`) or, for the others and the last one, from its
         queries and keys, and no probabilities are formed; elsewhere the backend hands the probabilities over."""
-        chosen = [] if len(self.heads) == self.num_heads else self.heads
+        chosen = self.chosen
         last = self.layers[-1] if "hidden" not in self.kinds else None  # after its statistics nothing more is needed
         scales, fused = self._scales(), self._fused_layers()
         pairs: list[tuple[str, Callable]] = []
@@ -230,7 +231,8 @@ class ShardWriter:
             if scales is None:
                 def on_probs(probs: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
                     probs = probs[:, chosen] if chosen else probs
-                    self.batch[("stats", layer)] = head_sums(probs, self.batch["valid"], self.batch["keys"])
+                    self.batch[("stats", layer)] = kernels.probability_statistics(probs, self.batch["valid"],
+                                                                                  self.batch["keys"])
                     if layer == last:
                         raise Enough
 
@@ -277,11 +279,10 @@ class ShardWriter:
     @contextlib.contextmanager
     def _statistics_attention(self) -> Iterator[None]:
         """Inside the block the fused layers run StatisticsAttention; their own backends again on exit."""
-        chosen = [] if len(self.heads) == self.num_heads else self.heads
         modules = {layer: self._attention(layer) for layer in self._fused_layers()}
         try:
             for layer, module in modules.items():
-                module.attention_backend = StatisticsAttention(self.batch, layer, chosen)
+                module.attention_backend = StatisticsAttention(self.batch, layer, self.chosen)
             yield
         finally:
             for module in modules.values():

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 
 import torch
 
-from bertviz_lab import kernels
-
 STATISTICS = ("entropy", "cls", "sep", "self", "prev", "next", "punct")
 
 
@@ -36,9 +34,3 @@ def key_masks(input_ids: torch.Tensor, cls_id: int, sep_id: int, punct: torch.Te
     """(B, 1, S, 3) float: which keys are [CLS], [SEP] and punctuation, for one batch of ids."""
     masks = torch.stack([input_ids == cls_id, input_ids == sep_id, punct[input_ids]], dim=-1)
     return masks.to(torch.float32)[:, None]
-
-
-def head_sums(probs: torch.Tensor, valid: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """(B, H, 7) sums over each text's non-padding queries of the seven statistics, in STATISTICS order.
-    probs (B, H, T, S) attention probabilities; valid (B, T) float, 1 at real tokens; keys (B, 1, S, 3) key masks."""
-    return kernels.probability_statistics(probs, valid, keys)
