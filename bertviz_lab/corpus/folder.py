@@ -18,6 +18,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from bertviz_lab.model.files import write_atomically
+
 FORMAT = 1
 SETTINGS = "settings.json"
 MANIFEST = "manifest.json"
@@ -33,9 +35,7 @@ def settings_hash(settings: dict[str, Any]) -> str:
 
 def write_json(path: Path, value: dict[str, Any]) -> None:
     """Write JSON through a temporary file and an atomic rename: readers see the old file or the new, never half."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    write_atomically(path, json.dumps(value, indent=1, sort_keys=True) + "\n")
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

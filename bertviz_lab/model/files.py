@@ -5,6 +5,9 @@ must parse, or one line names the file and what is wrong with it. Paths and valu
 The size limit for text files (config.json, tokenizer.json, vocab.txt, ...) is MAX_TEXT_MB megabytes, or what the
 environment variable BERTVIZ_LAB_MAX_TEXT_FILE_MB says when it is set. Weights (safetensors) are not read here:
 safetensors maps them itself; `regular_file` checks them first.
+
+`write_atomically` writes a file whole or not at all: a reader (a file watcher, a browser, a resumed run) never sees
+half of one.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 import os
 import reprlib
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +231,28 @@ def read_json_object(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{named(path)} holds a JSON {json_kind(data)}, expected a JSON object.")
     return data
+
+
+def write_atomically(path: str | os.PathLike, data: str | bytes, *, sync: bool = False) -> Path:
+    """Replace `path` with `data` (text as UTF-8) in one rename, keeping an existing file's mode; `sync` flushes it to
+    disk first, for files a crash must not lose."""
+    path = Path(path)
+    if path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if sync:
+                file.flush()
+                os.fsync(file.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path

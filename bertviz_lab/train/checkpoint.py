@@ -32,8 +32,9 @@ from typing import Any
 import torch
 
 from bertviz_lab.model.families import family_of
+from bertviz_lab.model.files import write_atomically
 from bertviz_lab.model.weights import SAFETENSORS_NAME, from_hf_state_dict, load_into, read_state_dict, save_pretrained
-from bertviz_lab.train.paths import TEMP_PREFIX, WriteError, fsync_path, write_failure, write_text_atomically
+from bertviz_lab.train.paths import TEMP_PREFIX, WriteError, fsync_path, write_failure
 from bertviz_lab.train.run_config import clip
 
 logger = logging.getLogger("bertviz_lab.train")
@@ -104,7 +105,7 @@ def save_checkpoint(root: str | os.PathLike, step: int, model: torch.nn.Module, 
         raise
     fsync_path(root)
     try:
-        write_text_atomically(root / LATEST_FILE, final.name + "\n")
+        write_atomically(root / LATEST_FILE, final.name + "\n", sync=True)
     except OSError as error:
         code, why = write_failure(error, root)
         raise CheckpointWriteError(code, f"the checkpoint {final} was written, but {root / LATEST_FILE} could not be "

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from bertviz_lab.train.paths import WriteError, write_failure, write_text_atomically
+from bertviz_lab.model.files import write_atomically
+from bertviz_lab.train.paths import WriteError, write_failure
 from bertviz_lab.train.run_config import clip
 
 EVAL_KEYS = ("eval_mlm_loss", "eval_nsp_loss", "eval_mlm_accuracy", "eval_nsp_accuracy")
@@ -117,6 +118,6 @@ def rewrite_records(path: str | os.PathLike, records: Iterable[MetricsRecord]) -
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(path, "".join(_line(record) for record in records))
+        write_atomically(path, "".join(_line(record) for record in records), sync=True)
     except OSError as error:
         raise _write_failed(error, path) from error

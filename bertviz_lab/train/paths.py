@@ -13,7 +13,6 @@ one-line errors when a write fails later (a full disk).
 
 `WriteError` is an OSError whose message names the file or folder and says why in words ("no space left on device"),
 also when the failing library raised something else (torch.save raises RuntimeError on a full disk).
-`write_text_atomically` replaces a small file in one step.
 """
 
 from __future__ import annotations
@@ -95,22 +94,6 @@ def fsync_path(path: Path) -> None:
             raise
     finally:
         os.close(fd)
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Replace a small text file in one step (temporary file in the same folder + os.replace; its mode is kept)."""
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX + path.name, dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if path.is_file():
-            shutil.copymode(path, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _nearest_existing(path: Path) -> Path:

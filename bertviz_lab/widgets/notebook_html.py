@@ -28,7 +28,6 @@ import re
 import stat
 import subprocess
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from nbconvert import HTMLExporter
 from nbconvert.preprocessors import ExecutePreprocessor
 from nbformat.validator import get_validator
 
-from bertviz_lab.model.files import clip, first_line, json_kind, kind, named, present, shown
+from bertviz_lab.model.files import clip, first_line, json_kind, kind, named, present, shown, write_atomically
 from bertviz_lab.widgets.page_sanitizer import sanitize_html, sanitize_svg
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -75,7 +74,7 @@ def notebook_to_html(notebook: str | Path, output: str | Path | None = None, exe
         page = export_page(node, notebook.stem, trust)
     except RecursionError:  # JSON nested just below the parser's limit, deeper than nbformat or nbconvert walk
         raise ValueError(f"{named(notebook)} nests its content too deeply to convert") from None
-    write_page(target.resolve(), page)
+    write_atomically(target.resolve(), page)
     return target
 
 
@@ -190,22 +189,6 @@ def is_earlier_page(path: Path) -> bool:
     """Whether `path` is a page this command wrote (its head names the generator)."""
     with open(path, "rb") as file:
         return GENERATOR_META.encode() in file.read(MARK_BYTES)
-
-
-def write_page(path: Path, page: str) -> None:
-    """Write the page whole or not at all: a temporary file beside it, then renamed over it."""
-    umask = os.umask(0)
-    os.umask(umask)
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~umask
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(page)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # ------------------------------------------------------------------------------------------------------------

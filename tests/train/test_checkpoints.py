@@ -126,7 +126,7 @@ def test_a_crash_mid_save_is_ignored_and_cleaned_up(tmp_path, pairs, wordpiece_t
 def test_pointer_file_is_replaced_atomically(tmp_path):
     target = tmp_path / "latest"
     target.write_text("old\n")
-    ckpt.write_text_atomically(target, "new\n")
+    ckpt.write_atomically(target, "new\n", sync=True)
     assert target.read_text() == "new\n" and os.listdir(tmp_path) == ["latest"]
 
 

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bertviz_lab.model.files import shown
+from bertviz_lab.model.files import shown, write_atomically
 from bertviz_lab.widgets.figures.caption import with_caption
 from bertviz_lab.widgets.figures.theme import background, check_theme, resolve, with_style
 
@@ -111,7 +111,7 @@ def save_figure(svg: str, path: str | Path, scale: float = 1, theme: str = "ligh
     svg = themed(with_caption(svg, caption), css, check_theme(theme))
     path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "svg":
-        path.write_text(scaled_svg(svg, scale), encoding="utf-8")
+        write_atomically(path, scaled_svg(svg, scale))
     else:
-        path.write_bytes(svg_to_png(svg, scale, background(theme)))
+        write_atomically(path, svg_to_png(svg, scale, background(theme)))
     return path

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 import ipywidgets as widgets
 import numpy as np
 
+from bertviz_lab.model.files import write_atomically
 from bertviz_lab.widgets.figures.charts import Line, chart_grid, line_chart
 from bertviz_lab.widgets.figures.export import themed
 from bertviz_lab.widgets.figures.palette import CURVE_COLORS
@@ -300,6 +301,5 @@ class LossCurves(Panel):
         fetched), after drawing the latest records."""
         self.flush()
         path = Path(path)
-        path.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(self.title)}</title></head>"
-                        f"<body>{themed(self.to_svg(), all_css(), theme)}</body></html>", encoding="utf-8")
-        return path
+        return write_atomically(path, f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(self.title)}"
+                                      f"</title></head><body>{themed(self.to_svg(), all_css(), theme)}</body></html>")
