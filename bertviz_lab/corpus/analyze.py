@@ -374,11 +374,11 @@ def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_head
 
     rows = [pq.read_metadata(d / "tokens.parquet").num_rows for d in shard_dirs]
     vector_layers = settings["layers"] if "hidden" in settings["vectors"] else []
-    if vector_layers:
+    if vector_layers and vectors.needs_index(sum(rows)):
         (out / folder.INDEX).mkdir(exist_ok=True)
-    for layer in vector_layers:
-        vectors.build_index(vectors.stacked(shard_dirs, vectors.hidden_file(layer)),
-                            out / folder.INDEX / vectors.index_file(layer))
+        for layer in vector_layers:
+            vectors.build_index(vectors.stacked(shard_dirs, vectors.hidden_file(layer)),
+                                out / folder.INDEX / vectors.index_file(layer))
     qk_heads = ([[layer, head] for layer in settings["layers"] for head in settings.get("qk_heads", settings["heads"])]
                 if "qk" in settings["vectors"] else [])
     folder.write_json(out / folder.MANIFEST, {

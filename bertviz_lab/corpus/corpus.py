@@ -220,14 +220,16 @@ class Corpus:
     def nearest(self, text: str | int, position: int, layer: int, k: int = 10, *, exact: bool | None = None) -> Any:
         """The k stored tokens whose hidden state at `layer` is most cosine-similar to that of token `position` of
         `text` (a str run through the model, or a text id): text_id, position, token, left/right context, score.
-        `exact`: brute force (default where the index holds up to 200,000 vectors) or the HNSW graph."""
+        `exact`: True searches by brute force; False or None walk the layer's HNSW graph where it has one (above
+        200,000 stored vectors) and search exactly where it has none."""
         import pandas as pd
 
         self._check_vector_layer(layer)
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}.")
         query = self._query_vector(text, position, layer)
-        rows, scores = vectors.search(self.path / folder.INDEX / vectors.index_file(layer), query, k, exact)
+        rows, scores = vectors.search(self._shard_dirs(), self.path / folder.INDEX / vectors.index_file(layer), layer,
+                                      query, k, exact)
         text_ids, positions, tokens = self._token_rows()
         records = []
         for row, score in sorted(zip(rows.tolist(), scores.tolist()), key=lambda pair: (-pair[1], pair[0])):

@@ -35,9 +35,31 @@ def test_nearest_to_a_stored_token_equals_brute_force(small_corpus, layer):
         assert list(zip(got["text_id"], got["position"])) == list(zip(text_ids[rows], positions[rows]))
         assert got["text_id"][0] == text_id and got["position"][0] == position  # itself, score 1
         assert list(got["token"]) == [tokens[r] for r in rows]
-        approximate = small_corpus.nearest(text_id, position, layer, k=12, exact=False)
-        assert approximate["score"].to_numpy() == pytest.approx(scores, abs=1e-5)  # a small index: HNSW finds all
+        assert small_corpus.nearest(text_id, position, layer, k=12, exact=False).equals(got)  # no graph: exact
 
+
+def test_a_small_corpus_has_no_graph_and_a_large_one_is_searched_through_its_own(small_corpus, minilm, small_texts,
+                                                                                 tmp_path, monkeypatch):
+    from bertviz_lab.corpus import analyze, vectors
+
+    assert not (small_corpus.path / "index").exists()
+    monkeypatch.setattr(vectors, "EXACT_UP_TO", 100)  # the small texts' ~500 tokens count as a large corpus
+    large = analyze(*minilm, small_texts, tmp_path / "indexed", vectors=("hidden",), layers=[1, 4], batch_size=8,
+                    progress=False)
+    assert sorted(p.name for p in (large.path / "index").iterdir()) == ["hidden-L1.usearch", "hidden-L4.usearch"]
+    exact_searches = []
+    real_exact_search = vectors.exact_search
+    monkeypatch.setattr(vectors, "exact_search", lambda *a: exact_searches.append(a) or real_exact_search(*a))
+    for layer in (1, 4):
+        stored = large.vectors(layer)
+        rows, scores = brute_force(stored, stored[row_of(large, 12, 3)], 10)
+        approximate = large.nearest(12, 3, layer, k=10)  # through the graph: on ~500 vectors HNSW finds all
+        assert approximate["score"].to_numpy() == pytest.approx(scores, abs=1e-5) and not exact_searches
+        exact = large.nearest(12, 3, layer, k=10, exact=True)
+        assert exact["score"].to_numpy() == pytest.approx(scores, abs=1e-5) and len(exact_searches) == 1
+        assert list(zip(exact["text_id"], exact["position"])) == list(zip(*[large._token_rows()[i][rows]
+                                                                            for i in (0, 1)]))
+        exact_searches.clear()
 
 def test_nearest_gives_the_context_of_each_match(small_corpus):
     got = small_corpus.nearest(31, 2, 4, k=5)
