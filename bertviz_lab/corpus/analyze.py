@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -163,13 +164,16 @@ class Enough(Exception):
 
 class StatisticsAttention:
     """The attention backend of an analysed layer on the AVX2 kernel while analyze runs: the kernel's output, and
-    from the same pass the layer's statistics (for the batch's `valid` queries and key `keys`), kept in `batch`."""
+    from the same pass the layer's statistics (for the batch's `valid` queries and key `keys`), kept in `batch`.
+    A forward on any other thread than analyze's gets the plain kernel."""
 
-    def __init__(self, batch: dict[Any, Any], layer: int, chosen: list[int]) -> None:
-        self.batch, self.layer, self.chosen = batch, layer, chosen
+    def __init__(self, batch: dict[Any, Any], layer: int, chosen: list[int], thread: int) -> None:
+        self.batch, self.layer, self.chosen, self.thread = batch, layer, chosen, thread
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
-                 dropout_p: float = 0.0, probabilities: bool = False) -> tuple[torch.Tensor, None]:
+                 dropout_p: float = 0.0, probabilities: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if threading.get_ident() != self.thread:
+            return AVX2_ATTENTION(q, k, v, mask, scale, dropout_p, probabilities=probabilities)
         if probabilities or dropout_p or torch.is_grad_enabled():
             raise RuntimeError("StatisticsAttention runs inside analyze only: inference, no watched probabilities")
         out, stats = avx2.attention_with_statistics(q, k, v, mask, scale, self.batch["valid"],
@@ -197,12 +201,22 @@ class ShardWriter:
         self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
         self.batch: dict[str, Any] = {}
         self.points = hook_points(backbone)
+        self.thread = threading.get_ident()  # the hooks act on this thread's forwards only
 
     def _point(self, name: str) -> str:
         if name not in self.points:
             raise ValueError(f"the model has no hook point {name!r}; analyze needs a model with bertviz_lab's hook "
                              "points (bertviz_lab.load).")
         return name
+
+    def _reader(self, read: Callable[[torch.Tensor, Any, bool], None]) -> Reader:
+        """A reader that acts on analyze's own forwards only: the same model run on another thread meanwhile (a
+        panel's, a warm-up's) passes through untouched and leaves this batch alone."""
+        def on_analyze_thread(tensor: torch.Tensor, point: Any, handed_over: bool) -> None:
+            if threading.get_ident() == self.thread:
+                read(tensor, point, handed_over)
+
+        return Reader(on_analyze_thread)
 
     def _hooks(self) -> list[tuple[str, Callable]]:
         """Readers only: the attention backend keeps its fast path. Where the statistics kernel runs, a layer's
@@ -217,7 +231,7 @@ class ShardWriter:
                 def on_hidden(hidden: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
                     self.batch[("hidden", layer)] = hidden[self.batch["where"]].to("cpu", torch.float16)
 
-                pairs.append((self._point(f"encoder.layer.{layer}.hidden"), Reader(on_hidden)))
+                pairs.append((self._point(f"encoder.layer.{layer}.hidden"), self._reader(on_hidden)))
             if "qk" in self.kinds:  # before the statistics' readers, which may end the forward at `k`
                 for kind in ("q", "k"):
                     def on_qk(x: torch.Tensor, point: Any, handed_over: bool, layer: int = layer,
@@ -225,7 +239,7 @@ class ShardWriter:
                         rows = x[:, self.qk_heads].transpose(1, 2)[self.batch["where"]]  # (n, heads, hs)
                         self.batch[(kind, layer)] = rows.to("cpu", torch.float16)
 
-                    pairs.append((self._point(f"encoder.layer.{layer}.attention.self.{kind}"), Reader(on_qk)))
+                    pairs.append((self._point(f"encoder.layer.{layer}.attention.self.{kind}"), self._reader(on_qk)))
             if layer in fused:
                 continue
             if scales is None:
@@ -236,7 +250,7 @@ class ShardWriter:
                     if layer == last:
                         raise Enough
 
-                pairs.append((self._point(f"encoder.layer.{layer}.attention.self.probs"), Reader(on_probs)))
+                pairs.append((self._point(f"encoder.layer.{layer}.attention.self.probs"), self._reader(on_probs)))
                 continue
 
             def on_q(q: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
@@ -249,8 +263,8 @@ class ShardWriter:
                 if layer == last:
                     raise Enough  # the layer's attention itself is not needed
 
-            pairs.append((self._point(f"encoder.layer.{layer}.attention.self.q"), Reader(on_q)))
-            pairs.append((self._point(f"encoder.layer.{layer}.attention.self.k"), Reader(on_k)))
+            pairs.append((self._point(f"encoder.layer.{layer}.attention.self.q"), self._reader(on_q)))
+            pairs.append((self._point(f"encoder.layer.{layer}.attention.self.k"), self._reader(on_k)))
         return pairs
 
     def _scales(self) -> dict[int, float] | None:
@@ -282,7 +296,7 @@ class ShardWriter:
         modules = {layer: self._attention(layer) for layer in self._fused_layers()}
         try:
             for layer, module in modules.items():
-                module.attention_backend = StatisticsAttention(self.batch, layer, self.chosen)
+                module.attention_backend = StatisticsAttention(self.batch, layer, self.chosen, self.thread)
             yield
         finally:
             for module in modules.values():
@@ -295,6 +309,7 @@ class ShardWriter:
         import pyarrow.parquet as pq
 
         stats, queries, arrays = [], [], {}
+        self.thread = threading.get_ident()
         with hooks(self.backbone, self._hooks(), points=self.points), self._statistics_attention(), \
                 torch.inference_mode():
             for start in range(0, len(text_ids), batch_size):
@@ -304,6 +319,11 @@ class ShardWriter:
                     self.backbone(input_ids=ids, token_type_ids=types, attention_mask=mask)
                 except Enough:
                     pass
+                missing = [layer for layer in self.layers if ("stats", layer) not in self.batch]
+                if missing:
+                    raise RuntimeError(f"layers {missing} gave no statistics: their attention backend was replaced "
+                                       "while analyze ran (kernels.override, kernels.choose or model.to on another "
+                                       "thread); run analyze again, it resumes from the last shard written.")
                 sums = torch.stack([self.batch[("stats", layer)] for layer in self.layers]).cpu().double()
                 counts = mask.sum(1).cpu()  # (B,) queries per text
                 stats.append((sums / counts[None, :, None, None]).numpy())  # (L, B, H, 7) means
