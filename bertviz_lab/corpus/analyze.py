@@ -309,7 +309,6 @@ class ShardWriter:
         import pyarrow.parquet as pq
 
         stats, queries, arrays = [], [], {}
-        self.thread = threading.get_ident()
         with hooks(self.backbone, self._hooks(), points=self.points), self._statistics_attention(), \
                 torch.inference_mode():
             for start in range(0, len(text_ids), batch_size):

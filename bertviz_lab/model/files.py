@@ -16,8 +16,8 @@ import io
 import json
 import os
 import reprlib
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -234,25 +234,21 @@ def read_json_object(path: Path) -> dict[str, Any]:
 
 
 def write_atomically(path: str | os.PathLike, data: str | bytes, *, sync: bool = False) -> Path:
-    """Replace `path` with `data` (text as UTF-8) in one rename, keeping an existing file's mode; `sync` flushes it to
-    disk first, for files a crash must not lose."""
+    """Replace `path` with `data` (text as UTF-8) in one rename, keeping an existing file's mode (a new one gets what
+    the umask gives); `sync` flushes it to disk first, for files a crash must not lose."""
     path = Path(path)
-    if path.exists():
-        mode = stat.S_IMODE(path.stat().st_mode)
-    else:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the kernel applies the umask
     try:
         with os.fdopen(handle, "wb") as file:
             file.write(data.encode("utf-8") if isinstance(data, str) else data)
             if sync:
                 file.flush()
                 os.fsync(file.fileno())
-        os.chmod(temporary, mode)
+        if path.exists():
+            os.chmod(temporary, stat.S_IMODE(path.stat().st_mode))
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
     return path
