@@ -218,13 +218,13 @@ class ShardWriter:
 
         return Reader(on_analyze_thread)
 
-    def _hooks(self) -> list[tuple[str, Callable]]:
-        """Readers only: the attention backend keeps its fast path. Where the statistics kernel runs, a layer's
-        statistics come from its attention pass (`_fused_layers`) or, for the others and the last one, from its
-        queries and keys, and no probabilities are formed; elsewhere the backend hands the probabilities over."""
+    def _hooks(self, scales: dict[int, float] | None, fused: list[int]) -> list[tuple[str, Callable]]:
+        """Readers only: the attention backend keeps its fast path. Where the statistics kernel runs (`scales`), a
+        layer's statistics come from its attention pass (the `fused` layers) or, for the others and the last one,
+        from its queries and keys, and no probabilities are formed; elsewhere the backend hands the probabilities
+        over."""
         chosen = self.chosen
         last = self.layers[-1] if "hidden" not in self.kinds else None  # after its statistics nothing more is needed
-        scales, fused = self._scales(), self._fused_layers()
         pairs: list[tuple[str, Callable]] = []
         for layer in self.layers:
             if "hidden" in self.kinds:
@@ -282,25 +282,27 @@ class ShardWriter:
     def _attention(self, layer: int) -> nn.Module:
         return self.backbone.get_submodule(f"encoder.layer.{layer}.attention.self")
 
-    def _fused_layers(self) -> list[int]:
+    def _fused_layers(self, scales: dict[int, float] | None) -> list[int]:
         """The analysed layers whose attention runs on the AVX2 kernel and is needed (all but a last one that
         ends the forward): while analyze runs, that kernel also reduces their probabilities (StatisticsAttention)."""
-        if self._scales() is None:
+        if scales is None:
             return []
         needed = self.layers if "hidden" in self.kinds else self.layers[:-1]
         return [layer for layer in needed if self._attention(layer).attention_backend is AVX2_ATTENTION]
 
     @contextlib.contextmanager
-    def _statistics_attention(self) -> Iterator[None]:
-        """Inside the block the fused layers run StatisticsAttention; their own backends again on exit."""
-        modules = {layer: self._attention(layer) for layer in self._fused_layers()}
+    def _statistics_attention(self, fused: list[int]) -> Iterator[None]:
+        """Inside the block the fused layers run StatisticsAttention; their own backend again on exit, where nothing
+        else (kernels.override, kernels.choose) gave them another meanwhile."""
+        modules = {layer: self._attention(layer) for layer in fused}
         try:
             for layer, module in modules.items():
                 module.attention_backend = StatisticsAttention(self.batch, layer, self.chosen, self.thread)
             yield
         finally:
             for module in modules.values():
-                module.attention_backend = AVX2_ATTENTION
+                if isinstance(module.attention_backend, StatisticsAttention):
+                    module.attention_backend = AVX2_ATTENTION
 
     def write(self, out: Path, index: int, text_ids: np.ndarray, items: list[Item], encoded: Encoded,
               batch_size: int, on_batch: Callable[[int], None]) -> None:
@@ -309,7 +311,9 @@ class ShardWriter:
         import pyarrow.parquet as pq
 
         stats, queries, arrays = [], [], {}
-        with hooks(self.backbone, self._hooks(), points=self.points), self._statistics_attention(), \
+        scales = self._scales()
+        fused = self._fused_layers(scales)
+        with hooks(self.backbone, self._hooks(scales, fused), points=self.points), self._statistics_attention(fused), \
                 torch.inference_mode():
             for start in range(0, len(text_ids), batch_size):
                 chunk = text_ids[start:start + batch_size]

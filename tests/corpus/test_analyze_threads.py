@@ -73,3 +73,27 @@ def test_backends_chosen_again_mid_run_stop_analyze_with_a_line_saying_so(minilm
     monkeypatch.undo()
     resumed = analyze(model, tokenizer, small_texts, tmp_path / "c", batch_size=8, progress=False)
     assert resumed.num_texts == len(small_texts)
+
+
+def test_a_backend_given_mid_run_is_kept_when_analyze_stops(minilm, small_texts, tmp_path, monkeypatch):
+    from bertviz_lab import kernels
+    from bertviz_lab.kernels.attention import BACKENDS
+
+    model, tokenizer = minilm
+    if not kernels.statistics.in_kernel(next(model.parameters()).device, torch.float32):
+        pytest.skip("the statistics kernel does not run here: analyze reads the probabilities instead")
+    layers = [model.get_submodule(f"encoder.layer.{i}.attention.self") for i in range(model.config.num_hidden_layers)]
+    real_batch_inputs = ShardWriter.batch_inputs
+
+    def give_sdpa(self, *args):
+        for layer in layers:  # what kernels.override(attention="sdpa") does to the layers
+            layer.attention_backend = BACKENDS["sdpa"]
+        return real_batch_inputs(self, *args)
+
+    monkeypatch.setattr(ShardWriter, "batch_inputs", give_sdpa)
+    try:
+        with pytest.raises(RuntimeError, match="gave no statistics"):
+            analyze(model, tokenizer, small_texts, tmp_path / "c", batch_size=8, progress=False)
+        assert all(layer.attention_backend is BACKENDS["sdpa"] for layer in layers)  # not put back to AVX2
+    finally:
+        kernels.choose(model)
