@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from bertviz_lab import kernels
@@ -253,6 +254,19 @@ class ShardWriter:
                 pairs.append((self._point(f"encoder.layer.{layer}.attention.self.probs"), self._reader(on_probs)))
                 continue
 
+            if layer == last and self._ends_at_input(layer):
+                project = self._queries_and_keys(layer)
+
+                def on_input(hidden: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
+                    q, k = project(hidden)
+                    q, k = (q[:, chosen], k[:, chosen]) if chosen else (q, k)
+                    self.batch[("stats", layer)] = kernels.attention_statistics(
+                        q, k, self.batch["valid"], self.batch["keys"][:, 0], scales[layer])
+                    raise Enough  # nothing of the layer itself runs
+
+                pairs.append((self._point(f"encoder.layer.{layer - 1}.hidden"), self._reader(on_input)))
+                continue
+
             def on_q(q: torch.Tensor, point: Any, handed_over: bool, layer: int = layer) -> None:
                 self.batch[("query", layer)] = q[:, chosen] if chosen else q
 
@@ -266,6 +280,32 @@ class ShardWriter:
             pairs.append((self._point(f"encoder.layer.{layer}.attention.self.q"), self._reader(on_q)))
             pairs.append((self._point(f"encoder.layer.{layer}.attention.self.k"), self._reader(on_k)))
         return pairs
+
+    def _ends_at_input(self, layer: int) -> bool:
+        """Whether the last analysed layer's queries and keys can come from its input (the previous layer's output)
+        alone: none of its vectors are kept and it projects them with one fused self-attention weight."""
+        attention = self._attention(layer)
+        qkv = getattr(attention, "qkv", None)
+        return (layer > 0 and "qk" not in self.kinds and isinstance(qkv, nn.Linear) and qkv.bias is not None
+                and not attention.is_cross_attention)
+
+    def _queries_and_keys(self, layer: int) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+        """The layer's queries and keys, (B, nh, T, hs) each, from its input: the first two thirds of its fused
+        projection through the layer's own GEMM backend, so its values (a third of the product) are never made."""
+        attention = self._attention(layer)
+        C = attention.qkv.out_features // 3
+        weight, bias = attention.qkv.weight.detach()[:2 * C], attention.qkv.bias.detach()[:2 * C]
+        nh, hs = attention.num_heads, attention.head_size
+
+        def project(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            gemm = attention.linear_backend
+            y = None if gemm is None else gemm(x, weight, bias)
+            y = F.linear(x, weight, bias) if y is None else y
+            B, T, _ = y.shape
+            q, k = y.view(B, T, 2 * nh, hs).transpose(1, 2).chunk(2, dim=1)
+            return q, k
+
+        return project
 
     def _scales(self) -> dict[int, float] | None:
         """Each analysed layer's attention scale where the statistics kernel can take its queries and keys (fp32

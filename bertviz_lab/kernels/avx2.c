@@ -411,11 +411,33 @@ static inline float hmax(__m256 v) {
     return _mm_cvtss_f32(m);
 }
 
+/* What a row's seven statistics come from, before dividing by Z = sum_j e_j: sum_j e_j t_j (t_j the base-2
+ * exponent, e_j = 2^t_j, t_j >= -126), and the weights on [CLS], [SEP] and punctuation keys. */
+typedef struct {
+    double z, zt, cls, sep, punct;
+} row_sums;
+
+/* Adds w times the seven statistics of query i's attention to acc, from its row of e_j (keys past keys_in_text are
+ * not its neighbours) and its sums. The entropy is ln Z - ln 2 sum_j e_j t_j / Z: no logarithm per key. */
+static void add_statistics(double *acc, double w, row_sums s, const float *row, int64_t i, int64_t keys_in_text) {
+    const double weight = w / s.z;
+    acc[0] += w * (log(s.z) - 0.693147180559945309 * s.zt / s.z);
+    acc[1] += weight * s.cls;
+    acc[2] += weight * s.sep;
+    acc[3] += weight * row[i];
+    acc[4] += i > 0 ? weight * row[i - 1] : 0.0;
+    acc[5] += i + 1 < keys_in_text ? weight * row[i + 1] : 0.0;
+    acc[6] += weight * s.punct;
+}
+
 /* row = exp(scale * row + mask - max) over n entries, in place (mask may be NULL); answers 1 / the sum, by which
  * the caller scales what it computes from the row (D numbers a row instead of n). The exponent is taken in base 2
  * with the scale folded in; without a mask the first pass only finds the largest score (a positive scale keeps
- * it largest), with one it also writes scale * row + mask back. */
-static float softmax_row(float *row, float scale, const float *mask, int64_t n) {
+ * it largest), with one it also writes scale * row + mask back. With `kinds` (the cls, sep and punctuation rows of
+ * the keys, n apart), the second pass also sums what the row's statistics need into `sums`. */
+static inline __attribute__((always_inline)) float softmax_row_summed(float *row, float scale, const float *mask,
+                                                                      int64_t n, const float *kinds,
+                                                                      row_sums *sums) {
     const float log2e = 1.44269504088896341f;
     const int scaled_in_place = mask || !(scale > 0.f);
     int64_t j;
@@ -436,19 +458,54 @@ static float softmax_row(float *row, float scale, const float *mask, int64_t n) 
     }
     /* exponent c (row - max), in base 2: exactly 0 at the largest score */
     const float c = scaled_in_place ? log2e : scale * log2e, hi = fmaxf(hmax(vmax), tail_max);
-    const __m256 vc = _mm256_set1_ps(c), vhi = _mm256_set1_ps(hi);
-    __m256 vsum = _mm256_setzero_ps();
-    float tail_sum = 0.f;
+    const __m256 vc = _mm256_set1_ps(c), vhi = _mm256_set1_ps(hi), lowest = _mm256_set1_ps(-126.0f);
+    __m256 vsum = _mm256_setzero_ps(), zt = vsum, cls = vsum, sep = vsum, punct = vsum;
+    float tail_sum = 0.f, tail_zt = 0.f, tail_cls = 0.f, tail_sep = 0.f, tail_punct = 0.f;
     for (j = 0; j + 8 <= n; j += 8) {
-        const __m256 e = exp2_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(row + j), vhi), vc));
+        const __m256 t = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(row + j), vhi), vc);
+        const __m256 e = exp2_ps(t);
         _mm256_storeu_ps(row + j, e);
         vsum = _mm256_add_ps(vsum, e);
+        if (kinds) {
+            zt = _mm256_fmadd_ps(e, _mm256_max_ps(lowest, t), zt); /* e is 0 below -126: no 0 * -inf */
+            cls = _mm256_fmadd_ps(e, _mm256_loadu_ps(kinds + j), cls);
+            sep = _mm256_fmadd_ps(e, _mm256_loadu_ps(kinds + n + j), sep);
+            punct = _mm256_fmadd_ps(e, _mm256_loadu_ps(kinds + 2 * n + j), punct);
+        }
     }
     for (; j < n; j++) {
-        row[j] = exp2f((row[j] - hi) * c);
+        const float t = (row[j] - hi) * c;
+        row[j] = exp2f(t);
         tail_sum += row[j];
+        if (kinds) {
+            tail_zt += row[j] * (t > -126.f ? t : -126.f);
+            tail_cls += row[j] * kinds[j];
+            tail_sep += row[j] * kinds[n + j];
+            tail_punct += row[j] * kinds[2 * n + j];
+        }
     }
-    return 1.0f / (hsum(vsum) + tail_sum);
+    const float sum = hsum(vsum) + tail_sum;
+    if (kinds)
+        *sums = (row_sums){sum, hsum(zt) + tail_zt, hsum(cls) + tail_cls, hsum(sep) + tail_sep,
+                           hsum(punct) + tail_punct};
+    return 1.0f / sum;
+}
+
+static float softmax_row(float *row, float scale, const float *mask, int64_t n) {
+    return softmax_row_summed(row, scale, mask, n, NULL, NULL);
+}
+
+static float softmax_row_with_sums(float *row, float scale, const float *mask, int64_t n, const float *kinds,
+                                   row_sums *sums) {
+    return softmax_row_summed(row, scale, mask, n, kinds, sums);
+}
+
+/* Asks for `rows` rows of D floats, `ld` apart, to be brought into L2. */
+static void prefetch_rows(const float *x, int64_t ld, int64_t rows, int64_t D) {
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t d = 0; d < D; d += 16) _mm_prefetch((const char *)(x + r * ld + d), _MM_HINT_T1);
+        _mm_prefetch((const char *)(x + r * ld + D - 1), _MM_HINT_T1); /* a row that straddles one line more */
+    }
 }
 
 /* Keys k[:S] (rows `ldk` apart) as 16-key panels D deep, for block_scores. */
@@ -475,37 +532,6 @@ static void block_scores(const float *q, int64_t ldq, int64_t rows, int64_t D, c
 }
 
 #define STATISTICS 7 /* entropy, weight on [CLS], on [SEP], on itself, on the previous and next key, on punctuation */
-
-/* Adds w times the seven statistics of query i's attention to acc, from the row as softmax_row leaves it: e_j, 1 / Z
- * (`inverse`) and no more; kinds holds the cls, sep and punctuation rows of the keys, S apart. The entropy is
- * ln Z - sum_j e_j ln e_j / Z (e_j = 0 where masked counts 0). */
-static void softmax_statistics(const float *row, float inverse, const float *kinds, int64_t S, int64_t i, double w,
-                               double *acc) {
-    __m256 entropy = _mm256_setzero_ps(), cls = entropy, sep = entropy, punct = entropy;
-    int64_t j = 0;
-    for (; j + 8 <= S; j += 8) {
-        const __m256 e = _mm256_loadu_ps(row + j);
-        entropy = _mm256_add_ps(entropy, neg_x_log_x_ps(e));
-        cls = _mm256_fmadd_ps(e, _mm256_loadu_ps(kinds + j), cls);
-        sep = _mm256_fmadd_ps(e, _mm256_loadu_ps(kinds + S + j), sep);
-        punct = _mm256_fmadd_ps(e, _mm256_loadu_ps(kinds + 2 * S + j), punct);
-    }
-    double tail[4] = {0};
-    for (; j < S; j++) {
-        tail[0] += row[j] > 1.17549435e-38f ? -row[j] * logf(row[j]) : row[j] * 0.f;
-        tail[1] += row[j] * kinds[j];
-        tail[2] += row[j] * kinds[S + j];
-        tail[3] += row[j] * kinds[2 * S + j];
-    }
-    const double weight = w * inverse;
-    acc[0] += w * (inverse * (hsum(entropy) + tail[0]) - log(inverse));
-    acc[1] += weight * (hsum(cls) + tail[1]);
-    acc[2] += weight * (hsum(sep) + tail[2]);
-    acc[3] += weight * row[i];
-    acc[4] += i > 0 ? weight * row[i - 1] : 0.0;
-    acc[5] += i + 1 < S ? weight * row[i + 1] : 0.0;
-    acc[6] += weight * (hsum(punct) + tail[3]);
-}
 
 /* out[b, t, h, :] = softmax(scale * q[b, h, t] . k[b, h, :] + mask[b, h, t, :]) @ v[b, h, :, :], for every batch
  * row b, head h and query t: BERT's attention without dropout. q, k, v and mask are given by strides (in
@@ -547,21 +573,30 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
                         memcpy(packed_v + (j * S + key) * NR, vh + key * v_strides[2] + j * NR,
                                NR * sizeof(float));
                 packed_for = bh;
+                if (bh + 1 < B * H) { /* the next head's rows, a stride apart: no hardware prefetcher follows */
+                    const int64_t nb = (bh + 1) / H, nh = (bh + 1) % H;
+                    prefetch_rows(q + nb * q_strides[0] + nh * q_strides[1], q_strides[2], T, D);
+                    prefetch_rows(k + nb * k_strides[0] + nh * k_strides[1], k_strides[2], S, D);
+                    if (out) prefetch_rows(v + nb * v_strides[0] + nh * v_strides[1], v_strides[2], S, D);
+                }
             }
             block_scores(q + b * q_strides[0] + h * q_strides[1] + t0 * q_strides[2], q_strides[2], rows, D,
                          packed_k, S, scores, width, packed_q);
             float inverse_sums[MQ];
-            for (int64_t i = 0; i < rows; i++)
-                inverse_sums[i] = softmax_row(
-                    scores + i * width, scale,
-                    mask ? mask + b * mask_strides[0] + h * mask_strides[1] + (t0 + i) * mask_strides[2] : NULL, S);
-            if (stats) {
-                double *acc = stats + task * STATISTICS;
-                memset(acc, 0, sizeof(double) * STATISTICS);
-                for (int64_t i = 0; i < rows; i++)
-                    if (valid[b * T + t0 + i] != 0.f)
-                        softmax_statistics(scores + i * width, inverse_sums[i], kinds + b * 3 * S, S, t0 + i,
-                                           valid[b * T + t0 + i], acc);
+            row_sums sums;
+            double *acc = stats ? stats + task * STATISTICS : NULL;
+            if (acc) memset(acc, 0, sizeof(double) * STATISTICS);
+            for (int64_t i = 0; i < rows; i++) {
+                float *row = scores + i * width;
+                const float *row_mask = mask ? mask + b * mask_strides[0] + h * mask_strides[1] +
+                                                   (t0 + i) * mask_strides[2] : NULL;
+                const float w = acc ? valid[b * T + t0 + i] : 0.f;
+                if (w == 0.f) {
+                    inverse_sums[i] = softmax_row(row, scale, row_mask, S);
+                    continue;
+                }
+                inverse_sums[i] = softmax_row_with_sums(row, scale, row_mask, S, kinds + b * 3 * S, &sums);
+                add_statistics(acc, w, sums, row, t0 + i, S);
             }
             if (probs) {
                 for (int64_t i = 0; i < rows; i++) {
@@ -604,9 +639,8 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
 /* Adds w times the seven statistics of query i's attention to acc, from its raw scores q[i] . k[j] (`row`): the
  * softmax of scale * row over the keys where keys[0] (valid) is not 0, never written out. keys holds valid, cls,
  * sep and punctuation rows `width` apart, 0 past the text; `n` rounds up the keys to a multiple of 8 within width.
- * With y_j the max-subtracted logits and Z = sum e^y_j, the entropy is ln Z - sum_j e^y_j y_j / Z: no logarithm
- * per key. Keys that are not valid are not read (stale scores there do not matter); a NaN among the others makes
- * every statistic of the row NaN, as in PyTorch's softmax. */
+ * Keys that are not valid are not read (stale scores there do not matter); a NaN among the others makes every
+ * statistic of the row NaN, as in PyTorch's softmax. */
 static void row_statistics(float *row, float scale, const float *keys, int64_t width, int64_t n, int64_t i,
                            int64_t keys_in_text, double w, double *acc) {
     const __m256 vscale = _mm256_set1_ps(scale), zero = _mm256_setzero_ps(), lowest = _mm256_set1_ps(-126.0f);
@@ -632,14 +666,7 @@ static void row_statistics(float *row, float scale, const float *keys, int64_t w
         sep = _mm256_fmadd_ps(e, _mm256_load_ps(keys + 2 * width + j), sep);
         punct = _mm256_fmadd_ps(e, _mm256_load_ps(keys + 3 * width + j), punct);
     }
-    const double sum = hsum(z), weight = w / sum;
-    acc[0] += w * (log(sum) - 0.693147180559945309 * hsum(zt) / sum);
-    acc[1] += weight * hsum(cls);
-    acc[2] += weight * hsum(sep);
-    acc[3] += weight * row[i];
-    acc[4] += i > 0 ? weight * row[i - 1] : 0.0;
-    acc[5] += i + 1 < keys_in_text ? weight * row[i + 1] : 0.0;
-    acc[6] += weight * hsum(punct);
+    add_statistics(acc, w, (row_sums){hsum(z), hsum(zt), hsum(cls), hsum(sep), hsum(punct)}, row, i, keys_in_text);
 }
 
 /* out[b, h, :] = the seven statistics of softmax(scale * q[b, h] k[b, h]^T) summed over the queries i of text b,
