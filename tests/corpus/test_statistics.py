@@ -138,3 +138,20 @@ def test_statistics_from_the_attention_pass_and_from_queries_and_keys_equal_thos
     assert list(fused["head"][:3]) == [0, 5, 11] and (fused["queries"] == plain["queries"]).all()
     assert np.abs(fused[list(STATISTICS)].to_numpy() - plain[list(STATISTICS)].to_numpy()).max() <= 1e-5
     assert [layer.attention.self.attention_backend for layer in model.encoder.layer] == backends  # given back
+
+
+def test_the_punctuation_table_is_is_punctuation_token_by_token(minilm):
+    """The whole-vocabulary pass gives what `is_punctuation` gives each token, on the real vocabulary and on tokens
+    made to trip a regular expression (class metacharacters, line breaks, empty and special tokens)."""
+    from bertviz_lab.corpus.statistics import is_punctuation, punctuation_table
+
+    _, tokenizer = minilm
+    vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    table = punctuation_table(vocab, tokenizer.all_special_ids)
+    expected = [is_punctuation(t) and i not in tokenizer.all_special_ids for i, t in enumerate(vocab)]
+    assert table.tolist() == expected and 100 < sum(expected) < 1000
+    odd = ["]", "^", "-", "\\", "[-]", "a-b", "", "##.", "...", "«»", "x", "[CLS]", "¿?", "\u2014"]
+    assert punctuation_table(odd, [11]).tolist() == [is_punctuation(t) and i != 11 for i, t in enumerate(odd)]
+    broken = ["!", "a\nb", "?\n!", "c"]  # a line break inside a token: token by token
+    assert punctuation_table(broken, []).tolist() == [True, False, False, False]
+    assert punctuation_table([], []).tolist() == []
