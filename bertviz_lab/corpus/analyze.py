@@ -29,7 +29,6 @@ from bertviz_lab.corpus.readers import Item, read_items
 from bertviz_lab.corpus.statistics import STATISTICS, key_masks, punctuation_table
 from bertviz_lab.kernels import avx2
 from bertviz_lab.kernels.attention import BACKENDS as ATTENTION_BACKENDS
-from bertviz_lab.kernels.statistics import in_kernel as statistics_in_kernel
 from bertviz_lab.model.hook_points import Reader, hook_points, hooks
 from bertviz_lab.train import distributed
 
@@ -312,7 +311,7 @@ class ShardWriter:
         CPU weights, an encoder's padding mask the only one), else None: the probabilities are reduced."""
         config = self.backbone.config
         weight = next(self.backbone.parameters())
-        if config.is_decoder or not statistics_in_kernel(weight.device, weight.dtype):
+        if config.is_decoder or not kernels.choice.cpu_reductions(weight.device, weight.dtype):
             return None
         scales = [getattr(self._attention(layer), "scale", None) for layer in self.layers]
         if any(not isinstance(scale, float) for scale in scales):

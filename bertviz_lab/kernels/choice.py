@@ -1,5 +1,6 @@
 """The one place that decides which backend runs attention, a linear layer, residual add + LayerNorm and the
-first feed-forward layer's GELU; every rule the fast paths obey is here.
+first feed-forward layer's GELU, and where the reductions over attention run on the AVX2 kernels; every rule the
+fast paths obey is here.
 
 Each is chosen once per model (`choose`: when a model is built or moved, and again for every live model when
 `override` or `disabled` changes the rules), from the device and dtype of a layer's weights, its head size and the
@@ -187,6 +188,13 @@ def gelu_backend_name(device: torch.device, dtype: torch.dtype, hidden_act: obje
     if hidden_act in TANH_GELU_NAMES or (hidden_act == "gelu" and dtype in (torch.bfloat16, torch.float16)):
         return "cublaslt"
     return None
+
+
+def cpu_reductions(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether the AVX2 reductions over attention (`kernels.entropy`, `kernels.attention_statistics`) run for
+    tensors on `device` in `dtype` that autograd does not track: fp32 on the CPU, the fast paths on, the kernels
+    built. Elsewhere those functions compute the same numbers in PyTorch."""
+    return ENABLED and device.type == "cpu" and dtype == torch.float32 and build.library() is not None
 
 
 def add_layer_norm_backend_name(device: torch.device) -> str | None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from bertviz_lab.kernels import avx2, build, choice
+from bertviz_lab.kernels import avx2, choice
 
 
 def entropy(p: torch.Tensor) -> torch.Tensor:
     """-sum p ln p (nats) over the last dimension of p, shaped as p without it."""
-    if (choice.ENABLED and p.device.type == "cpu" and p.dtype == torch.float32 and p.shape[-1] > 0
-            and p.numel() > 0 and not (p.requires_grad and torch.is_grad_enabled()) and build.library() is not None):
+    tracked = p.requires_grad and torch.is_grad_enabled()
+    if choice.cpu_reductions(p.device, p.dtype) and p.numel() > 0 and not tracked:
         return avx2.entropy(p)
     return torch.special.entr(p).sum(-1)

@@ -8,14 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from bertviz_lab.kernels import avx2, build, choice
+from bertviz_lab.kernels import avx2, choice
 from bertviz_lab.kernels.entropy import entropy
-
-
-def in_kernel(device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether `attention_statistics` of tensors on `device` in `dtype` (that autograd does not track) runs the
-    AVX2 kernel: fp32 CPU tensors, the kernels on and built."""
-    return choice.ENABLED and device.type == "cpu" and dtype == torch.float32 and build.library() is not None
 
 
 def attention_statistics(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, kinds: torch.Tensor,
@@ -25,7 +19,7 @@ def attention_statistics(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, 
     q, k (B, H, S, D) a self-attention layer's queries and keys; valid (B, S) float, 1 at real tokens; kinds
     (B, S, 3) float, which keys are [CLS], [SEP] and punctuation. float64 from the kernel, q's dtype elsewhere."""
     tracked = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
-    if in_kernel(q.device, q.dtype) and q.shape[-1] > 0 and not tracked:
+    if choice.cpu_reductions(q.device, q.dtype) and q.shape[-1] > 0 and not tracked:
         return avx2.attention_statistics(q, k, valid.float(), kinds.float(), scale)
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
     scores = scores.masked_fill(valid[:, None, None, :] == 0, torch.finfo(scores.dtype).min)

@@ -56,7 +56,7 @@ def test_backends_chosen_again_mid_run_stop_analyze_with_a_line_saying_so(minilm
     from bertviz_lab.corpus.folder import SHARDS
 
     model, tokenizer = minilm
-    if not kernels.statistics.in_kernel(next(model.parameters()).device, torch.float32):
+    if not kernels.choice.cpu_reductions(next(model.parameters()).device, torch.float32):
         pytest.skip("the statistics kernel does not run here: analyze reads the probabilities instead")
     real_batch_inputs = ShardWriter.batch_inputs
 
@@ -80,7 +80,7 @@ def test_a_backend_given_mid_run_is_kept_when_analyze_stops(minilm, small_texts,
     from bertviz_lab.kernels.attention import BACKENDS
 
     model, tokenizer = minilm
-    if not kernels.statistics.in_kernel(next(model.parameters()).device, torch.float32):
+    if not kernels.choice.cpu_reductions(next(model.parameters()).device, torch.float32):
         pytest.skip("the statistics kernel does not run here: analyze reads the probabilities instead")
     layers = [model.get_submodule(f"encoder.layer.{i}.attention.self") for i in range(model.config.num_hidden_layers)]
     real_batch_inputs = ShardWriter.batch_inputs

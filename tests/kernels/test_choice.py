@@ -401,3 +401,22 @@ def test_a_cpu_with_avx512_gets_onednn_and_sdpa_unless_avx2_is_asked_for(monkeyp
     assert not choice.wider_vectors_than_avx2()
     assert choice.cpu_gemm_from_environment() == ("avx2" if build.library() is not None else
                                                   "onednn" if choice.ONEDNN_PACKING else None)
+
+
+def test_the_reductions_over_attention_run_on_the_kernels_for_fp32_cpu_tensors_only(monkeypatch):
+    """`cpu_reductions` is the one rule for kernels.entropy and kernels.attention_statistics: each follows it, and
+    its PyTorch path gives the same numbers."""
+    require_avx2_kernels()
+    cpu = torch.device("cpu")
+    assert choice.cpu_reductions(cpu, torch.float32)
+    assert not choice.cpu_reductions(cpu, torch.float64) and not choice.cpu_reductions(cpu, torch.bfloat16)
+    assert not choice.cpu_reductions(torch.device("meta"), torch.float32)
+    with kernels.disabled():
+        assert not choice.cpu_reductions(cpu, torch.float32)
+    p = torch.softmax(torch.randn(3, 4, 9), -1)
+    calls = []
+    monkeypatch.setattr(avx2, "entropy", lambda x, kernel=avx2.entropy: calls.append(x) or kernel(x))
+    fast = kernels.entropy(p)
+    monkeypatch.setattr(choice, "cpu_reductions", lambda device, dtype: False)
+    plain = kernels.entropy(p)
+    assert len(calls) == 1 and torch.allclose(fast, plain, atol=1e-6)
