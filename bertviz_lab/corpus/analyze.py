@@ -283,17 +283,16 @@ class ShardWriter:
     def _ends_at_input(self, layer: int) -> bool:
         """Whether the last analysed layer's queries and keys can come from its input (the previous layer's output)
         alone: none of its vectors are kept and it projects them with one fused self-attention weight."""
-        attention = self._attention(layer)
-        qkv = getattr(attention, "qkv", None)
-        return (layer > 0 and "qk" not in self.kinds and isinstance(qkv, nn.Linear) and qkv.bias is not None
-                and not attention.is_cross_attention)
+        return layer > 0 and "qk" not in self.kinds and isinstance(getattr(self._attention(layer), "qkv", None),
+                                                                   nn.Linear)
 
     def _queries_and_keys(self, layer: int) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
         """The layer's queries and keys, (B, nh, T, hs) each, from its input: the first two thirds of its fused
         projection through the layer's own GEMM backend, so its values (a third of the product) are never made."""
         attention = self._attention(layer)
         C = attention.qkv.out_features // 3
-        weight, bias = attention.qkv.weight.detach()[:2 * C], attention.qkv.bias.detach()[:2 * C]
+        weight = attention.qkv.weight.detach()[:2 * C]
+        bias = None if attention.qkv.bias is None else attention.qkv.bias.detach()[:2 * C]
         nh, hs = attention.num_heads, attention.head_size
 
         def project(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

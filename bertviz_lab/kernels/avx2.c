@@ -435,9 +435,8 @@ static void add_statistics(double *acc, double w, row_sums s, const float *row, 
  * with the scale folded in; without a mask the first pass only finds the largest score (a positive scale keeps
  * it largest), with one it also writes scale * row + mask back. With `kinds` (the cls, sep and punctuation rows of
  * the keys, n apart), the second pass also sums what the row's statistics need into `sums`. */
-static inline __attribute__((always_inline)) float softmax_row_summed(float *row, float scale, const float *mask,
-                                                                      int64_t n, const float *kinds,
-                                                                      row_sums *sums) {
+static inline __attribute__((always_inline)) float softmax_row(float *row, float scale, const float *mask, int64_t n,
+                                                               const float *kinds, row_sums *sums) {
     const float log2e = 1.44269504088896341f;
     const int scaled_in_place = mask || !(scale > 0.f);
     int64_t j;
@@ -489,15 +488,6 @@ static inline __attribute__((always_inline)) float softmax_row_summed(float *row
         *sums = (row_sums){sum, hsum(zt) + tail_zt, hsum(cls) + tail_cls, hsum(sep) + tail_sep,
                            hsum(punct) + tail_punct};
     return 1.0f / sum;
-}
-
-static float softmax_row(float *row, float scale, const float *mask, int64_t n) {
-    return softmax_row_summed(row, scale, mask, n, NULL, NULL);
-}
-
-static float softmax_row_with_sums(float *row, float scale, const float *mask, int64_t n, const float *kinds,
-                                   row_sums *sums) {
-    return softmax_row_summed(row, scale, mask, n, kinds, sums);
 }
 
 /* Asks for `rows` rows of D floats, `ld` apart, to be brought into L2. */
@@ -592,10 +582,10 @@ int bvl_attention(const float *q, const int64_t *q_strides, const float *k, cons
                                                    (t0 + i) * mask_strides[2] : NULL;
                 const float w = acc ? valid[b * T + t0 + i] : 0.f;
                 if (w == 0.f) {
-                    inverse_sums[i] = softmax_row(row, scale, row_mask, S);
+                    inverse_sums[i] = softmax_row(row, scale, row_mask, S, NULL, NULL);
                     continue;
                 }
-                inverse_sums[i] = softmax_row_with_sums(row, scale, row_mask, S, kinds + b * 3 * S, &sums);
+                inverse_sums[i] = softmax_row(row, scale, row_mask, S, kinds + b * 3 * S, &sums);
                 add_statistics(acc, w, sums, row, t0 + i, S);
             }
             if (probs) {
