@@ -1,6 +1,6 @@
 """The AVX2 kernels of avx2.c as PyTorch functions: GEMM on packed weights (with an optional GELU epilogue), GELU,
-attention, the entropy of its rows and its per-head statistics. Each needs `build.library()` to have answered a
-library; `choice.py` decides when they run."""
+residual add + LayerNorm, attention, the entropy of its rows and its per-head statistics. Each needs
+`build.library()` to have answered a library; `choice.py` decides when they run."""
 
 from __future__ import annotations
 
@@ -49,6 +49,21 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     build.library().bvl_gelu(x.data_ptr(), out.data_ptr(), x.numel(), torch.get_num_threads())
     return out
+
+
+def add_layer_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor,
+                   eps: float) -> torch.Tensor:
+    """LayerNorm(x + residual) over the last dimension of fp32 CPU tensors, in one pass; residual None: LayerNorm(x)
+    with the same arithmetic."""
+    width = x.shape[-1]
+    rows = x.reshape(-1, width).contiguous()
+    added = None if residual is None else residual.reshape(-1, width).contiguous()
+    weight, bias = weight.contiguous(), bias.contiguous()
+    out = torch.empty_like(rows)
+    build.library().bvl_add_layer_norm(rows.data_ptr(), None if added is None else added.data_ptr(), rows.shape[0],
+                                       width, weight.data_ptr(), bias.data_ptr(), eps, out.data_ptr(),
+                                       torch.get_num_threads())
+    return out.view(x.shape)
 
 
 def entropy(p: torch.Tensor) -> torch.Tensor:

@@ -111,7 +111,7 @@ def _assign(model: nn.Module) -> None:
             name = gelu_backend_name(device, dtype, hidden_act)
             module.gelu_backend = None if name is None else linear.gelu_backend(name)
         if "add_layer_norm_backend" in given:
-            name = add_layer_norm_backend_name(device)
+            name = add_layer_norm_backend_name(device, dtype)
             module.add_layer_norm_backend = None if name is None else layer_norm.add_layer_norm_backend(name)
 
 
@@ -197,7 +197,12 @@ def cpu_reductions(device: torch.device, dtype: torch.dtype) -> bool:
     return ENABLED and device.type == "cpu" and dtype == torch.float32 and build.library() is not None
 
 
-def add_layer_norm_backend_name(device: torch.device) -> str | None:
-    """"triton" where residual add + LayerNorm may run as one kernel (CUDA with Triton installed; the backend
-    itself leaves fewer than MIN_FUSED_ELEMENTS activations to PyTorch), else None."""
-    return "triton" if ENABLED and triton is not None and device.type == "cuda" else None
+def add_layer_norm_backend_name(device: torch.device, dtype: torch.dtype) -> str | None:
+    """"triton" where residual add + LayerNorm may run as one kernel on a GPU (CUDA with Triton installed; the
+    backend itself leaves fewer than MIN_FUSED_ELEMENTS activations to PyTorch); "avx2" for fp32 weights on a CPU
+    that runs avx2.c's kernels (as GELU); else None."""
+    if not ENABLED:
+        return None
+    if device.type == "cuda":
+        return "triton" if triton is not None else None
+    return "avx2" if device.type == "cpu" and dtype == torch.float32 and cpu_backend() == "avx2" else None

@@ -1,13 +1,17 @@
-"""Residual add + LayerNorm in one Triton kernel on a GPU: the backend `choice.choose` gives a model's output
-layers once for a CUDA device where Triton is installed.
+"""Residual add + LayerNorm in one pass: the backend `choice.choose` gives a model's output layers once, a Triton
+kernel for a CUDA device where Triton is installed, avx2.c's for fp32 weights on a CPU that runs its kernels.
 
 On a GPU (bf16), eager PyTorch spends about a third of a forward in elementwise passes that each re-read the
-(tokens, hidden) activations; the sum and the statistics here take one read of each input and one write.
+(tokens, hidden) activations; the sum and the statistics here take one read of each input and one write. On a
+2-core CPU, PyTorch's add and LayerNorm take ~2.1 ms for 2,560 x 384 activations, avx2.c's pass 0.4 ms.
 """
 
 from __future__ import annotations
 
 import torch
+
+from bertviz_lab.kernels import avx2
+from bertviz_lab.kernels.attention import cpu_autocast
 
 try:
     import triton
@@ -21,7 +25,30 @@ MAX_FUSED_WIDTH = 8192  # one row per Triton program; wider rows fall back to Py
 MIN_FUSED_ELEMENTS = 1 << 21
 
 
-class TritonAddLayerNorm:
+class AddLayerNorm:
+    """LayerNorm(dropout(x) + residual) in one pass: `__call__` answers it, or None where the backend does not apply
+    (then: the layer's own modules)."""
+
+    name = ""
+
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None,
+                 bias: torch.Tensor | None, eps: float, dropout_p: float = 0.0) -> torch.Tensor | None:
+        raise NotImplementedError
+
+    def layer_norm(self, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                   eps: float) -> torch.Tensor | None:
+        """LayerNorm(x) with the arithmetic of `__call__` on a sum already formed, or None (then: nn.LayerNorm), for
+        a layer whose LayerNorm a hook watches: its output is then bit for bit the fused pass's."""
+        return None
+
+    def __reduce__(self) -> tuple:
+        return add_layer_norm_backend, (self.name,)  # copies and pickles of a model share the one instance
+
+    def __repr__(self) -> str:
+        return f"<add + LayerNorm backend {self.name!r}>"
+
+
+class TritonAddLayerNorm(AddLayerNorm):
     """LayerNorm(dropout(x) + residual) for GPU inference (no active dropout), the sum and statistics in fp32."""
 
     name = "triton"
@@ -36,21 +63,46 @@ class TritonAddLayerNorm:
             return None
         return triton_add_layer_norm(x, residual, weight, bias, eps)
 
-    def __reduce__(self) -> tuple:
-        return add_layer_norm_backend, (self.name,)  # copies and pickles of a model share the one instance
 
-    def __repr__(self) -> str:
-        return f"<add + LayerNorm backend {self.name!r}>"
+class AVX2AddLayerNorm(AddLayerNorm):
+    """LayerNorm(dropout(x) + residual) for fp32 CPU inference (no active dropout, no autograd) in one pass of
+    avx2.c; `layer_norm` has the same arithmetic for a hooked LayerNorm."""
+
+    name = "avx2"
+
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None,
+                 bias: torch.Tensor | None, eps: float, dropout_p: float = 0.0) -> torch.Tensor | None:
+        if dropout_p or x.shape != residual.shape or not _fp32_cpu_inference(x, residual, weight, bias):
+            return None
+        return avx2.add_layer_norm(x, residual, weight, bias, eps)
+
+    def layer_norm(self, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                   eps: float) -> torch.Tensor | None:
+        if not _fp32_cpu_inference(x, x, weight, bias):
+            return None
+        return avx2.add_layer_norm(x, None, weight, bias, eps)
+
+
+def _fp32_cpu_inference(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None,
+                        bias: torch.Tensor | None) -> bool:
+    """fp32 CPU tensors with an affine LayerNorm over their last dimension, no autograd, no torch.compile trace, no
+    CPU autocast, something to normalise."""
+    return (weight is not None and bias is not None and x.numel() > 0 and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling() and not cpu_autocast()
+            and all(t.dtype is torch.float32 and t.is_cpu for t in (x, residual, weight, bias))
+            and weight.shape == bias.shape == x.shape[-1:])
 
 
 TRITON = TritonAddLayerNorm()
+AVX2 = AVX2AddLayerNorm()
+BACKENDS = {backend.name: backend for backend in (TRITON, AVX2)}
 
 
-def add_layer_norm_backend(name: str) -> TritonAddLayerNorm:
+def add_layer_norm_backend(name: str) -> AddLayerNorm:
     """The residual add + LayerNorm backend called `name`."""
-    if name != TRITON.name:
-        raise ValueError(f"no add + LayerNorm backend {name!r}; there is {TRITON.name!r}.")
-    return TRITON
+    if name not in BACKENDS:
+        raise ValueError(f"no add + LayerNorm backend {name!r}; there are {', '.join(map(repr, BACKENDS))}.")
+    return BACKENDS[name]
 
 
 def triton_add_layer_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,

@@ -107,8 +107,13 @@ def _cpu_rows() -> list[BackendChoice]:
         others = {"onednn": _why_not_onednn(backend)} if on_avx2 else not_avx2
         linear = BackendChoice("linear", "cpu", backend, f"a GEMM on packed weights, given per model for fp32 "
                                f"weights; {small}", others)
-    layer_norm = BackendChoice("layer_norm", "cpu", "pytorch", "nn.LayerNorm after the residual add, as the model "
-                               "writes it", {"triton": "a GPU kernel"})
+    if choice.add_layer_norm_backend_name(cpu, fp32) == "avx2":
+        layer_norm = BackendChoice("layer_norm", "cpu", "avx2", "residual add + LayerNorm in one pass of avx2.c, "
+                                   "given per model for fp32 weights; autograd and active dropout take nn.LayerNorm",
+                                   {"triton": "a GPU kernel"})
+    else:
+        layer_norm = BackendChoice("layer_norm", "cpu", "pytorch", "nn.LayerNorm after the residual add, as the "
+                                   "model writes it", {**not_avx2, "triton": "a GPU kernel"})
     if choice.gelu_backend_name(cpu, fp32, "gelu") == "avx2":
         gelu = BackendChoice("gelu", "cpu", "avx2", "GELU (erf form) in the packed GEMM's epilogue, given per model "
                              "whose hidden_act is gelu")

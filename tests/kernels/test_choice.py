@@ -45,7 +45,8 @@ def test_disabled_restores_the_setting_after_an_error():
 
 def test_the_gpu_paths_are_never_given_for_cpu_weights_nor_take_cpu_tensors():
     cpu = torch.device("cpu")
-    assert choice.add_layer_norm_backend_name(cpu) is None
+    assert choice.add_layer_norm_backend_name(cpu, torch.float32) in (None, "avx2")
+    assert choice.add_layer_norm_backend_name(cpu, torch.bfloat16) is None
     assert choice.gelu_backend_name(cpu, torch.float32, "gelu_pytorch_tanh") is None
     assert choice.gelu_backend_name(cpu, torch.bfloat16, "gelu") is None
     x, weight, bias = torch.randn(2, 3, 8), torch.randn(8, 8), torch.randn(8)
@@ -304,16 +305,58 @@ def test_the_gelu_epilogue_is_given_for_gelu_models_and_a_hooked_dense_keeps_its
             assert intermediate.gelu_backend is None
 
 
-def test_the_output_layer_is_the_written_out_layer_norm_on_the_cpu():
+def test_the_output_layer_adds_and_normalises_in_one_pass_on_the_cpu_and_a_hooked_one_gives_the_same_bits():
+    """The residual add + LayerNorm of an output layer: avx2.c's one pass for fp32 CPU inference (the Triton kernel
+    is never given to CPU weights), within 1e-5 of PyTorch's LayerNorm of the sum; with a hook on the LayerNorm, the
+    hook sees the sum and the output is bit for bit the unhooked one; training and `disabled()` take nn.LayerNorm."""
+    require_avx2_kernels()
     model = BERT(tiny_config(hidden_dropout_prob=0.0)).eval()
     output = model.encoder.layer[0].output
-    assert output.add_layer_norm_backend is None  # a GPU kernel
+    assert output.add_layer_norm_backend is layer_norm.AVX2
     y, residual = torch.randn(2, 5, model.config.intermediate_size), torch.randn(2, 5, model.config.hidden_size)
+    norm = output.LayerNorm
+
+    def reference() -> torch.Tensor:
+        return F.layer_norm(F.linear(y, output.dense.weight, output.dense.bias) + residual,
+                            (model.config.hidden_size,), norm.weight, norm.bias, norm.eps)
+
     with torch.inference_mode():
-        want = F.layer_norm(F.linear(y, output.dense.weight, output.dense.bias) + residual,
-                            (model.config.hidden_size,), output.LayerNorm.weight, output.LayerNorm.bias,
-                            output.LayerNorm.eps)
-        torch.testing.assert_close(output(y, residual), want, rtol=0, atol=1e-5)
+        fused = output(y, residual)
+        torch.testing.assert_close(fused, reference(), rtol=0, atol=1e-5)
+        seen = []
+        handle = norm.register_forward_hook(lambda module, args, out: seen.append((args[0].clone(), out.clone())))
+        try:
+            hooked = output(y, residual)
+        finally:
+            handle.remove()
+        assert torch.equal(hooked, fused) and torch.equal(seen[0][1], fused)
+        summed = F.linear(y, output.dense.weight, output.dense.bias) + residual
+        torch.testing.assert_close(seen[0][0], summed, rtol=0, atol=1e-5)
+    assert torch.equal(output(y, residual), reference())  # autograd records it: PyTorch's own modules
+    with kernels.disabled():
+        assert output.add_layer_norm_backend is None
+        with torch.inference_mode():
+            torch.testing.assert_close(output(y, residual), reference(), rtol=0, atol=1e-5)
+
+
+def test_the_cpu_layer_norm_kernel_matches_float64_for_any_width():
+    """avx2.c's add + LayerNorm against float64 arithmetic: widths with and without a tail of 8, rows on one thread
+    and on several, with and without the residual, and one row of NaN that stays in its row."""
+    require_avx2_kernels()
+    torch.manual_seed(0)
+    for width, rows in ((1, 3), (5, 7), (8, 1), (13, 40), (384, 300), (768, 2)):
+        x, residual = torch.randn(rows, width) * 3 + 1, torch.randn(rows, width)
+        weight, bias = torch.randn(width), torch.randn(width)
+        for added in (residual, None):
+            total = x.double() if added is None else x.double() + added.double()
+            want = F.layer_norm(total, (width,), weight.double(), bias.double(), 1e-12)
+            got = avx2.add_layer_norm(x, added, weight, bias, 1e-12)
+            assert got.shape == x.shape and got.dtype == torch.float32
+            assert (got.double() - want).abs().max() <= 2e-5 * max(1.0, want.abs().max().item())
+    x, residual = torch.randn(6, 384), torch.randn(6, 384)
+    x[3, 5] = float("nan")
+    got = avx2.add_layer_norm(x, residual, torch.ones(384), torch.zeros(384), 1e-12)
+    assert got[3].isnan().all() and not got[[0, 1, 2, 4, 5]].isnan().any()
 
 
 @pytest.fixture

@@ -34,10 +34,10 @@ def cpu_status(**env: str) -> dict[str, list]:
 
 @pytest.mark.slow  # a fresh interpreter
 @pytest.mark.usefixtures("avx2_kernels")
-def test_by_default_the_avx2_kernels_run_attention_linear_layers_and_gelu():
+def test_by_default_the_avx2_kernels_run_attention_linear_layers_layer_norm_and_gelu():
     rows = cpu_status()
     assert {op: row[0] for op, row in rows.items()} == {"attention": "avx2", "linear": "avx2",
-                                                         "layer_norm": "pytorch", "gelu": "avx2"}
+                                                         "layer_norm": "avx2", "gelu": "avx2"}
     assert rows["linear"][2] == {"onednn": "the AVX2 GEMM is faster and comes first"}
     assert set(rows["attention"][2]) == {"sdpa", "eager"}
     assert rows["layer_norm"][2] == {"triton": "a GPU kernel"}
@@ -47,7 +47,8 @@ def test_by_default_the_avx2_kernels_run_attention_linear_layers_and_gelu():
 def test_onednn_chosen_by_the_environment_takes_the_linear_layers_and_sdpa_the_attention():
     rows = cpu_status(BERTVIZ_LAB_CPU_GEMM="onednn")
     expected_linear = "onednn" if choice.ONEDNN_PACKING else "pytorch"
-    assert (rows["attention"][0], rows["linear"][0], rows["gelu"][0]) == ("sdpa", expected_linear, "pytorch")
+    assert (rows["attention"][0], rows["linear"][0], rows["gelu"][0], rows["layer_norm"][0]) == (
+        "sdpa", expected_linear, "pytorch", "pytorch")
     assert rows["attention"][2]["avx2"] == "BERTVIZ_LAB_CPU_GEMM=onednn rules it out"
     assert rows["gelu"][2] == {"avx2": "BERTVIZ_LAB_CPU_GEMM=onednn rules it out"}
 
@@ -93,7 +94,8 @@ def test_status_says_what_a_forward_pass_then_runs():
             assert {layer.output.linear_backend.name for layer in model.encoder.layer} == {report["linear"].backend}
             gelu = {getattr(layer.intermediate.gelu_backend, "name", "pytorch") for layer in model.encoder.layer}
             assert gelu == {report["gelu"].backend}
-            assert {layer.output.add_layer_norm_backend for layer in model.encoder.layer} == {None}
+            norms = {getattr(layer.output.add_layer_norm_backend, "name", "pytorch") for layer in model.encoder.layer}
+            assert norms == {report["layer_norm"].backend} == {"avx2" if gemm == "avx2" else "pytorch"}
             with torch.inference_mode():
                 model(torch.randint(5, 100, (1, 32)))
 
