@@ -40,7 +40,7 @@ def test_the_layers_file_has_one_call_per_fast_path():
     assert len(re.findall(r"\bbackend\(", code)) == 1  # attention
     assert len(re.findall(r"\bfused\(", code)) == 2  # add + LayerNorm, linear + GELU
     assert "softmax(" in code and "self.probs(" in code
-    assert "self.LayerNorm(self.dropout(y) + residual)" in code and "self.intermediate_act_fn(y)" in code
+    assert "layer_norm(self.LayerNorm, self.dropout(y) + residual" in code and "self.intermediate_act_fn(y)" in code
 
 
 def module_name(path: Path) -> str:

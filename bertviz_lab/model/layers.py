@@ -69,6 +69,25 @@ def _hooked_linear(layer: nn.Linear, x: torch.Tensor, gemm: kernels.PackedLinear
         vars(layer).pop("forward", None)
 
 
+def layer_norm(norm: nn.LayerNorm, x: torch.Tensor, fused: kernels.AddLayerNorm | None) -> torch.Tensor:
+    """norm(x), in the arithmetic of the add + LayerNorm backend the layer was given where it applies (a hooked
+    LayerNorm is still called as a module): a traced forward gives the output of an untraced one bit for bit."""
+    if fused is None:
+        return norm(x)
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        y = fused.layer_norm(x, norm.weight, norm.bias, norm.eps)
+        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps) if y is None else y
+
+    if not hooked(norm):
+        return forward(x)
+    vars(norm)["forward"] = forward  # nn.Module runs the hooks around `forward`; the class stays nn.LayerNorm
+    try:
+        return norm(x)
+    finally:
+        vars(norm).pop("forward", None)
+
+
 class BERTEmbeddings(nn.Module):
     """Word + position + token-type embeddings, then LayerNorm and dropout; the family (families.py) decides where
     positions start (RoBERTa: after the padding index), whether token types exist (not in DistilBERT) and whether
@@ -228,24 +247,7 @@ class BERTOutput(nn.Module):
             out = fused(y, residual, norm.weight, norm.bias, norm.eps, dropout_p)
             if out is not None:
                 return out
-        summed = self.dropout(y) + residual
-        return self.LayerNorm(summed) if fused is None else _layer_norm(self.LayerNorm, summed, fused)  # (B, T, C)
-
-
-def _layer_norm(norm: nn.LayerNorm, x: torch.Tensor, fused: kernels.AddLayerNorm) -> torch.Tensor:
-    """norm(x), with its hooks if it has any, in the fused backend's arithmetic where it applies: a traced forward
-    gives the output of an untraced one bit for bit."""
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        y = fused.layer_norm(x, norm.weight, norm.bias, norm.eps)
-        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps) if y is None else y
-
-    if not hooked(norm):
-        return forward(x)
-    vars(norm)["forward"] = forward  # nn.Module runs the hooks around `forward`; the class stays nn.LayerNorm
-    try:
-        return norm(x)
-    finally:
-        vars(norm).pop("forward", None)
+        return layer_norm(self.LayerNorm, self.dropout(y) + residual, fused)  # (B, T, C)
 
 
 class BERTAttention(nn.Module):
