@@ -18,12 +18,15 @@ from bertviz_lab.kernels import avx2
 Attended = tuple[torch.Tensor, torch.Tensor | None]  # (output (B, nh, T, hs), probabilities (B, nh, T, S) or None)
 
 
-def cpu_autocast() -> bool:
-    """Whether CPU autocast is on (the fp32 kernels then stand aside)."""
+def cpu_inference() -> bool:
+    """Whether an fp32 CPU kernel may stand in for PyTorch's ops in this call: no autograd, not inside a
+    torch.compile trace, no CPU autocast."""
+    if torch.is_grad_enabled() or torch.compiler.is_compiling():
+        return False
     try:
-        return torch.is_autocast_enabled("cpu")
+        return not torch.is_autocast_enabled("cpu")
     except TypeError:  # torch < 2.4
-        return torch.is_autocast_cpu_enabled()
+        return not torch.is_autocast_cpu_enabled()
 
 
 class AttentionBackend:
@@ -52,7 +55,7 @@ class AVX2Attention(AttentionBackend):
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
                  dropout_p: float = 0.0, probabilities: bool = False) -> Attended | None:
-        if dropout_p or torch.is_grad_enabled() or torch.compiler.is_compiling() or cpu_autocast():
+        if dropout_p or not cpu_inference():
             return SDPA(q, k, v, mask, scale, dropout_p, probabilities)
         B, nh, T, hs = q.shape
         if probabilities:

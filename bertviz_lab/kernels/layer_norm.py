@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from bertviz_lab.kernels import avx2
-from bertviz_lab.kernels.attention import cpu_autocast
+from bertviz_lab.kernels.attention import cpu_inference
 
 try:
     import triton
@@ -72,23 +72,22 @@ class AVX2AddLayerNorm(AddLayerNorm):
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None,
                  bias: torch.Tensor | None, eps: float, dropout_p: float = 0.0) -> torch.Tensor | None:
-        if dropout_p or x.shape != residual.shape or not _fp32_cpu_inference(x, residual, weight, bias):
+        if dropout_p or x.shape != residual.shape or not _avx2_applies(x, residual, weight, bias):
             return None
         return avx2.add_layer_norm(x, residual, weight, bias, eps)
 
     def layer_norm(self, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
                    eps: float) -> torch.Tensor | None:
-        if not _fp32_cpu_inference(x, x, weight, bias):
+        if not _avx2_applies(x, x, weight, bias):
             return None
         return avx2.add_layer_norm(x, None, weight, bias, eps)
 
 
-def _fp32_cpu_inference(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None,
-                        bias: torch.Tensor | None) -> bool:
+def _avx2_applies(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None,
+                  bias: torch.Tensor | None) -> bool:
     """fp32 CPU tensors with an affine LayerNorm over their last dimension, no autograd, no torch.compile trace, no
     CPU autocast, something to normalise."""
-    return (weight is not None and bias is not None and x.numel() > 0 and not torch.is_grad_enabled()
-            and not torch.compiler.is_compiling() and not cpu_autocast()
+    return (weight is not None and bias is not None and x.numel() > 0 and cpu_inference()
             and all(t.dtype is torch.float32 and t.is_cpu for t in (x, residual, weight, bias))
             and weight.shape == bias.shape == x.shape[-1:])
 

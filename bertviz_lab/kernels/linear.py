@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from bertviz_lab.kernels import avx2
-from bertviz_lab.kernels.attention import cpu_autocast
+from bertviz_lab.kernels.attention import cpu_inference
 
 # CPU: a packed GEMM wins from about this much work (rows x in x out); smaller products are cheaper through
 # addmm's lighter call. oneDNN's wins only up to this many rows; on larger products it lost on some shapes
@@ -61,8 +61,8 @@ def release(weight: torch.Tensor) -> None:
 def _fp32_cpu_inference(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """No autograd, not inside a torch.compile trace, no CPU autocast, fp32 CPU tensors, a weight with a version
     counter to follow (one made inside inference_mode has none)."""
-    return (not torch.is_grad_enabled() and not torch.compiler.is_compiling() and x.dtype is torch.float32
-            and x.is_cpu and weight.dtype is torch.float32 and not weight.is_inference() and not cpu_autocast())
+    return (cpu_inference() and x.dtype is torch.float32 and x.is_cpu and weight.dtype is torch.float32
+            and not weight.is_inference())
 
 
 class PackedLinear:
@@ -132,8 +132,7 @@ class AVX2LinearGELU(LinearGELU):
         return avx2.linear(x, packed_weight(weight, "avx2"), bias, out_features, gelu=True)
 
     def gelu(self, y: torch.Tensor) -> torch.Tensor | None:
-        if torch.is_grad_enabled() or torch.compiler.is_compiling() or y.dtype is not torch.float32 or not y.is_cpu \
-                or cpu_autocast():
+        if not cpu_inference() or y.dtype is not torch.float32 or not y.is_cpu:
             return None
         return avx2.gelu(y)
 
