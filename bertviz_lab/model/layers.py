@@ -14,6 +14,7 @@ whose modules someone hooks calls them as modules. HookPoints mark the tensors a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -62,11 +63,18 @@ def _hooked_linear(layer: nn.Linear, x: torch.Tensor, gemm: kernels.PackedLinear
         y = gemm(x, layer.weight, layer.bias)
         return F.linear(x, layer.weight, layer.bias) if y is None else y
 
-    vars(layer)["forward"] = forward  # nn.Module runs the hooks around `forward`; the class stays nn.Linear
+    return _call_with_forward(layer, forward, x)
+
+
+def _call_with_forward(module: nn.Module, forward: Callable[[torch.Tensor], torch.Tensor],
+                       x: torch.Tensor) -> torch.Tensor:
+    """module(x), its hooks run around `forward` for this one call; the module keeps its class (nn.Linear,
+    nn.LayerNorm) for hooks and checkpoints."""
+    vars(module)["forward"] = forward  # nn.Module runs the hooks around `forward`
     try:
-        return layer(x)
+        return module(x)
     finally:
-        vars(layer).pop("forward", None)
+        vars(module).pop("forward", None)
 
 
 def layer_norm(norm: nn.LayerNorm, x: torch.Tensor, fused: kernels.AddLayerNorm | None) -> torch.Tensor:
@@ -79,13 +87,7 @@ def layer_norm(norm: nn.LayerNorm, x: torch.Tensor, fused: kernels.AddLayerNorm 
         y = fused.layer_norm(x, norm.weight, norm.bias, norm.eps)
         return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps) if y is None else y
 
-    if not hooked(norm):
-        return forward(x)
-    vars(norm)["forward"] = forward  # nn.Module runs the hooks around `forward`; the class stays nn.LayerNorm
-    try:
-        return norm(x)
-    finally:
-        vars(norm).pop("forward", None)
+    return _call_with_forward(norm, forward, x) if hooked(norm) else forward(x)
 
 
 class BERTEmbeddings(nn.Module):
