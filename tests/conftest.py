@@ -5,7 +5,7 @@ tiny BERT config (tests/tiny_models.py; a fixture here, a plain import where mod
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Callable, Iterator
 
 # Tests never reach the network: every checkpoint is a local folder or a Hub cache a test lays out. Set for the whole
 # session before anything imports huggingface_hub, so no test depends on which file happened to be imported first.
@@ -14,7 +14,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from system_programs import PROGRAMS, REQUIRE_ENV, required  # noqa: E402
+from system_programs import PROGRAMS, REQUIRE_ENV, require_avx2_kernels, required  # noqa: E402
 from tiny_models import tiny_config as build_tiny_config  # noqa: E402
 
 from bertviz_lab.model import BERTConfig  # noqa: E402
@@ -60,6 +60,23 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def avx2_kernels() -> None:
+    """Skip where the AVX2 kernels cannot run here (another CPU or OS, no C compiler); fail in CI where they do not
+    build."""
+    require_avx2_kernels()
+
+
+@pytest.fixture
+def avx2_forced(avx2_kernels) -> Iterator[None]:
+    """The AVX2 kernels for every layer during the test, as `BERTVIZ_LAB_CPU_GEMM=avx2` asks, whatever this CPU gets
+    by default (PyTorch's own kernels where they use AVX-512): a test of the kernels runs on every AVX2 CPU."""
+    from bertviz_lab import kernels
+
+    with kernels.override(cpu_gemm="avx2"):
+        yield
 
 
 @pytest.fixture(name="tiny_config", scope="session")

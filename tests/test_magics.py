@@ -95,8 +95,8 @@ def test_load_ext_warms_up_the_panels_and_the_default_model_in_the_background():
         from bertviz_lab.widgets.panels import models
         assert "bertviz_lab.widgets.panels.attention" in sys.modules and "anywidget" in sys.modules
         assert models._load_default_once.cache_info().currsize == 1
-        from bertviz_lab.kernels import build
-        assert build.library.cache_info().currsize == 1  # built or verified before the first forward
+        from bertviz_lab.kernels import choice
+        assert choice._cpu_backend is not choice._UNSET  # chosen (AVX2 kernels built or verified) before a forward
         panel = ip.run_line_magic("bert_inspect", "--view attention 'warm already'")
         assert models._load_default_once.cache_info().hits == 1, models._load_default_once.cache_info()
         print(type(panel).__name__)

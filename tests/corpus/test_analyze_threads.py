@@ -50,14 +50,13 @@ def test_a_forward_on_another_thread_while_analyze_runs_is_left_alone(minilm, sm
     assert (shared.vectors(3) == plain.vectors(3)).all()
 
 
+@pytest.mark.usefixtures("avx2_forced")  # statistics from the kernel's attention pass
 def test_backends_chosen_again_mid_run_stop_analyze_with_a_line_saying_so(minilm, small_texts, tmp_path,
                                                                           monkeypatch):
     from bertviz_lab import kernels
     from bertviz_lab.corpus.folder import SHARDS
 
     model, tokenizer = minilm
-    if not kernels.choice.cpu_reductions(next(model.parameters()).device, torch.float32):
-        pytest.skip("the statistics kernel does not run here: analyze reads the probabilities instead")
     real_batch_inputs = ShardWriter.batch_inputs
 
     def choose_again(self, *args):
@@ -75,13 +74,12 @@ def test_backends_chosen_again_mid_run_stop_analyze_with_a_line_saying_so(minilm
     assert resumed.num_texts == len(small_texts)
 
 
+@pytest.mark.usefixtures("avx2_forced")  # statistics from the kernel's attention pass
 def test_a_backend_given_mid_run_is_kept_when_analyze_stops(minilm, small_texts, tmp_path, monkeypatch):
     from bertviz_lab import kernels
     from bertviz_lab.kernels.attention import BACKENDS
 
     model, tokenizer = minilm
-    if not kernels.choice.cpu_reductions(next(model.parameters()).device, torch.float32):
-        pytest.skip("the statistics kernel does not run here: analyze reads the probabilities instead")
     layers = [model.get_submodule(f"encoder.layer.{i}.attention.self") for i in range(model.config.num_hidden_layers)]
     real_batch_inputs = ShardWriter.batch_inputs
 

@@ -103,14 +103,15 @@ def test_tokens_and_texts_are_what_the_model_saw(small_corpus, small_texts, mini
     assert small_corpus.layers == list(range(6)) and small_corpus.model_name == "default"
 
 
+@pytest.mark.usefixtures("avx2_forced")
 def test_statistics_from_the_attention_pass_and_from_queries_and_keys_equal_those_from_the_probabilities(
         minilm, small_texts, tmp_path, monkeypatch):
-    """Where the AVX2 kernels run, analyze takes a layer's statistics from its attention pass, and the last layer's
-    from its queries and keys, projected from its input (the layer itself does not run); with the kernels off it
-    reduces the probabilities: the same numbers every way."""
+    """On the AVX2 kernels, analyze takes a layer's statistics from its attention pass, and the last layer's from
+    its queries and keys, projected from its input (the layer itself does not run); with the kernels off it reduces
+    the probabilities: the same numbers every way."""
     from bertviz_lab import kernels
     from bertviz_lab.corpus import analyze
-    from bertviz_lab.kernels import avx2, build
+    from bertviz_lab.kernels import avx2
 
     model, tokenizer = minilm
     calls = []
@@ -128,9 +129,9 @@ def test_statistics_from_the_attention_pass_and_from_queries_and_keys_equal_thos
         fused = analyze(model, tokenizer, small_texts, tmp_path / "fused", **options).head_stats()
     finally:
         watch.remove()
-    if build.library() is not None:  # 5 batches: layer 1 in its attention pass (12 heads), layer 3 from q and k
-        assert sorted(set(calls)) == [("attention_statistics", 3), ("attention_with_statistics", 12)]
-        assert len(calls) == 10 and ran == []
+    # 5 batches: layer 1 in its attention pass (12 heads), layer 3 from q and k
+    assert sorted(set(calls)) == [("attention_statistics", 3), ("attention_with_statistics", 12)]
+    assert len(calls) == 10 and ran == []
     calls.clear()
     with kernels.disabled():
         plain = analyze(model, tokenizer, small_texts, tmp_path / "plain", **options).head_stats()

@@ -11,7 +11,9 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
+from pathlib import Path
 
 import pytest
 from markdown_blocks import REPO
@@ -37,6 +39,17 @@ def source_copy(folder):
     return folder
 
 
+def see_running_environment(python: Path) -> None:
+    """Let the venv of `python` import this environment's packages (torch ...), whether pytest runs in a venv or in
+    the system's interpreter: a `.pth` line naming each of its site-packages folders. `--system-site-packages`
+    would reach the base interpreter's, which inside a user's venv has no torch. A path in a `.pth` file is added
+    without running the `.pth` files inside it, so the repository's editable install stays out."""
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
+    (Path(site) / "running_environment.pth").write_text("".join(f"{folder}\n" for folder in ours), encoding="utf-8")
+
+
 def test_the_wheel_installed_elsewhere_trains_the_tiny_preset_and_lists_every_command(tmp_path):
     source = source_copy(tmp_path / "source")
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
@@ -47,11 +60,11 @@ def test_the_wheel_installed_elsewhere_trains_the_tiny_preset_and_lists_every_co
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names), "the wheel holds no LICENSE"
     assert "bertviz_lab/train/presets/tiny.yaml" in names
 
-    venv = tmp_path / "venv"  # the system's packages (torch ...) without the repository's editable install
+    venv = tmp_path / "venv"
     # No pip of its own (ensurepip takes seconds): this interpreter's pip installs into it, the wheel alone.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True,
-                   timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     python, command = venv / "bin" / "python", venv / "bin" / "bertviz-lab"
+    see_running_environment(python)
     installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
                                 "--no-index", "-q", str(wheel)], capture_output=True, text=True, timeout=600)
     assert installed.returncode == 0, installed.stderr[-3000:]

@@ -305,11 +305,11 @@ def test_the_gelu_epilogue_is_given_for_gelu_models_and_a_hooked_dense_keeps_its
             assert intermediate.gelu_backend is None
 
 
+@pytest.mark.usefixtures("avx2_forced")
 def test_the_output_layer_adds_and_normalises_in_one_pass_on_the_cpu_and_a_hooked_one_gives_the_same_bits():
     """The residual add + LayerNorm of an output layer: avx2.c's one pass for fp32 CPU inference (the Triton kernel
     is never given to CPU weights), within 1e-5 of PyTorch's LayerNorm of the sum; with a hook on the LayerNorm, the
     hook sees the sum and the output is bit for bit the unhooked one; training and `disabled()` take nn.LayerNorm."""
-    require_avx2_kernels()
     model = BERT(tiny_config(hidden_dropout_prob=0.0)).eval()
     output = model.encoder.layer[0].output
     assert output.add_layer_norm_backend is layer_norm.AVX2

@@ -13,7 +13,7 @@ import torch
 from tiny_models import tiny_config
 
 from bertviz_lab import kernels
-from bertviz_lab.kernels import choice
+from bertviz_lab.kernels import build, choice
 
 REPORT = """
 import json
@@ -34,13 +34,32 @@ def cpu_status(**env: str) -> dict[str, list]:
 
 @pytest.mark.slow  # a fresh interpreter
 @pytest.mark.usefixtures("avx2_kernels")
-def test_by_default_the_avx2_kernels_run_attention_linear_layers_layer_norm_and_gelu():
-    rows = cpu_status()
+def test_the_avx2_kernels_asked_for_run_attention_linear_layers_layer_norm_and_gelu():
+    rows = cpu_status(BERTVIZ_LAB_CPU_GEMM="avx2")
     assert {op: row[0] for op, row in rows.items()} == {"attention": "avx2", "linear": "avx2",
                                                          "layer_norm": "avx2", "gelu": "avx2"}
     assert rows["linear"][2] == {"onednn": "the AVX2 GEMM is faster and comes first"}
     assert set(rows["attention"][2]) == {"sdpa", "eager"}
     assert rows["layer_norm"][2] == {"triton": "a GPU kernel"}
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_by_default_the_avx2_kernels_run_only_where_pytorchs_own_are_avx2_at_best():
+    """The default on this CPU, read from the machine: avx2.c where PyTorch's kernels use AVX2 and it builds;
+    PyTorch's own (oneDNN's packed GEMM on x86) where they use AVX-512 or wider, with the reason naming that."""
+    rows = cpu_status()
+    capability = torch.backends.cpu.get_cpu_capability()
+    wider = capability not in ("AVX2", "DEFAULT", "NO AVX")
+    if not wider and build.library() is not None:
+        assert {op: row[0] for op, row in rows.items()} == {"attention": "avx2", "linear": "avx2",
+                                                             "layer_norm": "avx2", "gelu": "avx2"}
+        return
+    linear = "onednn" if choice.ONEDNN_PACKING else "pytorch"
+    assert {op: row[0] for op, row in rows.items()} == {"attention": "sdpa", "linear": linear,
+                                                         "layer_norm": "pytorch", "gelu": "pytorch"}
+    if wider:
+        because = f"PyTorch's own kernels use {capability} here, faster than avx2.c (BERTVIZ_LAB_CPU_GEMM=avx2 asks"
+        assert all(row[2]["avx2"].startswith(because) for row in rows.values())
 
 
 @pytest.mark.slow  # a fresh interpreter

@@ -361,18 +361,14 @@ def test_a_thousand_traced_passes_leave_memory_flat():
     assert hook_count(model) == 0
 
 
+@pytest.mark.usefixtures("avx2_forced")
 def test_on_the_cpu_kernels_a_lone_trace_keeps_the_kernels_probabilities_and_changes_no_bit(monkeypatch):
     """Head size 16: attention runs on the AVX2 kernel. A trace alone on the probs points is handed the kernel's
     probabilities uncopied and the layer keeps the kernel's output; beside another hook, the trace copies."""
-    from system_programs import require_avx2_kernels
-
-    from bertviz_lab import kernels
     from bertviz_lab.kernels import avx2
 
-    require_avx2_kernels()
     torch.manual_seed(0)
-    with kernels.override(attention="avx2"):
-        model = BERT(trace_config(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
+    model = BERT(trace_config(hidden_size=64, num_attention_heads=4, intermediate_size=128)).eval()
     assert all(layer.attention.self.attention_backend.name == "avx2" for layer in model.encoder.layer)
     ids, mask, types = padded_batch()
     handed = []
@@ -385,7 +381,7 @@ def test_on_the_cpu_kernels_a_lone_trace_keeps_the_kernels_probabilities_and_cha
         return result
 
     monkeypatch.setattr(avx2, "attention", spy)
-    with kernels.override(attention="avx2"), torch.inference_mode():
+    with torch.inference_mode():
         plain = model(ids, mask, types).last_hidden_state
         with trace(model) as alone:
             traced = model(ids, mask, types).last_hidden_state

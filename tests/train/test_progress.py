@@ -15,7 +15,10 @@ from bertviz_lab.train.progress import log_above
 
 @contextlib.contextmanager
 def console_logger() -> Iterator[tuple[logging.Logger, logging.Handler]]:
-    """A logger of its own with one console handler on sys.stderr as it is now (capsys's), removed afterwards."""
+    """A logger of its own with one console handler on sys.stderr as it is now (capsys's), removed afterwards.
+
+    It propagates again afterwards: pytest (9.1 on) gives every logger that does not propagate its own capture
+    handlers when a test starts, which the next test would find among the handlers."""
     logger = logging.getLogger("bertviz_lab.tests.progress")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("LOG %(message)s"))
@@ -26,6 +29,7 @@ def console_logger() -> Iterator[tuple[logging.Logger, logging.Handler]]:
         yield logger, handler
     finally:
         logger.removeHandler(handler)
+        logger.propagate = True
 
 
 def test_a_log_line_lands_above_the_bar_not_on_its_line(capsys):
