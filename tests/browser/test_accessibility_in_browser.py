@@ -1,20 +1,23 @@
-"""axe-core (the npm package, node_modules/axe-core) on the workbench in JupyterLab, in headless Chromium, offline:
-every tab of the Workbench, and each of the attention tab's views, in JupyterLab Light and Dark, has no violation of
-impact serious or critical. axe judges HTML (names, roles, ARIA, HTML text contrast); SVG text contrast, canvas and
-keyboard paths are checked by test_themes_in_browser.py and test_keyboard_in_browser.py.
+"""axe-core (its axe.min.js, as the test extra's `axe-playwright-python` ships it: no npm step) on the workbench in
+JupyterLab, in headless Chromium, offline: every tab of the Workbench, and each of the attention tab's views, in
+JupyterLab Light and Dark, has no violation of impact serious or critical. axe judges HTML (names, roles, ARIA, HTML
+text contrast); SVG text contrast, canvas and keyboard paths are checked by test_themes_in_browser.py and
+test_keyboard_in_browser.py.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_lab import REPO, THEMES, open_and_run, set_theme
+from browser_lab import THEMES, open_and_run, set_theme
 
 pytestmark = [pytest.mark.browser, pytest.mark.needs_program("chromium")]
 
-AXE = REPO / "node_modules" / "axe-core" / "axe.min.js"
+AXE = Path(importlib.util.find_spec("axe_playwright_python").origin).with_name("axe.min.js")
 TIMEOUT_MS = 180_000
 SERIOUS = ("serious", "critical")
 TABS = {  # a workbench tab's title -> what its panel shows once drawn
@@ -78,7 +81,7 @@ def serious_violations(page: Any, output: Any) -> list[dict]:
 
 
 def test_axe_finds_no_serious_violation_in_any_tab_or_theme(page, lab_server):
-    assert AXE.is_file(), f"{AXE} is missing: run npm ci"
+    assert AXE.is_file(), f"{AXE} is missing: pip install -e '.[test]' installs it (axe-playwright-python)"
     page.set_default_timeout(TIMEOUT_MS)
     try:
         open_and_run(page, lab_server, "accessibility_check.ipynb", CELLS, timeout_ms=TIMEOUT_MS)
