@@ -422,12 +422,11 @@ def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_head
     files = [str(d / "text_stats.parquet") for d in shard_dirs]
     means = ", ".join(f"sum({name}::double * queries) / sum(queries) as {name}" for name in STATISTICS)
     con = duckdb.connect()
-    try:
+    try:  # paths go in as values (a folder may be named "bob's corpus"); the SQL holds only our own names
         temporary = out / f".{folder.HEAD_STATS}.tmp"
-        query = (f"select layer::integer as layer, head::integer as head, {means}, sum(queries)::bigint as queries "
-                 f"from read_parquet({files!r}) group by layer, head "
-                 "order by layer, head")
-        con.execute(f"copy ({query}) to '{temporary}' (format parquet)")
+        con.read_parquet(files).create_view("text_stats")
+        con.sql(f"select layer::integer as layer, head::integer as head, {means}, sum(queries)::bigint as queries "
+                "from text_stats group by layer, head order by layer, head").write_parquet(str(temporary))
         os.replace(temporary, out / folder.HEAD_STATS)
     finally:
         con.close()

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from bertviz_lab.corpus import folder, vectors
+from bertviz_lab.corpus import folder, manifest, vectors
 from bertviz_lab.corpus.statistics import STATISTICS
 
 CONTEXT = 5  # tokens of context on each side of a nearest match
@@ -18,9 +18,9 @@ CONTEXT = 5  # tokens of context on each side of a nearest match
 class Corpus:
     """A complete corpus folder (see bertviz_lab.corpus.folder); `Corpus.open(path)` reads one."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], model: Any = None, tokenizer: Any = None) -> None:
+    def __init__(self, path: Path, checked: dict[str, Any], model: Any = None, tokenizer: Any = None) -> None:
         self.path = path
-        self.manifest = manifest
+        self.manifest = checked
         self._model, self._tokenizer = model, tokenizer
         self._con: Any = None
         self._rows: Any = None  # (text_ids, positions, tokens) of every stored token, in vector row order
@@ -28,10 +28,12 @@ class Corpus:
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, model: Any = None, tokenizer: Any = None) -> "Corpus":
-        """Read a corpus folder; a ValueError naming the folder when it is not a complete corpus. `model` and
-        `tokenizer` are needed only by nearest() on new text (the packaged default model loads itself)."""
+        """Read a corpus folder, which may come from anyone: its manifest and files are checked first (a ValueError
+        of one line names the folder, file or field that is wrong), and nothing in it is run or followed (no SQL from
+        its strings, no link, no file outside it, no model loaded by its name). `model` and `tokenizer` are needed
+        only by nearest() on new text; a corpus of the packaged default model loads that one itself."""
         path = Path(path)
-        return cls(path, folder.read_manifest(path), model, tokenizer)
+        return cls(path, manifest.read_manifest(path), model, tokenizer)
 
     # what it holds --------------------------------------------------------------------------------------------
     @property
@@ -72,21 +74,31 @@ class Corpus:
     # tables ---------------------------------------------------------------------------------------------------
     @property
     def connection(self) -> Any:
-        """A DuckDB connection with the views head_stats, text_stats, texts and tokens over the Parquet files."""
+        """A DuckDB connection with the views head_stats, text_stats, texts and tokens over the Parquet files. It may
+        open those files and nothing else: external access is off for every other path (no other file, no network,
+        no extension) and its configuration is locked, so no query on it can change that."""
         if self._con is None:
             import duckdb
 
-            con = duckdb.connect()
-            dirs = self._shard_dirs()
-            for table in ("text_stats", "texts", "tokens"):
-                files = [str(d / f"{table}.parquet") for d in dirs]
-                con.execute(f"create view {table} as select * from read_parquet({files!r})")
-            con.execute(f"create view head_stats as select * from read_parquet('{self.path / folder.HEAD_STATS}')")
+            con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+            try:
+                con.execute("set allowed_paths = ?", [manifest.data_files(self.path, self.manifest)])
+                con.execute("set enable_external_access = false")
+                con.execute("set lock_configuration = true")
+                dirs = self._shard_dirs()
+                for table in manifest.TABLES:  # file names go in as values, never as SQL text
+                    con.read_parquet([str(d / f"{table}.parquet") for d in dirs]).create_view(table)
+                con.read_parquet(str(self.path / folder.HEAD_STATS)).create_view("head_stats")
+            except BaseException:
+                con.close()
+                raise
             self._con = con
         return self._con
 
     def sql(self, query: str, parameters: list[Any] | None = None) -> Any:
-        """A pandas DataFrame of a DuckDB query over the tables head_stats, text_stats, texts and tokens."""
+        """A pandas DataFrame of your DuckDB query over the tables head_stats, text_stats, texts and tokens. It runs
+        on `connection`, which reads this folder's tables and no other file: `copy ... to`, `read_csv('/etc/...')`,
+        `attach`-ing a file, extensions and the network are refused with DuckDB's permission error."""
         return self.connection.execute(query, parameters or []).df()
 
     def head_stats(self) -> Any:
@@ -98,6 +110,8 @@ class Corpus:
         self._check_head(layer, head)
         if stat not in STATISTICS:
             raise ValueError(f"stat={stat!r} is not a statistic; expected one of {', '.join(STATISTICS)}.")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}.")
         order = "desc" if largest else "asc"
         return self.sql(
             f"select s.text_id, case when t.text_b is null then t.text_a else t.text_a || ' [SEP] ' || t.text_b end "
@@ -203,18 +217,18 @@ class Corpus:
         return shard, row - (int(ends[shard - 1]) if shard else 0)
 
     def _model_and_tokenizer(self) -> tuple[Any, Any]:
-        """The model the corpus was analysed with: given to open(), or loaded by its name (default, a folder or a
-        Hub repo id as the CLI records it)."""
+        """The model the corpus was analysed with: the one given to open(), or the packaged default model where the
+        corpus names it. A folder never makes anything load by its own say: a name of another model (a Hub repo id,
+        a folder) is only reported, since loading it could reach the network or read files outside the corpus."""
         if self._model is None or self._tokenizer is None:
-            from bertviz_lab.model.auto import load, load_default
+            if self.model_name != "default":
+                raise ValueError(f"nearest() on new text needs the model this corpus was analysed with "
+                                 f"({self.model_name!r}), which a corpus folder never loads by itself: "
+                                 f"Corpus.open({str(self.path)!r}, model=..., tokenizer=...) with that model, or pass "
+                                 "a text id.")
+            from bertviz_lab.model.auto import load_default
 
-            try:
-                self._model, self._tokenizer = load_default() if self.model_name == "default" else load(
-                    self.model_name)
-            except (OSError, ValueError, TypeError, ImportError):
-                raise ValueError(f"nearest() on new text needs the model {self.model_name!r}, which could not be "
-                                 f"loaded: Corpus.open({str(self.path)!r}, model=..., tokenizer=...), or pass a text "
-                                 "id.") from None
+            self._model, self._tokenizer = load_default()
         return self._model, self._tokenizer
 
     def nearest(self, text: str | int, position: int, layer: int, k: int = 10, *, exact: bool | None = None) -> Any:
@@ -228,8 +242,8 @@ class Corpus:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}.")
         query = self._query_vector(text, position, layer)
-        rows, scores = vectors.search(self._shard_dirs(), self.path / folder.INDEX / vectors.index_file(layer), layer,
-                                      query, k, exact)
+        stored = sum(entry["tokens"] for entry in self.manifest["shards"])
+        rows, scores = vectors.search(self._shard_dirs(), self._index(layer), layer, query, k, exact, stored)
         text_ids, positions, tokens = self._token_rows()
         records = []
         for row, score in sorted(zip(rows.tolist(), scores.tolist()), key=lambda pair: (-pair[1], pair[0])):
@@ -239,6 +253,15 @@ class Corpus:
                             "left": " ".join(tokens[max(start, row - CONTEXT):row]),
                             "right": " ".join(tokens[row + 1:min(end, row + 1 + CONTEXT)]), "score": score})
         return pd.DataFrame.from_records(records, columns=["text_id", "position", "token", "left", "right", "score"])
+
+    def _index(self, layer: int) -> Path | None:
+        """The layer's HNSW index, checked like the other files (a regular file inside the folder), or None where the
+        layer has none (searched exactly)."""
+        path = self.path / folder.INDEX / vectors.index_file(layer)
+        if not os.path.lexists(path):
+            return None
+        manifest.regular_file(self.path, path)
+        return path
 
     def qk_map(self, layer: int, head: int, n: int = 2000, method: str = "pca", seed: int = 0) -> Any:
         """Queries and keys of n sampled tokens of head (layer, head), each set translated to a shared mean (as

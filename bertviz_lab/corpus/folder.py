@@ -96,22 +96,3 @@ def prepare(out: Path, settings: dict[str, Any]) -> bool:
                          "differ); use another folder or delete this one.")
     manifest = read_json(out / MANIFEST)
     return bool(manifest and manifest.get("complete") and manifest.get("hash") == recorded["hash"])
-
-
-def read_manifest(out: Path) -> dict[str, Any]:
-    """The manifest of a complete corpus folder; a ValueError naming the folder otherwise."""
-    out = Path(out)
-    if not out.is_dir():
-        raise ValueError(f"{out} is not a corpus folder: it does not exist." if not out.exists()
-                         else f"{out} is not a corpus folder: it is a file.")
-    manifest = read_json(out / MANIFEST)
-    if manifest is None:
-        why = ("its analysis did not finish (no manifest.json yet); run analyze again to resume it"
-               if (out / SETTINGS).is_file() else "it has no manifest.json")
-        raise ValueError(f"{out} is not a complete corpus: {why}.")
-    if not manifest.get("complete") or manifest.get("format") != FORMAT:
-        raise ValueError(f"{out} is not a complete corpus: its manifest.json is not marked complete (format {FORMAT}).")
-    missing = [entry["name"] for entry in manifest["shards"] if not (out / SHARDS / entry["name"]).is_dir()]
-    if missing:
-        raise ValueError(f"{out} is not a complete corpus: shard {missing[0]} listed in manifest.json is missing.")
-    return manifest

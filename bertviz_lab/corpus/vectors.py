@@ -9,6 +9,7 @@ the memory-mapped file) and `nearest()` walks its graph unless asked for an exac
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -68,17 +69,34 @@ def exact_search(arrays: list[np.ndarray], query: np.ndarray, k: int) -> tuple[n
     return rows, scores[rows]
 
 
-def search(shard_dirs: list[Path], index: Path, layer: int, query: np.ndarray, k: int,
-           exact: bool | None) -> tuple[np.ndarray, np.ndarray]:
+def search(shard_dirs: list[Path], index: Path | None, layer: int, query: np.ndarray, k: int,
+           exact: bool | None, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cosine similarities) of the k stored vectors of `layer` nearest to `query`, best first: through the
-    HNSW `index` when the layer has one and `exact` is not True, else exactly over the shards' arrays."""
-    if exact is not True and index.is_file():
-        from usearch.index import Index
-
-        graph = Index.restore(str(index), view=True)
+    HNSW `index` when the layer has one and `exact` is not True, else exactly over the shards' arrays. An index
+    that does not load, or does not hold the `rows` vectors stored, is an error naming it."""
+    if exact is not True and index is not None:
+        graph = open_index(index, len(query), rows)
         matches = graph.search(np.asarray(query, dtype=np.float32), min(k, len(graph)), exact=False)
         return matches.keys.astype(np.int64), 1.0 - matches.distances.astype(np.float64)
     return exact_search([np.load(d / hidden_file(layer), mmap_mode="r") for d in shard_dirs], query, k)
+
+
+def open_index(index: Path, ndim: int, rows: int | None) -> Any:
+    """The usearch index in `index`, memory-mapped; a ValueError naming the file where it is not one of `rows`
+    vectors of `ndim` dimensions."""
+    from usearch.index import Index
+
+    damaged = "the folder is damaged: rerun analyze"
+    try:
+        graph = Index.restore(str(index), view=True)
+    except Exception as error:  # noqa: BLE001 - usearch raises RuntimeError, ValueError or others for a bad file
+        raise ValueError(f"{index} is not a usearch index ({' '.join(str(error).split())[:200]}); {damaged}.") \
+            from None
+    if graph is None or graph.ndim != ndim or (rows is not None and len(graph) != rows):
+        found = "nothing" if graph is None else f"{len(graph)} vectors of {graph.ndim} dimensions"
+        expected = f"{rows} vectors" if rows is not None else "vectors"
+        raise ValueError(f"{index} holds {found} where the corpus stores {expected} of {ndim}; {damaged}.")
+    return graph
 
 
 def project_2d(points: np.ndarray, method: str, seed: int) -> np.ndarray:

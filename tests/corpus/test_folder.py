@@ -127,13 +127,19 @@ def test_bad_queries_are_one_clear_line(small_corpus):
         assert words in str(raised.value) and "\n" not in str(raised.value), words
 
 
-def test_nearest_on_new_text_loads_the_model_by_name_or_says_it_cannot(tmp_path, minilm):
+def test_nearest_on_new_text_never_loads_a_model_the_folder_names_but_takes_the_one_given(tmp_path, minilm,
+                                                                                         monkeypatch):
+    from bertviz_lab.model import auto
+
     model, tokenizer = minilm
     analyze(model, tokenizer, TEXTS[:3], tmp_path / "named", layers=[0], vectors="hidden", progress=False,
-            model_name="no-such-model-folder")
+            model_name="attacker-org/tracking-bert")
+    loads: list = []
+    monkeypatch.setattr(auto, "load", lambda *args, **kwargs: loads.append(args))
     with pytest.raises(ValueError) as raised:
         Corpus.open(tmp_path / "named").nearest("Hello there.", 1, 0)
-    assert "needs the model 'no-such-model-folder', which could not be loaded" in str(raised.value)
+    assert loads == []
+    assert "needs the model this corpus was analysed with ('attacker-org/tracking-bert')" in str(raised.value)
     assert "\n" not in str(raised.value)
     reopened = Corpus.open(tmp_path / "named", model=model, tokenizer=tokenizer)
     assert len(reopened.nearest("Hello there.", 1, 0, k=2)) == 2
