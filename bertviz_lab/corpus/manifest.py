@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from bertviz_lab.corpus import folder, vectors
+from bertviz_lab.model.files import first_line, named, shown
 
 MAX_MANIFEST_BYTES = 64 << 20  # ~1,000 times the manifest of a million texts in shards of 1,024
 MAX_LAYERS = 1024
@@ -29,6 +30,7 @@ VECTOR_KINDS = ("hidden", "qk")
 HASH = re.compile(r"[0-9a-f]{16}")
 TABLES = ("texts", "tokens", "text_stats")
 DAMAGED = "the folder is damaged: rerun analyze"
+LINK = "is a symbolic link; a corpus folder holds its own files, so it is not read."
 
 
 class ManifestError(ValueError):
@@ -41,32 +43,29 @@ def read_manifest(out: Path) -> dict[str, Any]:
     or the field otherwise."""
     out = Path(out)
     if not out.is_dir():
-        raise ManifestError(f"{out} is not a corpus folder: it does not exist." if not out.exists()
-                            else f"{out} is not a corpus folder: it is a file.")
+        raise ManifestError(f"{named(out)} is not a corpus folder: it does not exist." if not out.exists()
+                            else f"{named(out)} is not a corpus folder: it is a file.")
     path = out / folder.MANIFEST
     if not os.path.lexists(path):
         why = ("its analysis did not finish (no manifest.json yet); run analyze again to resume it"
                if (out / folder.SETTINGS).is_file() else "it has no manifest.json")
-        raise ManifestError(f"{out} is not a complete corpus: {why}.")
+        raise ManifestError(f"{named(out)} is not a complete corpus: {why}.")
     size = regular_file(out, path).st_size
     if size > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"{path}: {size:,} bytes, more than a manifest holds ({MAX_MANIFEST_BYTES:,}); {DAMAGED}.")
+        raise ManifestError(f"{named(path)}: {size:,} bytes, more than a manifest holds ({MAX_MANIFEST_BYTES:,}); "
+                            f"{DAMAGED}.")
     try:
         manifest = json.loads(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise ManifestError(f"{path} is not JSON ({one_line(error)}); {DAMAGED}.") from None
+        raise ManifestError(f"{named(path)} is not JSON ({first_line(error)}); {DAMAGED}.") from None
     if not isinstance(manifest, dict):
-        raise ManifestError(f"{path} holds a {type(manifest).__name__}, not a manifest object; {DAMAGED}.")
+        raise ManifestError(f"{named(path)} holds a {type(manifest).__name__}, not a manifest object; {DAMAGED}.")
     if manifest.get("complete") is not True or manifest.get("format") != folder.FORMAT:
-        raise ManifestError(f"{out} is not a complete corpus: its manifest.json is not marked complete "
+        raise ManifestError(f"{named(out)} is not a complete corpus: its manifest.json is not marked complete "
                             f"(format {folder.FORMAT}).")
     check_schema(manifest, path)
     check_files(out, manifest)
     return manifest
-
-
-def one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())[:300]
 
 
 def regular_file(out: Path, path: Path) -> os.stat_result:
@@ -76,101 +75,94 @@ def regular_file(out: Path, path: Path) -> os.stat_result:
     for part in relative.parts[:-1]:
         current = current / part
         if current.is_symlink():
-            raise ManifestError(f"{current} is a symbolic link; a corpus folder holds its own files, so it is not "
-                                "read.")
+            raise ManifestError(f"{named(current)} {LINK}")
     try:
         info = os.lstat(path)
     except FileNotFoundError:
-        raise ManifestError(f"{path} is missing; {DAMAGED}.") from None
+        raise ManifestError(f"{named(path)} is missing; {DAMAGED}.") from None
     if stat.S_ISLNK(info.st_mode):
-        raise ManifestError(f"{path} is a symbolic link; a corpus folder holds its own files, so it is not read.")
+        raise ManifestError(f"{named(path)} {LINK}")
     if not stat.S_ISREG(info.st_mode):
-        raise ManifestError(f"{path} is not a regular file; {DAMAGED}.")
+        raise ManifestError(f"{named(path)} is not a regular file; {DAMAGED}.")
     root = out.resolve()
     if root not in path.resolve().parents:
-        raise ManifestError(f"{path} leads outside the corpus folder {out}; it is not read.")
+        raise ManifestError(f"{named(path)} leads outside the corpus folder {named(out)}; it is not read.")
     return info
 
 
 # the schema ---------------------------------------------------------------------------------------------------
 def field(manifest: dict[str, Any], name: str, path: Path) -> Any:
     if name not in manifest:
-        raise ManifestError(f"{path}: field {name!r} is missing; {DAMAGED}.")
+        raise ManifestError(f"{named(path)}: field {name!r} is missing; {DAMAGED}.")
     return manifest[name]
 
 
 def integer(value: Any, name: str, path: Path, low: int, high: float = math.inf) -> int:
     if type(value) is not int or not low <= value <= high:
         bound = f"{low} or more" if high == math.inf else f"{low}-{high}"
-        raise ManifestError(f"{path}: field {name!r} is {shown(value)}, not an integer {bound}; {DAMAGED}.")
+        raise ManifestError(f"{named(path)}: field {name!r} is {shown(value)}, not an integer {bound}; {DAMAGED}.")
     return value
 
 
 def integers(value: Any, name: str, path: Path, low: int, high: int) -> list[int]:
     if not isinstance(value, list):
-        raise ManifestError(f"{path}: field {name!r} is {shown(value)}, not a list; {DAMAGED}.")
+        raise ManifestError(f"{named(path)}: field {name!r} is {shown(value)}, not a list; {DAMAGED}.")
     items = [integer(item, f"{name}[{i}]", path, low, high) for i, item in enumerate(value)]
     if len(set(items)) != len(items):
-        raise ManifestError(f"{path}: field {name!r} repeats a value; {DAMAGED}.")
+        raise ManifestError(f"{named(path)}: field {name!r} repeats a value; {DAMAGED}.")
     return items
-
-
-def shown(value: Any) -> str:
-    """A value as an error names it, cut short (a manifest may hold anything)."""
-    text = json.dumps(value, ensure_ascii=True, default=str) if not isinstance(value, float) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check_schema(manifest: dict[str, Any], path: Path) -> None:
     """Every field a reader uses, with its type and range, and the counts that must agree."""
     digest = field(manifest, "hash", path)
     if not isinstance(digest, str) or not HASH.fullmatch(digest):
-        raise ManifestError(f"{path}: field 'hash' is {shown(digest)}, not 16 hex digits; {DAMAGED}.")
+        raise ManifestError(f"{named(path)}: field 'hash' is {shown(digest)}, not 16 hex digits; {DAMAGED}.")
     name = field(manifest, "model_name", path)
     if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME or not name.isprintable():
-        raise ManifestError(f"{path}: field 'model_name' is {shown(name)}, not a printable name of 1-{MAX_NAME} "
+        raise ManifestError(f"{named(path)}: field 'model_name' is {shown(name)}, not a printable name of 1-{MAX_NAME} "
                             f"characters; {DAMAGED}.")
     num_heads = integer(field(manifest, "num_heads", path), "num_heads", path, 1, MAX_HEADS)
     layers = integers(field(manifest, "layers", path), "layers", path, 0, MAX_LAYERS - 1)
     if not layers:
-        raise ManifestError(f"{path}: field 'layers' is empty; {DAMAGED}.")
+        raise ManifestError(f"{named(path)}: field 'layers' is empty; {DAMAGED}.")
     heads = integers(field(manifest, "heads", path), "heads", path, 0, num_heads - 1)
     if not heads:
-        raise ManifestError(f"{path}: field 'heads' is empty; {DAMAGED}.")
+        raise ManifestError(f"{named(path)}: field 'heads' is empty; {DAMAGED}.")
     kinds = field(manifest, "vectors", path)
     if not isinstance(kinds, list) or any(kind not in VECTOR_KINDS for kind in kinds) or len(set(kinds)) < len(kinds):
-        raise ManifestError(f"{path}: field 'vectors' is {shown(kinds)}, not a list of {', '.join(VECTOR_KINDS)}; "
-                            f"{DAMAGED}.")
+        raise ManifestError(f"{named(path)}: field 'vectors' is {shown(kinds)}, not a list of "
+                            f"{', '.join(VECTOR_KINDS)}; {DAMAGED}.")
     vector_layers = integers(field(manifest, "vector_layers", path), "vector_layers", path, 0, MAX_LAYERS - 1)
     if vector_layers != (layers if "hidden" in kinds else []):
-        raise ManifestError(f"{path}: field 'vector_layers' is {shown(vector_layers)}, not the analysed layers "
+        raise ManifestError(f"{named(path)}: field 'vector_layers' is {shown(vector_layers)}, not the analysed layers "
                             f"where hidden vectors are stored (and [] where not); {DAMAGED}.")
     pairs = field(manifest, "qk_heads", path)
     if (not isinstance(pairs, list)
             or any(not isinstance(p, list) or len(p) != 2 or p[0] not in layers or type(p[0]) is not int
                    or type(p[1]) is not int or not 0 <= p[1] < num_heads for p in pairs)
             or len({tuple(p) for p in pairs}) < len(pairs) or bool(pairs) != ("qk" in kinds)):
-        raise ManifestError(f"{path}: field 'qk_heads' is {shown(pairs)}, not distinct [layer, head] pairs of the "
-                            f"analysed layers (and [] where no queries and keys are stored); {DAMAGED}.")
+        raise ManifestError(f"{named(path)}: field 'qk_heads' is {shown(pairs)}, not distinct [layer, head] pairs "
+                            f"of the analysed layers (and [] where no queries and keys are stored); {DAMAGED}.")
     num_texts = integer(field(manifest, "num_texts", path), "num_texts", path, 0)
     integer(field(manifest, "max_length", path), "max_length", path, 2, MAX_LENGTH)
     shards = field(manifest, "shards", path)
     if not isinstance(shards, list):
-        raise ManifestError(f"{path}: field 'shards' is {shown(shards)}, not a list; {DAMAGED}.")
+        raise ManifestError(f"{named(path)}: field 'shards' is {shown(shards)}, not a list; {DAMAGED}.")
     for index, entry in enumerate(shards):
         where = f"shards[{index}]"
         if not isinstance(entry, dict) or set(entry) != {"name", "texts", "tokens"}:
-            raise ManifestError(f"{path}: field {where!r} is {shown(entry)}, not an object of name, texts and "
+            raise ManifestError(f"{named(path)}: field {where!r} is {shown(entry)}, not an object of name, texts and "
                                 f"tokens; {DAMAGED}.")
         if not isinstance(entry["name"], str) or entry["name"] != folder.shard_name(index):
-            raise ManifestError(f"{path}: field '{where}.name' is {shown(entry['name'])}, not "
+            raise ManifestError(f"{named(path)}: field '{where}.name' is {shown(entry['name'])}, not "
                                 f"{folder.shard_name(index)!r} (shards are named 00000, 00001, ... in order); "
                                 f"{DAMAGED}.")
         texts = integer(entry["texts"], f"{where}.texts", path, 1)
         integer(entry["tokens"], f"{where}.tokens", path, texts)
     total = sum(entry["texts"] for entry in shards)
     if total != num_texts:
-        raise ManifestError(f"{path}: its shards hold {total} texts, field 'num_texts' says {num_texts}; "
+        raise ManifestError(f"{named(path)}: its shards hold {total} texts, field 'num_texts' says {num_texts}; "
                             f"{DAMAGED}.")
 
 
@@ -184,14 +176,14 @@ def check_files(out: Path, manifest: dict[str, Any]) -> None:
     check_parquet(out, out / folder.HEAD_STATS, rows_of["head_stats"], pq)
     shards = out / folder.SHARDS
     if shards.is_symlink() or not shards.is_dir():
-        raise ManifestError(f"{shards} is {'a symbolic link' if shards.is_symlink() else 'missing'}; {DAMAGED}.")
+        raise ManifestError(f"{named(shards)} is {'a symbolic link' if shards.is_symlink() else 'missing'}; {DAMAGED}.")
     for entry in manifest["shards"]:
         shard = shards / entry["name"]
         if shard.is_symlink():
-            raise ManifestError(f"{shard} is a symbolic link; a corpus folder holds its own files, so it is not read.")
+            raise ManifestError(f"{named(shard)} {LINK}")
         if not shard.is_dir():
-            raise ManifestError(f"{out} is not a complete corpus: shard {entry['name']} listed in manifest.json is "
-                                "missing.")
+            raise ManifestError(f"{named(out)} is not a complete corpus: shard {entry['name']} listed in "
+                                "manifest.json is missing.")
         texts, tokens = entry["texts"], entry["tokens"]
         expected = {"texts": texts, "tokens": tokens, "text_stats": texts * len(layers) * len(heads)}
         for table in TABLES:
@@ -208,9 +200,9 @@ def check_parquet(out: Path, path: Path, rows: int, pq: Any) -> None:
     try:
         found = pq.read_metadata(path).num_rows
     except Exception as error:  # noqa: BLE001 - pyarrow raises several kinds for a file that is no Parquet
-        raise ManifestError(f"{path} is not a readable Parquet file ({one_line(error)}); {DAMAGED}.") from None
+        raise ManifestError(f"{named(path)} is not a readable Parquet file ({first_line(error)}); {DAMAGED}.") from None
     if found != rows:
-        raise ManifestError(f"{path} holds {found} rows where the manifest says {rows}; {DAMAGED}.")
+        raise ManifestError(f"{named(path)} holds {found} rows where the manifest says {rows}; {DAMAGED}.")
 
 
 def check_vectors(out: Path, path: Path, rows: int) -> None:
@@ -224,14 +216,14 @@ def check_vectors(out: Path, path: Path, rows: int) -> None:
             shape, fortran_order, dtype = read_header(file)
             start = file.tell()
     except (ValueError, OSError, SyntaxError) as error:
-        raise ManifestError(f"{path} is not a .npy file ({one_line(error)}); {DAMAGED}.") from None
+        raise ManifestError(f"{named(path)} is not a .npy file ({first_line(error)}); {DAMAGED}.") from None
     if dtype != np.float16 or fortran_order or len(shape) != 2:
-        raise ManifestError(f"{path} holds {dtype} {'x'.join(map(str, shape))} values, not rows of float16 "
+        raise ManifestError(f"{named(path)} holds {dtype} {'x'.join(map(str, shape))} values, not rows of float16 "
                             f"vectors; {DAMAGED}.")
     if shape[0] != rows:
-        raise ManifestError(f"{path} holds {shape[0]} vectors where the manifest says {rows} tokens; {DAMAGED}.")
+        raise ManifestError(f"{named(path)} holds {shape[0]} vectors where the manifest says {rows} tokens; {DAMAGED}.")
     if size != start + shape[0] * shape[1] * dtype.itemsize:
-        raise ManifestError(f"{path} is {size:,} bytes where its {shape[0]} x {shape[1]} vectors take "
+        raise ManifestError(f"{named(path)} is {size:,} bytes where its {shape[0]} x {shape[1]} vectors take "
                             f"{start + shape[0] * shape[1] * dtype.itemsize:,}; {DAMAGED}.")
 
 
