@@ -483,10 +483,12 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
     if "qk" in kinds and qk_heads != heads:
         settings["qk_heads"] = qk_heads
     context = distributed.init_distributed(next(backbone.parameters()).device.type)
+    writer = contextlib.ExitStack()  # rank 0 holds the folder's lock for the whole run, for every process of it
     try:
         outcome: Any = None
         if context.is_main:
             try:
+                writer.enter_context(folder.writing(out))
                 outcome = folder.prepare(out, settings)
             except ValueError as error:
                 outcome = error
@@ -509,6 +511,7 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
             if message is not None:
                 raise RuntimeError(f"rank 0 could not finish the corpus folder {out}: {message}")
     finally:
+        writer.close()
         distributed.close_distributed(context)
     return Corpus.open(out, model=model, tokenizer=tokenizer)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 
@@ -51,30 +53,82 @@ def add_corpus_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Analyse as `args` say; 0, or 2 with one line on stderr for bad input."""
+    """Analyse as `args` say; 0, 2 with one line on stderr for bad input or a failed write, 128 + the signal's number
+    (130, 143) with one line when Ctrl-C or SIGTERM stops the run (the folder keeps every finished shard, and the
+    same command resumes)."""
     import os
+    import signal
 
-    from bertviz_lab.corpus import SENTENCES, analyze
+    from bertviz_lab.corpus import SENTENCES, analyze, folder
     from bertviz_lab.device import select_device
     from bertviz_lab.model.auto import load, load_default
+    from bertviz_lab.model.files import named
+    from bertviz_lab.train.paths import folder_problem, write_failure
+    from bertviz_lab.train.trainer import interrupt_handlers
 
+    problem = folder_problem(args.out)  # before the model loads: a bad --out costs nothing
+    if problem is not None:
+        return _error(f"--out {named(args.out)} {problem}")
     try:
-        device = select_device(args.device)
-        if device.type == "cuda" and "LOCAL_RANK" in os.environ:  # torchrun: one GPU per process
-            device = select_device(f"cuda:{os.environ['LOCAL_RANK']}")
-        if args.model == "default":
-            model, tokenizer = load_default(device=device)
-        else:
-            model, tokenizer = load(args.model, device=device)
-        data = SENTENCES if args.data == "builtin" else args.data
-        corpus = analyze(model, tokenizer, data, args.out, layers=args.layers, heads=args.heads,
-                         vectors=args.vectors, qk_heads=args.qk_heads, batch_size=args.batch_size,
-                         max_length=args.max_length, text_column=args.text_column, progress=not args.no_progress,
-                         shard_size=args.shard_size, model_name=args.model)
+        # rank 0 takes the folder before the model loads: a second run into it stops at once (analyze holds it on)
+        writing = folder.writing(Path(args.out)) if int(os.environ.get("RANK", "0")) == 0 else nullcontext()
+        with interrupt_handlers(_interrupt), writing:
+            device = select_device(args.device)
+            if device.type == "cuda" and "LOCAL_RANK" in os.environ:  # torchrun: one GPU per process
+                device = select_device(f"cuda:{os.environ['LOCAL_RANK']}")
+            if args.model == "default":
+                model, tokenizer = load_default(device=device)
+            else:
+                model, tokenizer = load(args.model, device=device)
+            data = SENTENCES if args.data == "builtin" else args.data
+            corpus = analyze(model, tokenizer, data, args.out, layers=args.layers, heads=args.heads,
+                             vectors=args.vectors, qk_heads=args.qk_heads, batch_size=args.batch_size,
+                             max_length=args.max_length, text_column=args.text_column,
+                             progress=not args.no_progress, shard_size=args.shard_size, model_name=args.model)
+    except KeyboardInterrupt as error:
+        print(f"bertviz-lab corpus: interrupted {_progress(args.out)}; rerun the same command to resume.",
+              file=sys.stderr)
+        return 128 + getattr(error, "number", signal.SIGINT)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as error:
-        print(f"bertviz-lab corpus: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
+        return _error(str(error))
+    except OSError as error:  # a full disk, a folder made read-only meanwhile
+        _, why = write_failure(error, args.out)
+        where = named(error.filename) if error.filename else f"--out {named(args.out)}"
+        return _error(f"{where}: {why} {_progress(args.out)}; rerun the same command to resume.")
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"{corpus.num_texts} texts, layers {corpus.layers}, {len(corpus.heads)} heads per layer, vectors "
               f"{', '.join(corpus.manifest['vectors']) or 'none'}: {corpus.path}")
     return 0
+
+
+def _error(message: str) -> int:
+    print(f"bertviz-lab corpus: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+def _progress(out: str) -> str:
+    """"after 3 of 8 shards", from the folder itself (its settings and the shards renamed into place)."""
+    import math
+
+    from bertviz_lab.corpus import folder
+
+    recorded = folder.read_json(Path(out) / folder.SETTINGS) or {}
+    settings = recorded.get("settings") if isinstance(recorded.get("settings"), dict) else {}
+    texts, size = settings.get("num_texts"), settings.get("shard_size")
+    if not isinstance(texts, int) or not isinstance(size, int) or size < 1:
+        return "before any shard was written"
+    total = math.ceil(texts / size)
+    done = sum(folder.shard_done(Path(out), index) for index in range(total))
+    return f"after {done} of {total} shards"
+
+
+class _Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM, with the signal's number (the exit code is 128 + it)."""
+
+    def __init__(self, number: int) -> None:
+        super().__init__(number)
+        self.number = number
+
+
+def _interrupt(number: int, frame: Any) -> None:
+    raise _Interrupted(number)

@@ -7,18 +7,23 @@ written shards are temporary directories that the next run removes and recompute
     out/head_stats.parquet       the token-weighted means over the whole corpus
     out/index/hidden-L{l}.usearch  the HNSW index of layer l's hidden states (only above vectors.EXACT_UP_TO of them)
     out/manifest.json            written last: complete, shard list, layers, heads, vectors, model name
+    out/.writer.lock, .writer.json  held by the one run that writes the folder, and who that is (`writing`)
+
+A folder is written by one run at a time: `writing(out)` takes its lock for the whole run (the processes of one
+torchrun share it through rank 0), so a second run into the same folder stops at once, naming the first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from bertviz_lab.model.files import write_atomically
+from bertviz_lab.model.files import WRITER_LOCK, WRITER_NOTE, named, one_writer, write_atomically
 
 FORMAT = 1
 SETTINGS = "settings.json"
@@ -75,6 +80,39 @@ def publish(temporary: Path, final: Path) -> None:
     os.replace(temporary, final)
 
 
+@contextlib.contextmanager
+def writing(out: Path) -> Iterator[None]:
+    """Create `out` where it is missing and hold its writer lock while the block writes it: a ValueError of one line
+    where another run holds it, where `out` is a file or a folder of other things (nothing is created in it then),
+    or where it cannot be written."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={named(out)} is a file, not a folder for a corpus.")
+    if not (out / SETTINGS).is_file() and holds_other_files(out):
+        raise ValueError(f"out={named(out)} is a folder that holds other files and no corpus; choose an empty or new "
+                         "folder.")
+    created = not out.exists()
+    try:
+        with contextlib.ExitStack() as stack:
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(one_writer(out, "analyze"))
+            except OSError as error:
+                raise ValueError(f"out={named(out)} cannot be written: {error.strerror or error}.") from None
+            yield
+    finally:
+        if created and out.is_dir() and not holds_other_files(out):  # a run that wrote nothing leaves nothing
+            for name in (WRITER_NOTE, WRITER_LOCK):
+                (out / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                out.rmdir()
+
+
+def holds_other_files(out: Path) -> bool:
+    """Whether `out` is a folder holding anything but the writer's lock and note."""
+    return out.is_dir() and any(entry.name not in (WRITER_LOCK, WRITER_NOTE) for entry in out.iterdir())
+
+
 def prepare(out: Path, settings: dict[str, Any]) -> bool:
     """Check `out` can hold a corpus of these settings and record them; True when it holds that corpus complete
     already. A folder holding something else, or a corpus of other settings, is an error naming the difference."""
@@ -83,7 +121,7 @@ def prepare(out: Path, settings: dict[str, Any]) -> bool:
         raise ValueError(f"out={out} is a file, not a folder for a corpus.")
     recorded = read_json(out / SETTINGS)
     if recorded is None:
-        if out.is_dir() and any(out.iterdir()):
+        if holds_other_files(out):
             raise ValueError(f"out={out} is a folder that holds other files and no corpus; choose an empty or new "
                              "folder.")
         out.mkdir(parents=True, exist_ok=True)

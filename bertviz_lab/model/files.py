@@ -7,19 +7,22 @@ environment variable BERTVIZ_LAB_MAX_TEXT_FILE_MB says when it is set. Weights (
 safetensors maps them itself; `regular_file` checks them first.
 
 `write_atomically` writes a file whole or not at all: a reader (a file watcher, a browser, a resumed run) never sees
-half of one.
+half of one. `one_writer` keeps a folder (a corpus, a checkpoint_dir) to one run at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import reprlib
 import secrets
+import socket
 import stat
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 ECHO_LIMIT = 200  # characters of a value or path shown in an error message
 MAX_TEXT_MB = 64  # the largest config or tokenizer file read, in MB (real ones: a few kB to ~20 MB)
@@ -252,3 +255,68 @@ def write_atomically(path: str | os.PathLike, data: str | bytes, *, sync: bool =
         temporary.unlink(missing_ok=True)
         raise
     return path
+
+
+# one writer per folder ------------------------------------------------------------------------------------------
+WRITER_LOCK = ".writer.lock"  # locked (flock / LockFileEx, through filelock) while a run writes the folder
+WRITER_NOTE = ".writer.json"  # who holds it: written by the holder once it has the lock, read by whoever is refused
+
+
+class FolderInUse(ValueError):
+    """Another run writes this folder now."""
+
+
+@contextlib.contextmanager
+def one_writer(folder: str | os.PathLike, what: str) -> Iterator[None]:
+    """Hold `folder`'s writer lock for the block: a second run into the same folder (another process, or another
+    thread of this one) is refused at once with one line naming the holder's pid and host; the thread holding it may
+    enter again (a command locks the folder before it loads a model, the run inside locks it too). The operating
+    system releases the lock of a process that dies, however it dies, so a lock left by a killed run never blocks
+    the next one (its note is simply overwritten). `folder` must exist; `what` names the run in the message
+    ("analyze", "training")."""
+    from filelock import FileLock, Timeout
+
+    folder = Path(folder)
+    key, thread = os.path.realpath(folder), threading.get_ident()
+    with _HELD_GUARD:
+        holder_thread, depth = _HELD.get(key, (thread, 0))
+        if depth and holder_thread == thread:  # the run itself, again (the CLI locks before loading, analyze inside)
+            _HELD[key] = (thread, depth + 1)
+            lock = None
+        elif depth:
+            raise FolderInUse(f"{named(folder)} is being written by another {what} run ({_holder(folder)}); wait "
+                              "for it to end, or choose another folder.")
+        else:
+            lock = FileLock(folder / WRITER_LOCK, timeout=0, is_singleton=False, thread_local=False)
+            try:
+                lock.acquire()
+            except Timeout:
+                raise FolderInUse(f"{named(folder)} is being written by another {what} run ({_holder(folder)}); "
+                                  "wait for it to end, or choose another folder.") from None
+            _HELD[key] = (thread, 1)
+    try:
+        if lock is not None:
+            note = {"pid": os.getpid(), "host": socket.gethostname(), "run": what}
+            write_atomically(folder / WRITER_NOTE, json.dumps(note) + "\n")
+        yield
+    finally:
+        with _HELD_GUARD:
+            holder_thread, depth = _HELD.pop(key)
+            if depth > 1:
+                _HELD[key] = (holder_thread, depth - 1)
+        if lock is not None:
+            lock.release()
+
+
+_HELD: dict[str, tuple[int, int]] = {}  # folder -> (the thread holding its lock, how many blocks deep)
+_HELD_GUARD = threading.Lock()
+
+
+def _holder(folder: Path) -> str:
+    """"pid 4242 on host-a", as the holder wrote it, or what is known where its note cannot be read yet."""
+    try:
+        found = json.loads((folder / WRITER_NOTE).read_text(encoding="utf-8"))
+        return f"pid {int(found['pid'])} on {clip(str(found['host']), 80)}"
+    except (OSError, ValueError, TypeError, KeyError):
+        return "its pid is not written yet"
+
