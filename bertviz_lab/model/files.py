@@ -258,8 +258,8 @@ def write_atomically(path: str | os.PathLike, data: str | bytes, *, sync: bool =
 
 
 # one writer per folder ------------------------------------------------------------------------------------------
-WRITER_LOCK = ".writer.lock"  # locked (flock / LockFileEx, through filelock) while a run writes the folder
-WRITER_NOTE = ".writer.json"  # who holds it: written by the holder once it has the lock, read by whoever is refused
+WRITER_LOCK = ".writer.lock"  # locked (flock / LockFileEx, through filelock) while a run writes the folder; stays
+WRITER_NOTE = ".writer.json"  # who holds it: written by the holder once it has the lock, removed when it lets go
 
 
 class FolderInUse(ValueError):
@@ -305,7 +305,8 @@ def one_writer(folder: str | os.PathLike, what: str) -> Iterator[None]:
             if depth > 1:
                 _HELD[key] = (holder_thread, depth - 1)
         if lock is not None:
-            lock.release()
+            (folder / WRITER_NOTE).unlink(missing_ok=True)  # while still held: the next holder writes its own
+            lock.release()  # the lock file stays: removing it would let two runs lock two different files
 
 
 _HELD: dict[str, tuple[int, int]] = {}  # folder -> (the thread holding its lock, how many blocks deep)

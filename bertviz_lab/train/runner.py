@@ -16,6 +16,7 @@ import torch
 
 from bertviz_lab.device import select_device
 from bertviz_lab.model.config import BERTConfig
+from bertviz_lab.model.files import FolderInUse
 from bertviz_lab.model.heads import BERTForPreTraining
 from bertviz_lab.model.tokenizer import BERTTokenizerFast
 from bertviz_lab.train import checkpoint as ckpt
@@ -467,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # raised by other code than these handlers
         print("bertviz-lab train: interrupted; nothing more was saved.", file=sys.stderr)
         return 130
-    except ConfigError as error:
+    except (ConfigError, FolderInUse) as error:  # FolderInUse: another run writes training.checkpoint_dir
         print(f"bertviz-lab train: error: {_one_line(error)}", file=sys.stderr)
         return 2
     except NonFiniteLossError as error:

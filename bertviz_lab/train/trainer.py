@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from bertviz_lab.device import select_device
 from bertviz_lab.model.fields import Field, check_fields, setting
-from bertviz_lab.model.files import clip, shown
+from bertviz_lab.model.files import FolderInUse, clip, one_writer, shown
 from bertviz_lab.model.heads import BERTForPreTraining
 from bertviz_lab.train import checkpoint as ckpt
 from bertviz_lab.train import schema
@@ -504,13 +504,35 @@ class Trainer:
         self._check_not_running("fit()")
         target = self._target_step(steps)
         try:
-            with self._signals.installed():
+            with self._signals.installed(), self._writing_checkpoint_dir():
                 return self._fit_until(target)
         except TrainingInterrupted:
             self.stop_reason = "interrupted"
             raise
         finally:
             self._notify_end()
+
+    @contextlib.contextmanager
+    def _writing_checkpoint_dir(self) -> Iterator[None]:
+        """Rank 0 holds checkpoint_dir's writer lock for the block (nothing where there is none): a second training
+        into the same folder stops before its first step, naming the first, on every process of it, instead of
+        pruning the first's checkpoints."""
+        folder = self.config.checkpoint_dir
+        if folder is None:
+            yield
+            return
+        with contextlib.ExitStack() as held:
+            refused: Exception | None = None
+            if self.dist.is_main:
+                try:
+                    Path(folder).mkdir(parents=True, exist_ok=True)
+                    held.enter_context(one_writer(folder, "training"))
+                except FolderInUse as error:
+                    refused = error
+            if any_process(refused is not None, self.dist, self.device):
+                raise refused or FolderInUse(f"TrainConfig.checkpoint_dir={clip(str(folder))} is being written by "
+                                             "another training run (rank 0 says which).")
+            yield
 
     def _fit_until(self, target: int) -> list[MetricsRecord]:
         records: list[MetricsRecord] = []
@@ -647,8 +669,10 @@ class Trainer:
         state = self.state_dict()
         path = Path(self.config.checkpoint_dir) / ckpt.checkpoint_name(self.step)
         if self.dist.is_main:
-            path = ckpt.save_checkpoint(self.config.checkpoint_dir, self.step, self.model, state,
-                                        keep=self.config.keep_checkpoints, tokenizer=self.tokenizer)
+            Path(self.config.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+            with one_writer(self.config.checkpoint_dir, "training"):  # fit holds it already; a lone save takes it
+                path = ckpt.save_checkpoint(self.config.checkpoint_dir, self.step, self.model, state,
+                                            keep=self.config.keep_checkpoints, tokenizer=self.tokenizer)
             logger.info("saved checkpoint %s", path)
         barrier(self.dist)
         self.last_checkpoint = path

@@ -243,3 +243,42 @@ def test_the_manifest_is_written_before_the_folder_gets_its_name(tmp_path, pairs
     trainer.fit(1)
     assert renamed and "manifest.json" in renamed[0]
     assert ckpt.verify_checkpoint(tmp_path / "ckpt") == trainer.last_checkpoint
+
+
+def test_a_second_training_into_a_checkpoint_dir_in_use_stops_before_its_first_step(tmp_path, pairs,
+                                                                                    wordpiece_tokenizer, make_model):
+    """While another run holds checkpoint_dir (here another thread, as another process would), fit() refuses with
+    one line naming it and leaves the other's checkpoints alone; once it is free, the same trainer trains."""
+    import threading
+
+    from bertviz_lab.model.files import FolderInUse, one_writer
+
+    train, test = pairs
+    first = Trainer(make_model(len(wordpiece_tokenizer)), train, test, _config(tmp_path, keep_checkpoints=1))
+    first.fit(2)
+    kept = sorted(p.name for p in (tmp_path / "ckpt").iterdir() if p.name.startswith("step-"))
+    held, release = threading.Event(), threading.Event()
+
+    def other_run() -> None:
+        with one_writer(tmp_path / "ckpt", "training"):
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=other_run)
+    holder.start()
+    held.wait(60)
+    second = Trainer(make_model(len(wordpiece_tokenizer)), train, test, _config(tmp_path, keep_checkpoints=1))
+    try:
+        with pytest.raises(FolderInUse) as raised:
+            second.fit(4)
+        with pytest.raises(FolderInUse):
+            second.save_checkpoint()
+    finally:
+        release.set()
+        holder.join()
+    message = str(raised.value)
+    assert f"ckpt is being written by another training run (pid {os.getpid()} on" in message and "\n" not in message
+    assert second.step == 0 and second.history == []
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir() if p.name.startswith("step-")) == kept
+    second.fit(4)
+    assert second.last_checkpoint.name == "step-00000004"

@@ -314,3 +314,27 @@ def test_resume_from_a_checkpoint_without_a_manifest_works_with_a_warning(tmp_pa
     assert main(["train", "--config", str(config)]) == 0
     assert f"WARNING bertviz_lab.train: checkpoint {folder} has no manifest.json" in capsys.readouterr().err
     assert json.loads((folder.parent / "step-00000004" / "manifest.json").read_text())["files"]
+
+
+def test_a_checkpoint_dir_another_process_writes_is_one_line_and_exit_2(tmp_path, capsys, child_env):
+    """Another process holds training.checkpoint_dir (a run of its own): the CLI stops before its first step with
+    one line naming that process, and nothing of it is touched."""
+    config = _tiny_synthetic(tmp_path, steps=2, checkpoint_dir=str(tmp_path / "ckpt"))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "ckpt").mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys\nfrom bertviz_lab.model.files import one_writer\n"
+        f"with one_writer({str(tmp_path / 'ckpt')!r}, 'training'):\n"
+        "    print('holding', flush=True)\n    sys.stdin.readline()\n")], env=child_env, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        assert main(["train", "--config", str(tmp_path / "c.yaml")]) == 2
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"bertviz-lab train: error: {tmp_path / 'ckpt'} is being written by another training run (pid {holder.pid} "
+        f"on {os.uname().nodename}); wait for it to end, or choose another folder.")
+    assert not [p for p in (tmp_path / "ckpt").iterdir() if p.name.startswith("step-")]
+    assert main(["train", "--config", str(tmp_path / "c.yaml")]) == 0  # free again
