@@ -243,8 +243,10 @@ def to_execute(name: str) -> bool:
 
 
 def sources_key(notebook: Path) -> str:
-    """What an executed notebook depends on: its own bytes, the package's sources and the shipped configs."""
+    """What an executed notebook depends on: its own bytes, the package's sources and the shipped configs, and
+    whether Graphviz's `dot` is there (without it the architecture panels show their mermaid source instead)."""
     digest = hashlib.sha256(notebook.read_bytes())
+    digest.update(b"dot" if shutil.which("dot") else b"no dot")
     for path in sorted(PACKAGE.rglob("*")):
         if path.is_file() and path.suffix in {".py", ".js", ".css", ".yaml", ".c", ".j2", ".json", ".txt"}:
             digest.update(str(path.relative_to(PACKAGE)).encode())

@@ -95,7 +95,8 @@ def test_static_fallback_draws_graphviz_or_shows_the_mermaid_source(architecture
     monkeypatch.setattr(shutil, "which", lambda name: None)
     architecture._svg_cache.clear()
     without_dot = architecture.static_html()
-    assert "install Graphviz" in without_dot and "<pre class='mermaid'>%%{init" in without_dot
+    assert "install Graphviz" in without_dot and "<pre class='bvl-mermaid-text'>%%{init" in without_dot
+    assert "class='mermaid'" not in without_dot  # nothing a page's mermaid loader would fetch a script for
     assert "&lt;br/&gt;" in without_dot
     with pytest.raises(FileNotFoundError, match="Graphviz"):
         architecture.to_svg()

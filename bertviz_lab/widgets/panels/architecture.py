@@ -183,7 +183,8 @@ class ArchitecturePanel(Panel):
             figure = self.to_svg()
         else:
             source = str(self.diagram("mermaid"))
+            # not class "mermaid": a page with a mermaid loader (a docs theme's) would fetch it from a CDN to draw it
             figure = (f"<p>{escape(self.title())}: install Graphviz (its `dot` program) to draw the diagram here; "
-                      f"its mermaid source:</p><pre class='mermaid'>{escape(source)}</pre>")
+                      f"its mermaid source:</p><pre class='bvl-mermaid-text'>{escape(source)}</pre>")
         return (f"<div class='bvl-architecture'><div class='bvl-diagram-static'>{figure}</div>"
                 f"<p><b>parameters</b></p>{self.trace.summary().collapsible_html()}</div>")
