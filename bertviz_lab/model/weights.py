@@ -143,16 +143,35 @@ def from_hf_state_dict(state: dict[str, torch.Tensor], family: Family | None = N
     for name, tensor in renamed.items():
         for ours, theirs in FUSED.items():
             if _has_part(name, theirs[0]):
-                parts = [renamed.get(_replace_part(name, theirs[0], part)) for part in theirs]
+                names = [_replace_part(name, theirs[0], part) for part in theirs]
+                parts = [renamed.get(part) for part in names]
                 if any(p is None for p in parts):
                     raise ValueError(f"checkpoint has {name} but not all of {', '.join(theirs)} for the same layer.")
-                out[_replace_part(name, theirs[0], ours)] = torch.cat(parts, dim=0)
+                out[_replace_part(name, theirs[0], ours)] = _joined(names, parts)
                 break
             if any(_has_part(name, part) for part in theirs[1:]):
                 break  # joined with the first part above
         else:
             out[name] = tensor
     return out
+
+
+def _joined(names: list[str], parts: list[torch.Tensor]) -> torch.Tensor:
+    """The query, key and value tensors of one layer as one, each checked first as `load_into` checks the others: a
+    fused projection must not hide an integer tensor (which the concatenation would cast) or a wrong shape."""
+    for name, tensor in zip(names, parts):
+        if not tensor.is_floating_point():
+            raise ValueError(f"checkpoint tensor {name} is {tensor.dtype}, but the model's tensor is floating point; "
+                             "the file is damaged or not a checkpoint of this model.")
+        if tensor.dim() != (1 if name.endswith("bias") else 2):
+            raise ValueError(f"checkpoint tensor {name} has shape {tuple(tensor.shape)}, but a projection's weight "
+                             "has 2 dimensions and its bias 1.")
+    first = tuple(parts[0].shape)
+    for name, tensor in zip(names[1:], parts[1:]):
+        if tuple(tensor.shape) != first:
+            raise ValueError(f"checkpoint tensor {name} has shape {tuple(tensor.shape)}, but {names[0]} has {first}; "
+                             "a layer's query, key and value have one shape.")
+    return torch.cat(parts, dim=0)
 
 
 def _align_prefix(state: dict[str, torch.Tensor], model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -271,6 +271,18 @@ CASES = [
     pytest.param(checkpoint_with("pooler.dense.bias", torch.ones(64, dtype=torch.bool)), ValueError,
                  r"checkpoint tensor pooler.dense.bias is torch.bool, but the model's tensor is torch.float32",
                  id="checkpoint-bool"),
+    pytest.param(checkpoint_with("encoder.layer.0.attention.self.query.weight", torch.ones(64, 64, dtype=torch.long)),
+                 ValueError, r"checkpoint tensor encoder.layer.0.attention.self.query.weight is torch.int64, but the "
+                 r"model's tensor is floating point", id="checkpoint-fused-int64"),
+    pytest.param(checkpoint_with("encoder.layer.1.attention.self.value.bias", torch.ones(64, dtype=torch.bool)),
+                 ValueError, r"checkpoint tensor encoder.layer.1.attention.self.value.bias is torch.bool",
+                 id="checkpoint-fused-bool"),
+    pytest.param(checkpoint_with("encoder.layer.0.attention.self.key.weight", torch.ones(32, 64)), ValueError,
+                 r"checkpoint tensor encoder.layer.0.attention.self.key.weight has shape \(32, 64\), but "
+                 r"encoder.layer.0.attention.self.query.weight has \(64, 64\)", id="checkpoint-fused-shape"),
+    pytest.param(checkpoint_with("encoder.layer.0.attention.self.query.bias", torch.ones(2, 2, 16)), ValueError,
+                 r"checkpoint tensor encoder.layer.0.attention.self.query.bias has shape \(2, 2, 16\), but",
+                 id="checkpoint-fused-dims"),
     # labels of the heads ------------------------------------------------------------------------------
     pytest.param(lambda m: m.pretraining.get_loss(labels(0, (2, 3)), NSP, ids()), ValueError,
                  r"mlm_labels have shape \(2, 3\), expected \(2, 4\)", id="mlm-labels-shape"),
