@@ -68,8 +68,15 @@ class Encoded:
         return torch.from_numpy(ids), torch.from_numpy(types), torch.from_numpy(mask.astype(np.int64))
 
 
+CHARS_PER_TOKEN = 100  # WordPiece's longest word: a text's first max_length tokens span at most about this many each
+
+
 def encode(tokenizer: Any, items: list[Item], max_length: int, chunk: int = 4096) -> Encoded:
-    """Tokenize every item once ([CLS] a [SEP] (b [SEP]), truncated to max_length)."""
+    """Tokenize every item once ([CLS] a [SEP] (b [SEP]), truncated to max_length). The tokenizer sees only each
+    text's first CHARS_PER_TOKEN x max_length characters: one huge line costs megabytes, not the gigabytes of
+    tokenizing all of it. A text whose first max_length tokens lie in that span (any text but runs of whitespace or
+    words of 100+ characters) gets exactly the tokens it would get whole."""
+    bound = CHARS_PER_TOKEN * max_length
     ids: list[np.ndarray] = []
     types: list[np.ndarray] = []
     for start in range(0, len(items), chunk):
@@ -80,8 +87,8 @@ def encode(tokenizer: Any, items: list[Item], max_length: int, chunk: int = 4096
         for chosen, pair in ((singles, False), (pairs, True)):
             if not chosen:
                 continue
-            texts = [part[i][0] for i in chosen]
-            second = [part[i][1] for i in chosen] if pair else None
+            texts = [part[i][0][:bound] for i in chosen]
+            second = [part[i][1][:bound] for i in chosen] if pair else None
             enc = tokenizer(texts, text_pair=second, truncation=True, max_length=max_length)
             for i, row_ids, row_types in zip(chosen, enc["input_ids"], enc["token_type_ids"]):
                 rows[i] = (row_ids, row_types)
@@ -453,11 +460,11 @@ def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_head
 def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike, *, layers: Any = None,
             heads: Any = None, vectors: Any = (), qk_heads: Any = None, batch_size: int = 32, max_length: int = 128,
             text_column: str = "text", progress: bool = True, shard_size: int = 1024,
-            model_name: str | None = None) -> Corpus:
+            model_name: str | None = None, encoding: str = "utf-8", errors: str = "strict") -> Corpus:
     """Run `model` over the corpus `data` and write the folder `out` (per-head statistics, per-text values, tokens
     and the requested vectors: "hidden" states at `layers`, "qk" queries and keys of `qk_heads`, by default
-    `heads`, at `layers`); resumes an
-    interrupted run and returns at once where `out` holds this corpus already."""
+    `heads`, at `layers`); resumes an interrupted run and returns at once where `out` holds this corpus already.
+    A text file is decoded as `encoding`, its bad bytes handled as `errors` says ("replace" reads past them)."""
     out = Path(out)
     backbone = backbone_of(model)
     config = backbone.config
@@ -472,7 +479,7 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
     _positive(shard_size, "shard_size")
     if _positive(max_length, "max_length") > config.max_positions:
         raise ValueError(f"max_length={max_length} is more than the {config.max_positions} tokens the model takes.")
-    items = read_items(data, text_column)
+    items = read_items(data, text_column, encoding, errors)
     encoded = encode(tokenizer, items, max_length)
     order = np.lexsort((np.arange(len(items)), encoded.lengths))  # by length, then by id
     shards = [order[i:i + shard_size] for i in range(0, len(order), shard_size)]

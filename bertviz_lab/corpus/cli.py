@@ -43,6 +43,11 @@ def add_corpus_parser(commands: Any) -> argparse.ArgumentParser:
     corpus.add_argument("--qk-heads", type=_int_list,
                         help="with --vectors qk: the heads whose queries and keys to keep, e.g. 2,7 (default: --heads)")
     corpus.add_argument("--text-column", default="text", help="the text column of .jsonl/.csv/.parquet (default: text)")
+    corpus.add_argument("--encoding", default="utf-8",
+                        help="the encoding of a .txt/.jsonl/.csv file, any Python codec (default: utf-8)")
+    corpus.add_argument("--errors", default="strict", choices=("strict", "replace", "ignore", "backslashreplace"),
+                        help="bytes not in that encoding: strict stops naming the line, replace reads past them "
+                             "(default: strict)")
     corpus.add_argument("--batch-size", type=int, default=32, help="texts per forward (default: 32)")
     corpus.add_argument("--max-length", type=int, default=128, help="tokens per text at most (default: 128)")
     corpus.add_argument("--shard-size", type=int, default=1024,
@@ -84,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
             corpus = analyze(model, tokenizer, data, args.out, layers=args.layers, heads=args.heads,
                              vectors=args.vectors, qk_heads=args.qk_heads, batch_size=args.batch_size,
                              max_length=args.max_length, text_column=args.text_column,
-                             progress=not args.no_progress, shard_size=args.shard_size, model_name=args.model)
+                             progress=not args.no_progress, shard_size=args.shard_size, model_name=args.model,
+                             encoding=args.encoding, errors=args.errors)
     except KeyboardInterrupt as error:
         print(f"bertviz-lab corpus: interrupted {_progress(args.out)}; rerun the same command to resume.",
               file=sys.stderr)

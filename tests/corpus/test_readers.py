@@ -67,3 +67,75 @@ def test_bad_files_are_one_line(tmp_path):
         with pytest.raises(error) as raised:
             read_items(path, column)
         assert words in str(raised.value) and "\n" not in str(raised.value), path
+
+
+def test_bytes_not_in_the_encoding_name_the_file_and_line_and_can_be_read_anyway(tmp_path):
+    text = tmp_path / "latin.txt"
+    text.write_bytes("first line\nSão Paulo à noite\nlast line\n".encode("latin-1"))
+    jsonl = tmp_path / "latin.jsonl"
+    jsonl.write_bytes(b'{"text": "fine"}\n{"text": "caf\xe9"}\n')
+    csv_file = tmp_path / "latin.csv"
+    csv_file.write_bytes(b'text\n"fine"\n"also fine"\n"na\xefve"\n')
+    for path, line in ((text, 2), (jsonl, 2), (csv_file, 4)):
+        with pytest.raises(ValueError) as raised:
+            read_items(path)
+        message = str(raised.value)
+        assert message.startswith(f"{path} line {line} is not utf-8: byte 0x") and "\n" not in message, message
+        assert "--encoding" in message and "errors='replace'" in message
+    assert read_items(text, encoding="latin-1")[1] == ("São Paulo à noite", None)
+    assert read_items(jsonl, errors="replace")[1] == ("caf\ufffd", None)
+    assert read_items(csv_file, encoding="cp1252")[2] == ("naïve", None)
+    utf16 = tmp_path / "wide.txt"
+    utf16.write_text("one\ntwo\n", encoding="utf-16")
+    assert read_items(utf16, encoding="utf-16") == [("one", None), ("two", None)]
+    with pytest.raises(ValueError, match="unknown encoding: klingon"):
+        read_items(text, encoding="klingon")
+    with pytest.raises(ValueError, match="unknown error handler name 'sometimes'"):
+        read_items(text, errors="sometimes")
+
+
+def test_a_deeply_nested_json_line_and_a_huge_csv_field_are_one_line(tmp_path):
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"text": "ok"}\n' + '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}\n", encoding="utf-8")
+    with pytest.raises(ValueError) as raised:
+        read_items(deep)
+    assert str(raised.value).startswith(f"{deep} line 2 nests deeper than JSON is read here")
+    wide = tmp_path / "wide.csv"
+    wide.write_text("text\n" + "a" * 200_000 + "\nshort\n", encoding="utf-8")  # over the csv module's 131,072
+    assert [len(a) for a, _ in read_items(wide)] == [200_000, 5]
+    from bertviz_lab.corpus import readers
+
+    before = readers.CSV_FIELD_LIMIT
+    readers.CSV_FIELD_LIMIT = 1000
+    try:
+        with pytest.raises(ValueError) as raised:
+            read_items(wide)
+    finally:
+        readers.CSV_FIELD_LIMIT = before
+    assert str(raised.value) == (f"{wide} line 2: field larger than field limit (1000) (a field may hold up to 1,000 "
+                                 "characters).")
+    import csv
+
+    assert csv.field_size_limit() == 131_072  # the module's limit is given back
+
+
+def test_the_tokenizer_sees_a_bounded_prefix_of_a_huge_line_and_normal_texts_are_unchanged(minilm_tokenizer,
+                                                                                             monkeypatch):
+    import importlib
+
+    analyze_module = importlib.import_module("bertviz_lab.corpus.analyze")  # the module, not the function
+
+    seen: list[int] = []
+    tokenizer = minilm_tokenizer
+
+    def spying(texts, text_pair=None, **kwargs):
+        seen.extend(len(t) for t in texts + (text_pair or []))
+        return tokenizer(texts, text_pair=text_pair, **kwargs)
+
+    huge = "word " * 2_000_000  # 10 MB in one line
+    normal = ["The river bank was flooded after the storm.", ("Is it raining?", "No, it is sunny.")]
+    items = [(huge, None), (normal[0], None), normal[1]]
+    encoded = analyze_module.encode(spying, items, max_length=32)
+    assert max(seen) == analyze_module.CHARS_PER_TOKEN * 32
+    whole = analyze_module.encode(tokenizer, items, max_length=32)  # the tokenizer given everything
+    assert (encoded.ids == whole.ids).all() and (encoded.offsets == whole.offsets).all()
