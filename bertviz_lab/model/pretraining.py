@@ -27,9 +27,13 @@ class MaskingPlan(NamedTuple):
         return self.selected & ~self.to_mask & ~self.to_random
 
 
-def _check_probabilities(mlm_probability: float, mask_replace_prob: float, random_replace_prob: float) -> None:
+def check_masking_probabilities(mlm_probability: float, mask_replace_prob: float, random_replace_prob: float) -> None:
+    """BERT's masking shares, each a number in [0, 1], the two replacements at most 1 together; else one line naming
+    the one that is not (a value out of range is an error, never clamped)."""
     for name, value in (("mlm_probability", mlm_probability), ("mask_replace_prob", mask_replace_prob),
                         ("random_replace_prob", random_replace_prob)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number in [0, 1], got {type(value).__name__} {value!r}.")
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {value!r}.")
     if mask_replace_prob + random_replace_prob > 1.0 + 1e-9:
@@ -46,7 +50,7 @@ def sample_masking(input_ids: torch.Tensor, *, vocab_size: int, special_token_id
     Randomness is drawn on the CPU from `generator` (or a new one seeded with `seed`) so a seed gives the
     same plan on every device. Special ids, special_tokens_mask positions and padding are never eligible.
     """
-    _check_probabilities(mlm_probability, mask_replace_prob, random_replace_prob)
+    check_masking_probabilities(mlm_probability, mask_replace_prob, random_replace_prob)
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be 2D (batch, seq_len), got shape {tuple(input_ids.shape)}.")
     if generator is None:

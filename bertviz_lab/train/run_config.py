@@ -2,7 +2,8 @@
 
 YAML anchors and aliases (`&name`, `*name`) may repeat a single value (a string, number, true/false or null), never a
 list or mapping: that is how a few lines expand to billions of items ("billion laughs"), and no key takes a list or
-mapping. Errors echo a value in at most ECHO_LIMIT characters.
+mapping. A key written twice in one mapping is an error naming both lines (YAML would keep the last one silently).
+Errors echo a value in at most ECHO_LIMIT characters.
 """
 
 from __future__ import annotations
@@ -44,6 +45,20 @@ class _ConfigLoader(yaml.SafeLoader):
                                   f"repeats a list or mapping; in a run config an alias may only repeat a single "
                                   f"value (a string, number, true/false or null).")
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        """A mapping whose keys are each written once: YAML would keep the last of two `steps:` silently."""
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise ConfigError(f"{self.source}, line {key_node.start_mark.line + 1}: the key {clip(str(key))!r} "
+                                      f"is written twice (first on line {seen[key].start_mark.line + 1}); keep one.")
+                seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:

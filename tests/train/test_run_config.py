@@ -125,6 +125,20 @@ def test_aliases_of_single_values_work(tmp_path):
     assert training["steps"] == training["warmup_steps"] == 5
 
 
+@pytest.mark.parametrize("text, line, key, first", [
+    ("training:\n  steps: 5\n  warmup_steps: 1\n  steps: 7\n", 4, "steps", 2),
+    ("training:\n  steps: 5\ndata:\n  batch_size: 8\ntraining:\n  warmup_steps: 1\n", 5, "training", 1),
+    ("training: {steps: 5, steps: 6}\n", 1, "steps", 1),
+])
+def test_a_key_written_twice_is_one_line_naming_both(tmp_path, text, line, key, first):
+    file = tmp_path / "twice.yaml"
+    file.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_config(file)
+    assert str(raised.value) == (f"{file}, line {line}: the key {key!r} is written twice (first on line {first}); "
+                                 "keep one.")
+
+
 @pytest.mark.parametrize("text, named", [
     ("data:\n  batch_size: " + "x" * 100_000 + "\n", "data.batch_size must be an integer"),
     ("data:\n  corpus: [" + ", ".join(["lol"] * 100_000) + "]\n", "data.corpus must be a string"),

@@ -225,6 +225,14 @@ def test_a_name_missing_from_the_offline_cache_says_so_in_one_line(minilm_tokeni
         preview.use_model("  ")
     with pytest.raises(ValueError, match="mode must be one of"):
         MaskingPreview(minilm_tokenizer, CAPITAL, mode="random")
+    for shares, error, words in (((1.5, 0.8, 0.1), ValueError, r"mlm_probability must be in \[0, 1\], got 1.5"),
+                                 ((0.15, -0.1, 0.1), ValueError, r"mask_replace_prob must be in \[0, 1\], got -0.1"),
+                                 ((0.15, 0.8, 0.5), ValueError, r"mask_replace_prob \+ random_replace_prob must be"),
+                                 (("0.2", 0.8, 0.1), TypeError, r"mlm_probability must be a number in \[0, 1\], "
+                                                                r"got str '0.2'")):
+        with pytest.raises(error, match=words):  # never clamped by the slider
+            MaskingPreview(minilm_tokenizer, CAPITAL, mlm_probability=shares[0], mask_replace_prob=shares[1],
+                           random_replace_prob=shares[2])
 
 
 def test_the_training_tabs_model_predicts_at_the_typed_mask_of_its_own_tokens(minilm_tokenizer, backbone,

@@ -13,7 +13,13 @@ import ipywidgets as widgets
 import torch
 
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text
-from bertviz_lab.model.pretraining import IGNORE_INDEX, MaskingPlan, apply_masking, sample_masking
+from bertviz_lab.model.pretraining import (
+    IGNORE_INDEX,
+    MaskingPlan,
+    apply_masking,
+    check_masking_probabilities,
+    sample_masking,
+)
 from bertviz_lab.trace.targets import predicts_masked_tokens, predicts_next_sentence, split_heads
 from bertviz_lab.widgets.figures.masking import KEPT_MARK, Chip, MaskingState, masking_figure
 from bertviz_lab.widgets.panels.controls import lean, toggle_buttons
@@ -74,6 +80,7 @@ class MaskingPreview(Panel):
         if mode is not None and mode not in MODES:
             raise ValueError(f"mode must be one of {MODES} (or None: choose when the text has a [MASK]), "
                              f"got {mode!r}.")
+        check_masking_probabilities(mlm_probability, mask_replace_prob, random_replace_prob)  # a slider would clamp
         self.tokenizer, self.model, self.top_k = tokenizer, model, top_k
         self.own_model, self.own_tokenizer = model, tokenizer  # "the current model": the one given (a Workbench's)
         self.source = CURRENT  # which model predicts: CURRENT, TRAINING, or the name it was loaded by
