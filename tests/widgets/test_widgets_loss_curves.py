@@ -348,3 +348,26 @@ def test_training_panel_around_an_existing_trainer():
     assert panel.curves in trainer.callbacks
     trainer.fit()
     assert panel.curves.records == 3
+
+
+def test_values_at_the_float_limit_draw_without_an_error_or_a_non_finite_coordinate():
+    """A diverged run's ±1e308 (and an infinity) are drawn at their chart's edge: the static figure, its numbers and
+    the live view's float32 data hold no NaN or infinity, and nothing warns."""
+    import re
+    import warnings
+
+    from bertviz_lab.widgets.panels.loss_curves import FLOAT32_MAX, pack, unpack
+
+    curves = LossCurves(min_interval=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for step, value in enumerate([1e308, -1e308, 5.0, float("inf")], start=1):
+            curves({"step": step, "train_mlm_loss": value, "train_nsp_loss": -1.7e308, "lr": 1e-4})
+        curves.flush()
+        svg = curves.to_svg()
+        x, y = unpack(pack(np.array([1.0, 2.0, 3.0]), np.array([1e308, -np.inf, np.nan])))
+    ET.fromstring(svg)
+    assert not re.findall(r'="[^"]*(?i:nan|inf)', svg)  # no coordinate or data attribute; the status names "inf"
+    assert "train MLM inf" in svg
+    assert "1e+308" in svg and "-1.7e+308" in svg  # the ticks name the real values
+    assert list(y[:2]) == [FLOAT32_MAX, -FLOAT32_MAX] and np.isnan(y[2])

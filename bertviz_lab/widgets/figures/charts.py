@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Sequence
 
 import numpy as np
@@ -59,6 +60,8 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     """Round tick values (1, 2 or 5 times a power of ten) covering [low, high]."""
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return [low]
+    if not math.isfinite(high - low):  # ends near the float limit (±1e308): their span overflows, so the ends alone
+        return [low, high]
     raw = (high - low) / max(1, count)
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
@@ -152,14 +155,16 @@ def line_chart(series: dict[str, Line | tuple], title: str = "", width: int = 36
     y0, y1 = float(ys.min()), float(ys.max())
     if x1 == x0:
         x0, x1 = x0 - 0.5, x1 + 0.5
-    if y1 == y0:
-        y0, y1 = y0 - (abs(y0) * 0.1 or 0.5), y1 + (abs(y1) * 0.1 or 0.5)
+    if y1 == y0:  # one value: a margin around it, kept inside the floats (a value near ±1e308 would overflow)
+        y0 = max(y0 - (abs(y0) * 0.1 or 0.5), -sys.float_info.max)
+        y1 = min(y1 + (abs(y1) * 0.1 or 0.5), sys.float_info.max)
 
+    # halves: exactly the same fractions, and no overflow where the data reach the float limit (x1 - x0 = inf)
     def sx(x):
-        return PAD_LEFT + (x - x0) / (x1 - x0) * plot_w
+        return PAD_LEFT + (x / 2 - x0 / 2) / (x1 / 2 - x0 / 2) * plot_w
 
     def sy(y):
-        return PAD_TOP + plot_h - (y - y0) / (y1 - y0) * plot_h
+        return PAD_TOP + plot_h - (y / 2 - y0 / 2) / (y1 / 2 - y0 / 2) * plot_h
 
     for value in nice_ticks(y0, y1, 4):
         label = f"1e{value:g}" if log_y else _fmt(value)

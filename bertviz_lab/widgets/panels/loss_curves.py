@@ -97,9 +97,15 @@ def curves_figure(points: Mapping[str, tuple[np.ndarray, np.ndarray]], title: st
     return chart_grid(charts, columns=2, title=title, subtitle=status)
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def pack(x: np.ndarray, y: np.ndarray) -> bytes:
-    """(x, y) as interleaved float32 pairs: what the browser view reads."""
-    return np.stack([x, y], axis=1).astype(np.float32).tobytes()
+    """(x, y) as interleaved float32 pairs: what the browser view reads. A value beyond float32's range (a loss of
+    1e308 from a diverged run, an infinity) is kept at that range's edge, ±3.4e38, so it is drawn at the top or bottom
+    of its chart instead of breaking it; NaN stays NaN (a gap)."""
+    pairs = np.stack([x, y], axis=1).astype(np.float64)
+    return np.clip(pairs, -FLOAT32_MAX, FLOAT32_MAX).astype(np.float32).tobytes()
 
 
 def unpack(data: bytes) -> tuple[np.ndarray, np.ndarray]:
