@@ -100,3 +100,24 @@ def test_a_panel_saved_at_an_absurd_scale_fails_in_one_line_and_the_process_live
     assert results == {"1000000.0": ["ValueError", BAD_VALUE.format("1000000.0"), pytest.approx(0, abs=5)],
                        "inf": ["ValueError", BAD_VALUE.format("inf"), pytest.approx(0, abs=5)]}
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_figure_that_cannot_be_written_is_one_line_naming_the_file_of_the_usual_class(tmp_path, monkeypatch):
+    (tmp_path / "a_file").write_text("x", encoding="utf-8")
+    (tmp_path / "a_folder.svg").mkdir()
+    cases = [(tmp_path / "a_folder.svg", IsADirectoryError, "it is a folder"),
+             (tmp_path / "a_file" / "deeper" / "figure.png", NotADirectoryError,
+              f"{tmp_path / 'a_file'} is a file, not a folder")]
+    for path, kind, why in cases:
+        with pytest.raises(kind) as raised:
+            export.save_figure(declared(40, 30), path)
+        assert str(raised.value) == f"[Errno {raised.value.errno}] cannot save the figure to {path}: {why}"
+    assert not (tmp_path / "a_file" / "deeper").exists()
+
+    def read_only(*args, **kwargs):  # root writes anywhere: the refusal a read-only folder gives others
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(export, "write_atomically", read_only)
+    with pytest.raises(PermissionError) as raised:
+        export.save_figure(declared(40, 30), tmp_path / "figure.svg")
+    assert str(raised.value) == f"[Errno 13] cannot save the figure to {tmp_path / 'figure.svg'}: Permission denied"

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bertviz_lab.model.files import shown, write_atomically
+from bertviz_lab.model.files import named, shown, write_atomically
 from bertviz_lab.widgets.figures.caption import with_caption
 from bertviz_lab.widgets.figures.theme import background, check_theme, resolve, with_style
 
@@ -109,9 +109,16 @@ def save_figure(svg: str, path: str | Path, scale: float = 1, theme: str = "ligh
     if not isinstance(caption, str):
         raise TypeError(f"caption must be a string, got {type(caption).__name__} {shown(caption)}.")
     svg = themed(with_caption(svg, caption), css, check_theme(theme))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "svg":
-        write_atomically(path, scaled_svg(svg, scale))
-    else:
-        write_atomically(path, svg_to_png(svg, scale, background(theme)))
+    data = scaled_svg(svg, scale) if kind == "svg" else svg_to_png(svg, scale, background(theme))
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "it is a folder")
+        existing = next(folder for folder in path.parents if folder.exists())
+        if not existing.is_dir():
+            raise NotADirectoryError(20, f"{named(existing)} is a file, not a folder")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, data)
+    except OSError as error:  # one line naming the file, of the same class (PermissionError, ...) for callers
+        why = error.strerror or type(error).__name__
+        raise type(error)(error.errno, f"cannot save the figure to {named(path)}: {why}") from None
     return path
