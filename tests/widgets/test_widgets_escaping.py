@@ -93,3 +93,22 @@ def test_workbench_and_every_html_widget(xss_model, xss_tokenizer):
     bench.text_box.value = ""
     bench.run()
     assert bench.error.value and "<img" not in bench.error.value
+
+
+def test_tokens_with_characters_xml_forbids_still_save_well_formed_svgs(pretraining_model, tmp_path):
+    """NUL and other control characters in a token are drawn as their Control Pictures signs: every view's saved
+    SVG parses as XML, and the token is still told apart from its neighbours."""
+    import xml.etree.ElementTree as ET
+
+    ids = torch.tensor([[101, 2000, 2001, 2002, 102]])
+    with torch.inference_mode(), trace(pretraining_model) as recorded:
+        pretraining_model(ids)
+    recorded.attach_tokens(["[CLS]", "nul\x00here", "bell\x07", "sur\ud800", "[SEP]"])
+    panel = AttentionPanel(recorded)
+    for view in ("heatmap", "head view", "model view"):
+        panel.view.value = view
+        saved = panel.save(tmp_path / f"{view}.svg")
+        text = saved.read_text(encoding="utf-8", errors="strict")
+        ET.fromstring(text)
+        if view == "heatmap":
+            assert "nul\u2400here" in text and "bell\u2407" in text and "sur\ufffd" in text

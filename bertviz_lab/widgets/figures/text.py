@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import html
+import re
 import unicodedata
 from typing import Any
 
 MAX_LABEL_CHARS = 16
 
 
+# Characters XML 1.0 does not allow (C0 controls but tab, line feed and carriage return; surrogates; U+FFFE, U+FFFF):
+# in an SVG they make the file ill-formed. A C0 control is drawn as its Control Pictures sign (NUL as U+2400), any
+# other as the replacement character.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _visible(match: re.Match) -> str:
+    code = ord(match.group())
+    return chr(0x2400 + code) if code < 0x20 else "\ufffd"
+
+
 def escape(text: Any) -> str:
-    """HTML-escape anything shown to a user (tokens and texts are user data)."""
-    return html.escape(str(text), quote=True)
+    """HTML-escape anything shown to a user (tokens and texts are user data), with the characters XML forbids
+    replaced by visible signs, so a token holding NUL still makes a well-formed SVG."""
+    return html.escape(_NOT_XML.sub(_visible, str(text)), quote=True)
 
 
 def text_width(text: str, size: float = 12, monospace: bool = False) -> float:
