@@ -287,3 +287,18 @@ def test_pathological_markup_is_read_in_linear_time_and_never_raises():
     assert set(results) == set(PATHOLOGICAL)
     assert results["unterminated comments"]["lt"] == 0 and results["unterminated comments"]["escaped"] == 100_000
     assert results["marked sections"]["lt"] == 0
+
+
+def test_nested_url_calls_are_read_one_short_argument_each():
+    """`url(` repeated 40,000 times in a style: each argument read stops at the next `(` or quote, so the reading is
+    linear in the text (it was quadratic: each argument ran to the text's end); what loads is judged as before."""
+    from bertviz_lab.widgets import page_sanitizer
+    from bertviz_lab.widgets.page_sanitizer import CSS_URL, _url_argument
+
+    for css in ("url(" * 40_000, "src(" * 40_000, "url('" * 40_000, 'background: url( "' * 40_000):
+        assert max(len(_url_argument(css, match.end())) for match in CSS_URL.finditer(css)) <= 20
+    assert _url_argument("url(  a.png  ) b", 4) == "a.png" and _url_argument("url('a b.png')", 4) == "a b.png"
+    assert page_sanitizer.css_safe("url(" * 40_000 + "x.png)")
+    assert not page_sanitizer.css_safe("url(" * 40_000 + "https://tracker.example/x.png)")
+    cleaned = page_sanitizer.clean_css("a { b: url(" * 2_000 + "https://tracker.example/x.png) }")
+    assert "tracker" not in cleaned and page_sanitizer.css_safe(cleaned)
