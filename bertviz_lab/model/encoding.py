@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from bertviz_lab.model.files import shown
+
 UNLIMITED = 10**9  # "no limit" for the tokenizer: count every token of a long text before cutting it
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -82,10 +84,14 @@ def _text_tokens(encoded: Any) -> tuple[int, int | None]:
     return int(((types == 0) & plain).sum()), (count_b if bool((types == 1).any()) else None)
 
 
-def _check_text(text: Any) -> None:
-    """A TypeError for what is not a str, a ValueError for a blank one: neither gives the model anything to read."""
+def check_texts(text: Any, text_b: Any = None) -> None:
+    """A TypeError for a text that is not a str (or a text_b neither a str nor None), a ValueError for a blank text:
+    neither gives the model anything to read. Checked before any widget holds them (a widget's own error would name
+    its trait, not the argument)."""
     if not isinstance(text, str):
-        raise TypeError(f"the text must be a str, got {type(text).__name__}.")
+        raise TypeError(f"the text must be a str, got {type(text).__name__} {shown(text)}.")
+    if text_b is not None and not isinstance(text_b, str):
+        raise TypeError(f"text_b must be a str or None, got {type(text_b).__name__} {shown(text_b)}.")
     if not text.strip():
         raise ValueError("the text is empty; give at least one word to read.")
 
@@ -110,7 +116,7 @@ def encode_text(model: Any, tokenizer: Any, text: str, text_b: str | None = None
     ValueError instead. model may be None: the inputs stay on the CPU and the tokenizer's model_max_length is the
     limit. An empty text_b means no sentence B.
     """
-    _check_text(text)
+    check_texts(text, text_b)
     text_b = text_b or None
     limit = max_positions(model, tokenizer)
     encoded = tokenizer.encode_pretraining_inputs(text, text_b, max_length=UNLIMITED)

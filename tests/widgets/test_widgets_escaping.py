@@ -112,3 +112,16 @@ def test_tokens_with_characters_xml_forbids_still_save_well_formed_svgs(pretrain
         ET.fromstring(text)
         if view == "heatmap":
             assert "nul\u2400here" in text and "bell\u2407" in text and "sur\ufffd" in text
+
+
+@pytest.mark.parametrize("value", [b"bytes", 5, ("a", "b"), ["a"], torch.tensor([1, 2]), 3.5])
+def test_a_text_that_is_not_a_str_is_one_line_naming_the_argument(xss_model, xss_tokenizer, value):
+    """Before any widget holds it: the widgets' own errors name their trait (or, for a tensor, fail on its truth)."""
+    with pytest.raises(TypeError) as raised:
+        Workbench(xss_model, xss_tokenizer, value)
+    assert str(raised.value).startswith(f"the text must be a str, got {type(value).__name__} ")
+    with pytest.raises(TypeError) as raised:
+        Workbench(xss_model, xss_tokenizer, "the cat sat .", text_b=value)
+    assert str(raised.value).startswith(f"text_b must be a str or None, got {type(value).__name__} ")
+    with pytest.raises(TypeError, match="text_b must be a str or None"):
+        AttentionPanel(model=xss_model, tokenizer=xss_tokenizer, text="the cat sat .", text_b=value)

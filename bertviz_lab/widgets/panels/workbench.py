@@ -7,7 +7,7 @@ from typing import Any
 import ipywidgets as widgets
 import torch
 
-from bertviz_lab.model.encoding import encode_text
+from bertviz_lab.model.encoding import check_texts, encode_text
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.architecture import ArchitecturePanel
 from bertviz_lab.widgets.panels.attention import AttentionPanel
@@ -37,6 +37,7 @@ class Workbench(Panel):
                  corpus: Any = None) -> None:
         if tab not in TABS and not (tab == "corpus" and corpus is not None):
             raise ValueError(f"tab must be one of {TABS} (or 'corpus' with a corpus), got {tab!r}.")
+        check_texts(text, text_b)
         self.model, self.tokenizer = model_and_tokenizer(model, tokenizer)
         # which model is loaded, its size and its heads: the first thing the workbench says
         self.model_header = widgets.HTML(header_html(self.model))
