@@ -38,6 +38,7 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from nbconvert import HTMLExporter
 from nbconvert.preprocessors import ExecutePreprocessor
+from nbformat.corpus.words import generate_corpus_id
 from nbformat.validator import get_validator
 
 from bertviz_lab.model.files import clip, first_line, json_kind, kind, named, present, shown, write_atomically
@@ -74,7 +75,7 @@ def notebook_to_html(notebook: str | Path, output: str | Path | None = None, exe
         page = export_page(node, notebook.stem, trust)
     except RecursionError:  # JSON nested just below the parser's limit, deeper than nbformat or nbconvert walk
         raise ValueError(f"{named(notebook)} nests its content too deeply to convert") from None
-    write_atomically(target.resolve(), page)
+    write_atomically(target if target.is_symlink() else target.resolve(), page)  # a link (--force): replaced itself
     return target
 
 
@@ -121,12 +122,24 @@ def read_notebook(path: Path) -> Any:
         raise ValueError(f"{name} has no nbformat version, so it is not a notebook (nbformat 4 expected)")
     elif version != 4:
         raise ValueError(f"{name} has nbformat {shown(version)}; this reads nbformat 4 (and 3)")
+    with_ids(data)
     problem = notebook_problem(data)
     if problem:
         raise ValueError(f"{name} is not a valid notebook: {clip(problem)}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return nbformat.v4.to_notebook_json(data)
+
+
+def with_ids(data: dict[str, Any]) -> None:
+    """Give every cell of an nbformat 4.5+ notebook an id where it has none, as nbformat and JupyterLab do when they
+    open one (JupyterLab with a warning): such a notebook is common and otherwise whole."""
+    cells, minor = data.get("cells"), data.get("nbformat_minor")
+    if not isinstance(cells, list) or not isinstance(minor, int) or minor < 5:
+        return
+    for cell in cells:
+        if isinstance(cell, dict) and "id" not in cell:
+            cell["id"] = generate_corpus_id()
 
 
 def notebook_problem(data: dict[str, Any]) -> str | None:
@@ -170,6 +183,12 @@ def page_path(notebook: Path, output: str | Path | None, force: bool = False) ->
         output = notebook.with_suffix(".html")
     target = Path(output)
     name = named(target)
+    if target.is_symlink():  # a page is never written through a link, which may lead anywhere (dangling or not)
+        if not force:
+            raise ValueError(f"{name} is a symbolic link (to {named(os.readlink(target))}); the page is not written "
+                             f"through it: pass --force to replace the link itself with the page, or name another "
+                             f"page with --output")
+        return target
     if present(target) and target.exists():
         if os.path.samefile(target, notebook):
             raise ValueError(f"{name} is the notebook itself; name another page with --output (--force does not "

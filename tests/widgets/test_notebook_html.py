@@ -231,8 +231,42 @@ def test_the_page_is_never_written_over_its_notebook(saved_notebook, tmp_path, c
     monkeypatch.chdir(tmp_path)
     refused(capsys, ["devices.ipynb", "--output", "sub/../devices.ipynb", "--force"], "notebook itself")
     (tmp_path / "link.html").symlink_to(saved_notebook)
-    refused(capsys, [str(saved_notebook), "--output", "link.html", "--force"], "link.html", "notebook itself")
+    refused(capsys, [str(saved_notebook), "--output", "link.html"], "link.html", "is a symbolic link")
+    assert main(["html", str(saved_notebook), "--output", "link.html", "--force"]) == 0  # the link itself replaced
+    capsys.readouterr()
+    assert not (tmp_path / "link.html").is_symlink() and GENERATOR_META in (tmp_path / "link.html").read_text()
     assert saved_notebook.read_bytes() == before
+
+
+def test_a_page_is_never_written_through_a_link(saved_notebook, tmp_path, capsys):
+    """A link, dangling or not, is refused without --force; with it the link itself becomes the page, and what it
+    pointed at (or would have created) is untouched."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "kept.html").write_text("<p>mine</p>", encoding="utf-8")
+    for name, target in (("dangling.html", elsewhere / "created.html"), ("existing.html", elsewhere / "kept.html")):
+        link = tmp_path / name
+        link.symlink_to(target)
+        refused(capsys, [str(saved_notebook), "--output", str(link)], str(link), "is a symbolic link (to",
+                "--force to replace the link itself")
+        assert link.is_symlink()
+        assert main(["html", str(saved_notebook), "--output", str(link), "--force"]) == 0
+        assert capsys.readouterr().out.strip() == str(link)
+        assert not link.is_symlink() and GENERATOR_META in link.read_text(encoding="utf-8")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["kept.html"]
+    assert (elsewhere / "kept.html").read_text(encoding="utf-8") == "<p>mine</p>"
+
+
+def test_a_notebook_of_format_4_5_without_cell_ids_is_read_as_jupyterlab_reads_it(tmp_path):
+    data = json.loads(nbformat.writes(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Without ids"), nbformat.v4.new_code_cell("1 + 1")])))
+    assert data["nbformat_minor"] >= 5
+    for cell in data["cells"]:
+        del cell["id"]
+    notebook = tmp_path / "no_ids.ipynb"
+    notebook.write_text(json.dumps(data), encoding="utf-8")
+    assert "Without ids" in notebook_to_html(notebook).read_text(encoding="utf-8")
+    assert "id" not in json.loads(notebook.read_text(encoding="utf-8"))["cells"][0]  # the notebook is left as it was
 
 
 def test_an_input_that_is_not_ipynb_needs_an_explicit_output(saved_notebook, tmp_path, capsys):
