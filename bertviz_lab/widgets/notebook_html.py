@@ -11,8 +11,9 @@ the page blocks the rest. --trust keeps every output as it is (its scripts run w
 notebooks you trust.
 
 The page is never written over the notebook itself, nor over an existing file that is not an earlier page of this
-command, unless --force (a page carries <meta name="generator" content="bertviz-lab html">). --execute runs the
-notebook's code on this machine first.
+command, unless --force (a page carries <meta name="generator" content="bertviz-lab html">), nor through a symbolic
+link (--force replaces the link itself). --execute runs the notebook's code on this machine first. A notebook over
+MAX_NOTEBOOK_BYTES is refused; an output too big to sanitise (MAX_SANITISED_CHARS) is left out with a note.
 
     bertviz-lab html NOTEBOOK.ipynb [--execute] [--output PAGE.html] [--trust] [--force]
 """
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import nbformat
 from jinja2 import pass_context
@@ -45,6 +46,8 @@ from bertviz_lab.model.files import clip, first_line, json_kind, kind, named, pr
 from bertviz_lab.widgets.page_sanitizer import sanitize_html, sanitize_svg
 
 TEMPLATES = Path(__file__).with_name("templates")
+MAX_NOTEBOOK_BYTES = 100_000_000  # a larger notebook is refused (one of 53 MB of images peaks at 0.8 GB)
+MAX_SANITISED_CHARS = 4_000_000  # an HTML/SVG output or raw cell sanitised whole (~8 s, ~0.7 GB); larger: a note
 TEMPLATE = "bertviz_offline"
 GENERATOR_META = '<meta name="generator" content="bertviz-lab html">'
 # What the sanitised page may load at all, should anything have slipped through: inline images and fonts, files
@@ -96,6 +99,10 @@ def notebook_file(path: Path) -> Path:
 def read_notebook(path: Path) -> Any:
     """The notebook at `path` as an nbformat v4 node; ValueError/FileNotFoundError naming the file and the problem."""
     name = named(notebook_file(path))
+    size = path.stat().st_size
+    if size > MAX_NOTEBOOK_BYTES:
+        raise ValueError(f"{name} is {size / 1e6:.0f} MB; a page is made of notebooks of up to "
+                         f"{MAX_NOTEBOOK_BYTES / 1e6:g} MB (clear its largest outputs first)")
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8-sig")
@@ -253,13 +260,24 @@ def run_notebook(node: Any, path: Path, timeout: int) -> None:
 # The page
 
 
+def left_out(what: str, characters: int) -> str:
+    """The note a page shows where an output too big to sanitise was."""
+    return (f'<p class="bvl-left-out"><b>{what} of {characters / 1e6:.1f} million characters left out</b>: the page '
+            f"sanitises at most {MAX_SANITISED_CHARS / 1e6:g} million per output (bertviz-lab html --trust keeps it "
+            f"whole, unsanitised).</p>")
+
+
+def sanitised_or_note(markup: str, what: str, sanitise: Callable[[str], str]) -> str:
+    return sanitise(markup) if len(markup) <= MAX_SANITISED_CHARS else left_out(what, len(markup))
+
+
 def clean_outputs(node: Any, trust: bool) -> None:
     """Outputs as the page shows them: a widget view goes with its text/plain fallback (no widget renders offline;
     the static copy before it shows the figure); unless `trust`, scripts go and HTML, SVG and raw cells are
-    sanitised."""
+    sanitised, and one of more than MAX_SANITISED_CHARS characters is left out with a note saying so."""
     for cell in node.cells:
         if cell.cell_type == "raw" and not trust:
-            cell.source = sanitize_html(cell.source)
+            cell.source = sanitised_or_note(cell.source, "a raw cell", sanitize_html)
         if "outputs" not in cell:
             continue
         cell.outputs = [output for output in cell.outputs if not widget_view_only(output)]
@@ -275,9 +293,13 @@ def clean_outputs(node: Any, trust: bool) -> None:
             for mime in [mime for mime in data if SCRIPT_MIME.fullmatch(mime)]:
                 del data[mime]
             if isinstance(data.get("text/html"), str):
-                data["text/html"] = sanitize_html(data["text/html"])
-            if isinstance(data.get("image/svg+xml"), str):
-                data["image/svg+xml"] = sanitize_svg(data["image/svg+xml"])
+                data["text/html"] = sanitised_or_note(data["text/html"], "an HTML output", sanitize_html)
+            svg = data.get("image/svg+xml")
+            if isinstance(svg, str) and len(svg) > MAX_SANITISED_CHARS:  # the note in HTML, which the page prefers
+                del data["image/svg+xml"]
+                data.setdefault("text/html", left_out("an SVG output", len(svg)))
+            elif isinstance(svg, str):
+                data["image/svg+xml"] = sanitize_svg(svg)
             if isinstance(data.get("text/vnd.mermaid"), str):  # the template writes it unescaped; no mermaid here
                 data["text/vnd.mermaid"] = html.escape(data["text/vnd.mermaid"])
 

@@ -430,3 +430,23 @@ def test_an_executed_panel_shows_its_figure_and_no_widget_repr(tmp_path, capsys)
     assert page.count('data-bvl-static="') >= 2 and "bvl-heatmap" in page and "bvl-saliency" in page
     assert not re.search(r"\b(?:AttentionPanel|SaliencyPanel|HBox|VBox|Dropdown)\(", page), \
         re.search(r".{80}\b(?:AttentionPanel|SaliencyPanel|HBox|VBox|Dropdown)\(.{80}", page, re.S).group(0)
+
+
+def test_outputs_too_big_to_sanitise_are_left_out_with_a_note_and_a_huge_notebook_is_refused(tmp_path, capsys,
+                                                                                             monkeypatch):
+    from bertviz_lab.widgets import notebook_html
+
+    monkeypatch.setattr(notebook_html, "MAX_SANITISED_CHARS", 10_000)
+    big_html = "<p>" + "huge html " * 2_000 + "</p>"
+    big_svg = '<svg xmlns="http://www.w3.org/2000/svg">' + "<g/>" * 3_000 + "<text>huge svg</text></svg>"
+    notebook = write_notebook(tmp_path / "big.ipynb", [
+        shown({"text/html": big_html, "text/plain": "h"}), shown({"image/svg+xml": big_svg, "text/plain": "s"}),
+        nbformat.v4.new_raw_cell("<b>huge raw</b>" * 1_000), shown({"text/html": "<p>a small one</p>"})])
+    page = notebook_to_html(notebook).read_text(encoding="utf-8")
+    assert page.count('class="bvl-left-out"') == 3 and "a small one" in page
+    assert "an HTML output of 0.0 million characters left out</b>: the page sanitises at most 0.01 million" in page
+    assert "huge html" not in page and "huge svg" not in page and "huge raw" not in page
+    trusted = notebook_to_html(notebook, tmp_path / "trusted.html", trust=True).read_text(encoding="utf-8")
+    assert "bvl-left-out" not in trusted and "huge html" in trusted  # --trust: nothing is sanitised or left out
+    monkeypatch.setattr(notebook_html, "MAX_NOTEBOOK_BYTES", 1_000)
+    refused(capsys, [str(notebook), "--force"], str(notebook), "a page is made of notebooks of up to 0.001 MB")
