@@ -122,6 +122,8 @@ def test_bad_queries_are_one_clear_line(small_corpus):
     cases = [
         (lambda: small_corpus.top_texts(9, 0, "cls"), "layer 9 is not in this corpus; it holds layers [0, 1, 2"),
         (lambda: small_corpus.top_texts(0, 0, "attention"), "stat='attention' is not a statistic"),
+        (lambda: small_corpus.top_texts(0, 0, "cls", k=-1), "k must be a positive int, got -1"),
+        (lambda: small_corpus.top_texts(0, 0, "cls", k=2.5), "k must be a positive int, got 2.5"),
         (lambda: small_corpus.text(10 ** 6), "text id 1000000 is not in this corpus of 34 texts"),
         (lambda: small_corpus.nearest(0, 99, 1), "position 99 is not in text 0"),
         (lambda: small_corpus.nearest("Hello there.", 0, 3, k=0), "k must be a positive int"),

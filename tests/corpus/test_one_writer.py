@@ -153,3 +153,31 @@ def test_an_out_that_cannot_be_a_folder_is_one_line_before_the_model_loads(tmp_p
         line, = done.stderr.strip().splitlines()
         assert line.startswith(f"bertviz-lab corpus: error: --out {out} ") and why in line, line
         assert "no-such-model-anywhere" not in line  # the model was never looked for
+
+
+def test_a_write_that_fails_mid_run_is_one_line_and_the_rerun_resumes(tmp_path, monkeypatch, capsys):
+    """A full disk while a shard is written: one line naming the file and saying what was kept (exit 2); the same
+    command afterwards finishes the corpus."""
+    import pyarrow.parquet as pq
+
+    from bertviz_lab.train.runner import main
+
+    real_write = pq.write_table
+    written: list = []
+
+    def full_after_two_shards(table, where, *args, **kwargs):
+        if len(written) >= 6:  # three tables a shard: the third shard's first table meets a full disk
+            raise OSError(28, "No space left on device", str(where))
+        written.append(where)
+        return real_write(table, where, *args, **kwargs)
+
+    monkeypatch.setattr(pq, "write_table", full_after_two_shards)
+    out = tmp_path / "full"
+    argv = ["corpus", "--model", "default", "--data", "builtin", "--no-progress", "--out", str(out), *OPTIONS]
+    assert main(argv) == 2
+    line, = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"bertviz-lab corpus: error: {out / 'shards'}/.00002.tmp/")
+    assert line.endswith(": no space left on device after 2 of 21 shards; rerun the same command to resume.")
+    monkeypatch.setattr(pq, "write_table", real_write)
+    assert main(argv) == 0
+    assert Corpus.open(out).num_texts == 420
