@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from bertviz_lab.corpus import folder, manifest, vectors
+from bertviz_lab.corpus import folder, vectors
+from bertviz_lab.corpus import manifest as checks
 from bertviz_lab.corpus.statistics import STATISTICS
 
 CONTEXT = 5  # tokens of context on each side of a nearest match
@@ -18,9 +19,9 @@ CONTEXT = 5  # tokens of context on each side of a nearest match
 class Corpus:
     """A complete corpus folder (see bertviz_lab.corpus.folder); `Corpus.open(path)` reads one."""
 
-    def __init__(self, path: Path, checked: dict[str, Any], model: Any = None, tokenizer: Any = None) -> None:
+    def __init__(self, path: Path, manifest: dict[str, Any], model: Any = None, tokenizer: Any = None) -> None:
         self.path = path
-        self.manifest = checked
+        self.manifest = manifest
         self._model, self._tokenizer = model, tokenizer
         self._con: Any = None
         self._rows: Any = None  # (text_ids, positions, tokens) of every stored token, in vector row order
@@ -33,7 +34,7 @@ class Corpus:
         its strings, no link, no file outside it, no model loaded by its name). `model` and `tokenizer` are needed
         only by nearest() on new text; a corpus of the packaged default model loads that one itself."""
         path = Path(path)
-        return cls(path, manifest.read_manifest(path), model, tokenizer)
+        return cls(path, checks.read_manifest(path), model, tokenizer)
 
     # what it holds --------------------------------------------------------------------------------------------
     @property
@@ -82,11 +83,11 @@ class Corpus:
 
             con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
             try:
-                con.execute("set allowed_paths = ?", [manifest.data_files(self.path, self.manifest)])
+                con.execute("set allowed_paths = ?", [checks.data_files(self.path, self.manifest)])
                 con.execute("set enable_external_access = false")
                 con.execute("set lock_configuration = true")
                 dirs = self._shard_dirs()
-                for table in manifest.TABLES:  # file names go in as values, never as SQL text
+                for table in checks.TABLES:  # file names go in as values, never as SQL text
                     con.read_parquet([str(d / f"{table}.parquet") for d in dirs]).create_view(table)
                 con.read_parquet(str(self.path / folder.HEAD_STATS)).create_view("head_stats")
             except BaseException:
@@ -260,7 +261,7 @@ class Corpus:
         path = self.path / folder.INDEX / vectors.index_file(layer)
         if not os.path.lexists(path):
             return None
-        manifest.regular_file(self.path, path)
+        checks.regular_file(self.path, path)
         return path
 
     def qk_map(self, layer: int, head: int, n: int = 2000, method: str = "pca", seed: int = 0) -> Any:
