@@ -444,8 +444,7 @@ def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_head
     if vector_layers and vectors.needs_index(sum(rows)):
         (out / folder.INDEX).mkdir(exist_ok=True)
         for layer in vector_layers:
-            vectors.build_index(vectors.stacked(shard_dirs, vectors.hidden_file(layer)),
-                                out / folder.INDEX / vectors.index_file(layer))
+            vectors.build_index(shard_dirs, vectors.hidden_file(layer), out / folder.INDEX / vectors.index_file(layer))
     qk_heads = ([[layer, head] for layer in settings["layers"] for head in settings.get("qk_heads", settings["heads"])]
                 if "qk" in settings["vectors"] else [])
     folder.write_json(out / folder.MANIFEST, {

@@ -36,12 +36,24 @@ def stacked(shard_dirs: list[Path], name: str) -> np.ndarray:
     return np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 0), np.float32)
 
 
-def build_index(vectors: np.ndarray, path: Path) -> None:
-    """Write a cosine usearch index over `vectors` (keys = row numbers) to `path`, through a temporary file."""
+def build_index(shard_dirs: list[Path], name: str, path: Path) -> None:
+    """Write a cosine usearch index over the vector file `name` of every shard (keys = row numbers, in shard order)
+    to `path`, through a temporary file. The vectors stream from each shard's memory-mapped file CHUNK_ROWS at a
+    time, so no float32 copy of the whole layer is made beside the index; one thread adds them in row order, which
+    gives the same graph, byte for byte, as adding them all at once."""
     from usearch.index import Index
 
-    index = Index(ndim=vectors.shape[1], metric="cos", dtype="f32")
-    index.add(np.arange(len(vectors), dtype=np.uint64), vectors, threads=1)  # one thread: the same graph every run
+    index, start = None, 0
+    for folder in shard_dirs:
+        array = np.load(folder / name, mmap_mode="r")
+        if index is None:
+            index = Index(ndim=array.shape[1], metric="cos", dtype="f32")
+        for first in range(0, len(array), CHUNK_ROWS):
+            chunk = np.asarray(array[first:first + CHUNK_ROWS], dtype=np.float32)
+            index.add(np.arange(start + first, start + first + len(chunk), dtype=np.uint64), chunk, threads=1)
+        start += len(array)
+    if index is None:
+        raise ValueError(f"no shard holds {name}: there is nothing to index.")
     temporary = path.with_name(f".{path.name}.tmp")
     index.save(str(temporary))
     temporary.replace(path)

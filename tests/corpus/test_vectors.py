@@ -61,6 +61,32 @@ def test_a_small_corpus_has_no_graph_and_a_large_one_is_searched_through_its_own
                                                                             for i in (0, 1)]))
         exact_searches.clear()
 
+def test_the_index_built_shard_by_shard_is_the_one_built_from_all_vectors_at_once(tmp_path, monkeypatch):
+    """Streamed from the shards' memory-mapped files in chunks (no float32 copy of the layer), in row order on one
+    thread: the same file, byte for byte, as one add of the stacked vectors."""
+    from usearch.index import Index
+
+    from bertviz_lab.corpus import vectors
+
+    rng = np.random.default_rng(0)
+    shards = []
+    for index, rows in enumerate((1200, 900, 1500)):
+        folder = tmp_path / f"{index:05d}"
+        folder.mkdir()
+        np.save(folder / "hidden-L1.npy", rng.standard_normal((rows, 64)).astype(np.float16))
+        shards.append(folder)
+    monkeypatch.setattr(vectors, "CHUNK_ROWS", 500)  # chunks that end inside and at the ends of shards
+    vectors.build_index(shards, "hidden-L1.npy", tmp_path / "streamed.usearch")
+    whole = vectors.stacked(shards, "hidden-L1.npy")
+    at_once = Index(ndim=64, metric="cos", dtype="f32")
+    at_once.add(np.arange(len(whole), dtype=np.uint64), whole, threads=1)
+    at_once.save(str(tmp_path / "at_once.usearch"))
+    assert (tmp_path / "streamed.usearch").read_bytes() == (tmp_path / "at_once.usearch").read_bytes()
+    assert not list(tmp_path.glob(".*.tmp"))
+    with pytest.raises(ValueError, match="no shard holds hidden-L1.npy"):
+        vectors.build_index([], "hidden-L1.npy", tmp_path / "none.usearch")
+
+
 def test_nearest_gives_the_context_of_each_match(small_corpus):
     got = small_corpus.nearest(31, 2, 4, k=5)
     for row in got.itertuples():
