@@ -27,12 +27,12 @@ from bertviz_lab.corpus.backbone import backbone_of
 from bertviz_lab.corpus.corpus import Corpus
 from bertviz_lab.corpus.readers import Item, read_items
 from bertviz_lab.corpus.statistics import STATISTICS, key_masks, punctuation_table
+from bertviz_lab.corpus.vectors import VECTOR_KINDS
 from bertviz_lab.kernels import avx2
 from bertviz_lab.kernels.attention import BACKENDS as ATTENTION_BACKENDS
 from bertviz_lab.model.hook_points import Reader, hook_points, hooks
 from bertviz_lab.train import distributed
 
-VECTOR_KINDS = ("hidden", "qk")
 AVX2_ATTENTION = ATTENTION_BACKENDS["avx2"]
 
 

@@ -111,8 +111,7 @@ class Corpus:
         self._check_head(layer, head)
         if stat not in STATISTICS:
             raise ValueError(f"stat={stat!r} is not a statistic; expected one of {', '.join(STATISTICS)}.")
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a positive int, got {k!r}.")
+        _check_k(k)
         order = "desc" if largest else "asc"
         return self.sql(
             f"select s.text_id, case when t.text_b is null then t.text_a else t.text_a || ' [SEP] ' || t.text_b end "
@@ -240,11 +239,10 @@ class Corpus:
         import pandas as pd
 
         self._check_vector_layer(layer)
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be a positive int, got {k!r}.")
+        _check_k(k)
         query = self._query_vector(text, position, layer)
         stored = sum(entry["tokens"] for entry in self.manifest["shards"])
-        rows, scores = vectors.search(self._shard_dirs(), self._index(layer), layer, query, k, exact, stored)
+        rows, scores = vectors.search(self._shard_dirs(), self._index(layer), layer, query, int(k), exact, stored)
         text_ids, positions, tokens = self._token_rows()
         records = []
         for row, score in sorted(zip(rows.tolist(), scores.tolist()), key=lambda pair: (-pair[1], pair[0])):
@@ -295,3 +293,9 @@ class Corpus:
         if self._con is not None:
             self._con.close()
             self._con = None
+
+
+def _check_k(k: Any) -> None:
+    """How many results a query asks for: a positive int (numpy's too), else one line saying so."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}.")

@@ -31,6 +31,7 @@ MANIFEST = "manifest.json"
 SHARDS = "shards"
 INDEX = "index"
 HEAD_STATS = "head_stats.parquet"
+DAMAGED = "the folder is damaged: rerun analyze"  # how a file that disagrees with the manifest is reported
 
 
 def settings_hash(settings: dict[str, Any]) -> str:
@@ -86,16 +87,11 @@ def writing(out: Path) -> Iterator[None]:
     where another run holds it, where `out` is a file or a folder of other things (nothing is created in it then),
     or where it cannot be written."""
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out={named(out)} is a file, not a folder for a corpus.")
-    if not (out / SETTINGS).is_file() and holds_other_files(out):
-        raise ValueError(f"out={named(out)} is a folder that holds other files and no corpus; choose an empty or new "
-                         "folder.")
+    refuse_foreign(out)  # before the lock, so no lock file is left in someone else's folder
     created = not out.exists()
     try:
         with contextlib.ExitStack() as stack:
             try:
-                out.mkdir(parents=True, exist_ok=True)
                 stack.enter_context(one_writer(out, "analyze"))
             except OSError as error:
                 raise ValueError(f"out={named(out)} cannot be written: {error.strerror or error}.") from None
@@ -108,6 +104,15 @@ def writing(out: Path) -> Iterator[None]:
                 out.rmdir()
 
 
+def refuse_foreign(out: Path) -> None:
+    """A ValueError where `out` is a file, or a folder of other things than a corpus (and its writer's lock)."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={named(out)} is a file, not a folder for a corpus.")
+    if read_json(out / SETTINGS) is None and holds_other_files(out):
+        raise ValueError(f"out={named(out)} is a folder that holds other files and no corpus; choose an empty or new "
+                         "folder.")
+
+
 def holds_other_files(out: Path) -> bool:
     """Whether `out` is a folder holding anything but the writer's lock and note."""
     return out.is_dir() and any(entry.name not in (WRITER_LOCK, WRITER_NOTE) for entry in out.iterdir())
@@ -117,13 +122,9 @@ def prepare(out: Path, settings: dict[str, Any]) -> bool:
     """Check `out` can hold a corpus of these settings and record them; True when it holds that corpus complete
     already. A folder holding something else, or a corpus of other settings, is an error naming the difference."""
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out={out} is a file, not a folder for a corpus.")
+    refuse_foreign(out)  # again, under the lock: the answer that counts
     recorded = read_json(out / SETTINGS)
     if recorded is None:
-        if holds_other_files(out):
-            raise ValueError(f"out={out} is a folder that holds other files and no corpus; choose an empty or new "
-                             "folder.")
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / SETTINGS, {"hash": settings_hash(settings), "settings": settings})
         return False

@@ -26,10 +26,9 @@ MAX_LAYERS = 1024
 MAX_HEADS = 4096
 MAX_LENGTH = 1 << 20
 MAX_NAME = 1000  # characters of model_name
-VECTOR_KINDS = ("hidden", "qk")
 HASH = re.compile(r"[0-9a-f]{16}")
 TABLES = ("texts", "tokens", "text_stats")
-DAMAGED = "the folder is damaged: rerun analyze"
+DAMAGED = folder.DAMAGED
 LINK = "is a symbolic link; a corpus folder holds its own files, so it is not read."
 
 
@@ -130,9 +129,10 @@ def check_schema(manifest: dict[str, Any], path: Path) -> None:
     if not heads:
         raise ManifestError(f"{named(path)}: field 'heads' is empty; {DAMAGED}.")
     kinds = field(manifest, "vectors", path)
-    if not isinstance(kinds, list) or any(kind not in VECTOR_KINDS for kind in kinds) or len(set(kinds)) < len(kinds):
+    if (not isinstance(kinds, list) or any(kind not in vectors.VECTOR_KINDS for kind in kinds)
+            or len(set(kinds)) < len(kinds)):
         raise ManifestError(f"{named(path)}: field 'vectors' is {shown(kinds)}, not a list of "
-                            f"{', '.join(VECTOR_KINDS)}; {DAMAGED}.")
+                            f"{', '.join(vectors.VECTOR_KINDS)}; {DAMAGED}.")
     vector_layers = integers(field(manifest, "vector_layers", path), "vector_layers", path, 0, MAX_LAYERS - 1)
     if vector_layers != (layers if "hidden" in kinds else []):
         raise ManifestError(f"{named(path)}: field 'vector_layers' is {shown(vector_layers)}, not the analysed layers "
@@ -169,11 +169,8 @@ def check_schema(manifest: dict[str, Any], path: Path) -> None:
 # the files ----------------------------------------------------------------------------------------------------
 def check_files(out: Path, manifest: dict[str, Any]) -> None:
     """Each file a reader opens exists as a regular file inside `out` and agrees with the manifest."""
-    import pyarrow.parquet as pq
-
     layers, heads = manifest["layers"], manifest["heads"]
-    rows_of = {"head_stats": len(layers) * len(heads)}
-    check_parquet(out, out / folder.HEAD_STATS, rows_of["head_stats"], pq)
+    check_parquet(out, out / folder.HEAD_STATS, len(layers) * len(heads))
     shards = out / folder.SHARDS
     if shards.is_symlink() or not shards.is_dir():
         raise ManifestError(f"{named(shards)} is {'a symbolic link' if shards.is_symlink() else 'missing'}; {DAMAGED}.")
@@ -187,7 +184,7 @@ def check_files(out: Path, manifest: dict[str, Any]) -> None:
         texts, tokens = entry["texts"], entry["tokens"]
         expected = {"texts": texts, "tokens": tokens, "text_stats": texts * len(layers) * len(heads)}
         for table in TABLES:
-            check_parquet(out, shard / f"{table}.parquet", expected[table], pq)
+            check_parquet(out, shard / f"{table}.parquet", expected[table])
         for layer in manifest["vector_layers"]:
             check_vectors(out, shard / vectors.hidden_file(layer), tokens)
         for layer, head in manifest["qk_heads"]:
@@ -195,7 +192,10 @@ def check_files(out: Path, manifest: dict[str, Any]) -> None:
                 check_vectors(out, shard / name, tokens)
 
 
-def check_parquet(out: Path, path: Path, rows: int, pq: Any) -> None:
+def check_parquet(out: Path, path: Path, rows: int) -> None:
+    """A Parquet file of `rows` rows, from its footer alone."""
+    import pyarrow.parquet as pq
+
     regular_file(out, path)
     try:
         found = pq.read_metadata(path).num_rows
@@ -222,9 +222,10 @@ def check_vectors(out: Path, path: Path, rows: int) -> None:
                             f"vectors; {DAMAGED}.")
     if shape[0] != rows:
         raise ManifestError(f"{named(path)} holds {shape[0]} vectors where the manifest says {rows} tokens; {DAMAGED}.")
-    if size != start + shape[0] * shape[1] * dtype.itemsize:
+    whole = start + shape[0] * shape[1] * dtype.itemsize
+    if size != whole:
         raise ManifestError(f"{named(path)} is {size:,} bytes where its {shape[0]} x {shape[1]} vectors take "
-                            f"{start + shape[0] * shape[1] * dtype.itemsize:,}; {DAMAGED}.")
+                            f"{whole:,}; {DAMAGED}.")
 
 
 def data_files(out: Path, manifest: dict[str, Any]) -> list[str]:

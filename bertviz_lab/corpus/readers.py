@@ -33,8 +33,7 @@ def read_items(data: Any, text_column: str = "text", encoding: str = "utf-8", er
     decoded as `encoding`, bad bytes handled as `errors` says), or a Hugging Face `datasets` dataset; raises a
     one-line ValueError/TypeError/FileNotFoundError on bad input."""
     try:
-        "".encode(encoding)
-        b"".decode(encoding, errors)
+        codecs.lookup(encoding)
         codecs.lookup_error(errors)
     except LookupError as error:
         raise ValueError(f"{error}: encoding must be a Python codec (e.g. utf-8, latin-1) and errors one of strict, "

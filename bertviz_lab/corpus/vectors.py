@@ -14,6 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertviz_lab.corpus.folder import DAMAGED
+from bertviz_lab.model.files import first_line, named
+
+VECTOR_KINDS = ("hidden", "qk")  # what a corpus may store: hidden states, queries and keys
 EXACT_UP_TO = 200_000  # vectors of a layer searched by brute force, with no HNSW graph built
 CHUNK_ROWS = 32_768  # vectors scored at a time in an exact search (~100 MB as float64 at 384 dimensions)
 
@@ -98,16 +102,14 @@ def open_index(index: Path, ndim: int, rows: int | None) -> Any:
     vectors of `ndim` dimensions."""
     from usearch.index import Index
 
-    damaged = "the folder is damaged: rerun analyze"
     try:
         graph = Index.restore(str(index), view=True)
     except Exception as error:  # noqa: BLE001 - usearch raises RuntimeError, ValueError or others for a bad file
-        raise ValueError(f"{index} is not a usearch index ({' '.join(str(error).split())[:200]}); {damaged}.") \
-            from None
+        raise ValueError(f"{named(index)} is not a usearch index ({first_line(error)}); {DAMAGED}.") from None
     if graph is None or graph.ndim != ndim or (rows is not None and len(graph) != rows):
         found = "nothing" if graph is None else f"{len(graph)} vectors of {graph.ndim} dimensions"
         expected = f"{rows} vectors" if rows is not None else "vectors"
-        raise ValueError(f"{index} holds {found} where the corpus stores {expected} of {ndim}; {damaged}.")
+        raise ValueError(f"{named(index)} holds {found} where the corpus stores {expected} of {ndim}; {DAMAGED}.")
     return graph
 
 

@@ -272,27 +272,26 @@ def one_writer(folder: str | os.PathLike, what: str) -> Iterator[None]:
     thread of this one) is refused at once with one line naming the holder's pid and host; the thread holding it may
     enter again (a command locks the folder before it loads a model, the run inside locks it too). The operating
     system releases the lock of a process that dies, however it dies, so a lock left by a killed run never blocks
-    the next one (its note is simply overwritten). `folder` must exist; `what` names the run in the message
-    ("analyze", "training")."""
+    the next one (its note is simply overwritten). `folder` is made where it is missing; `what` names the run in
+    the message ("analyze", "training")."""
     from filelock import FileLock, Timeout
 
     folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     key, thread = os.path.realpath(folder), threading.get_ident()
     with _HELD_GUARD:
         holder_thread, depth = _HELD.get(key, (thread, 0))
         if depth and holder_thread == thread:  # the run itself, again (the CLI locks before loading, analyze inside)
             _HELD[key] = (thread, depth + 1)
             lock = None
-        elif depth:
-            raise FolderInUse(f"{named(folder)} is being written by another {what} run ({_holder(folder)}); wait "
-                              "for it to end, or choose another folder.")
+        elif depth:  # another thread of this process holds it
+            raise _in_use(folder, what)
         else:
             lock = FileLock(folder / WRITER_LOCK, timeout=0, is_singleton=False, thread_local=False)
             try:
                 lock.acquire()
             except Timeout:
-                raise FolderInUse(f"{named(folder)} is being written by another {what} run ({_holder(folder)}); "
-                                  "wait for it to end, or choose another folder.") from None
+                raise _in_use(folder, what) from None
             _HELD[key] = (thread, 1)
     try:
         if lock is not None:
@@ -313,11 +312,14 @@ _HELD: dict[str, tuple[int, int]] = {}  # folder -> (the thread holding its lock
 _HELD_GUARD = threading.Lock()
 
 
-def _holder(folder: Path) -> str:
-    """"pid 4242 on host-a", as the holder wrote it, or what is known where its note cannot be read yet."""
+def _in_use(folder: Path, what: str) -> FolderInUse:
+    """The refusal: who holds `folder` ("pid 4242 on host-a", as the holder wrote it in its note), or that its note
+    is not written yet."""
     try:
         found = json.loads((folder / WRITER_NOTE).read_text(encoding="utf-8"))
-        return f"pid {int(found['pid'])} on {clip(str(found['host']), 80)}"
+        holder = f"pid {int(found['pid'])} on {clip(str(found['host']), 80)}"
     except (OSError, ValueError, TypeError, KeyError):
-        return "its pid is not written yet"
+        holder = "its pid is not written yet"
+    return FolderInUse(f"{named(folder)} is being written by another {what} run ({holder}); wait for it to end, or "
+                       "choose another folder.")
 

@@ -525,7 +525,6 @@ class Trainer:
             refused: Exception | None = None
             if self.dist.is_main:
                 try:
-                    Path(folder).mkdir(parents=True, exist_ok=True)
                     held.enter_context(one_writer(folder, "training"))
                 except FolderInUse as error:
                     refused = error
@@ -669,7 +668,6 @@ class Trainer:
         state = self.state_dict()
         path = Path(self.config.checkpoint_dir) / ckpt.checkpoint_name(self.step)
         if self.dist.is_main:
-            Path(self.config.checkpoint_dir).mkdir(parents=True, exist_ok=True)
             with one_writer(self.config.checkpoint_dir, "training"):  # fit holds it already; a lone save takes it
                 path = ckpt.save_checkpoint(self.config.checkpoint_dir, self.step, self.model, state,
                                             keep=self.config.keep_checkpoints, tokenizer=self.tokenizer)
