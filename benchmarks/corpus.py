@@ -5,6 +5,7 @@ against 2,000 (streaming); the folder's size per 1,000 texts with and without ve
     python benchmarks/corpus.py            # 512 texts of up to 128 tokens for the speed; 2,000 / 20,000 for RSS
     python benchmarks/corpus.py --quick    # 128 texts for the speed, 500 / 5,000 for RSS
     python benchmarks/corpus.py --only speed --device cuda   # both speed rows on a GPU
+    python benchmarks/corpus.py --scale    # 10k, 100k and 1M tiny texts with hidden vectors: texts/s, peak RSS
 
 Goals: analyze >= 3x the plain loop on CPU with MiniLM at 128 tokens; peak RSS at the larger corpus within 10% of
 the smaller one (the peak from the start of analyze, in a fresh process each; loading the model is not counted).
@@ -14,6 +15,11 @@ texts in their given order (padding to the longest) and reduces each text's (H, 
 statistics per head in NumPy, as code that dumps attention maps does; analyze sorts by length, reduces attention to
 the statistics on the device inside the forward (on a CPU with the AVX2 kernels within the attention pass, no map
 formed) and writes the folder (all included in its time).
+
+--scale analyses tiny texts (1 to 4 words of the built-in sentences, ~5 tokens with [CLS] and [SEP]) read from a
+text file, keeping hidden states (by default of the last layer only: every layer costs the same memory, one after
+another, and six times the time and disk) so that above 200,000 vectors the HNSW index is built. Goal: the peak RSS
+of the run (from the start of analyze, the texts read from the file included) at 1M texts within 1.5x of 100k.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import tempfile
 import time
 import unicodedata
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -128,6 +135,61 @@ def rss_worker(count: int) -> None:
     print(json.dumps({"texts": count, "peak_rss_mb": peak, "texts_per_s": count / seconds}))
 
 
+def tiny_texts(count: int, seed: int = 0) -> Iterator[str]:
+    """`count` texts of 1 to 4 words drawn from the built-in sentences' words."""
+    from bertviz_lab.corpus import SENTENCES
+
+    words = sorted({word.strip(".,;:!?\"'()") for word in SENTENCES.read_text(encoding="utf-8").split()} - {""})
+    rng = random.Random(seed)
+    for _ in range(count):
+        yield " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
+
+
+def scale_worker(count: int, layers: str) -> None:
+    """Analyse `count` tiny texts from a text file with hidden vectors at `layers` ('last', 'all' or a list) and
+    print texts/s, peak RSS (from the start of analyze), tokens, index segments and the folder's size (run in a
+    process of its own)."""
+    import bertviz_lab
+    from bertviz_lab.corpus import analyze
+
+    model, tokenizer = bertviz_lab.load_default()
+    chosen = ([model.config.num_hidden_layers - 1] if layers == "last" else None if layers == "all"
+              else [int(layer) for layer in layers.split(",")])
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "texts.txt"
+        with source.open("w", encoding="utf-8") as file:
+            file.writelines(text + "\n" for text in tiny_texts(count))
+        Path("/proc/self/clear_refs").write_text("5")
+        start = time.perf_counter()
+        corpus = analyze(model, tokenizer, source, Path(folder) / "c", vectors=("hidden",), layers=chosen,
+                         progress=False)
+        seconds = time.perf_counter() - start
+        peak = status_mb("VmHWM")
+        tokens = sum(entry["tokens"] for entry in corpus.manifest["shards"])
+        segments = len(list((corpus.path / "index").glob("*.usearch"))) if (corpus.path / "index").is_dir() else 0
+        size = sum(p.stat().st_size for p in corpus.path.rglob("*") if p.is_file())
+    print(json.dumps({"texts": count, "tokens": tokens, "layers": len(corpus.vector_layers), "segments": segments,
+                      "peak_rss_mb": peak, "texts_per_s": count / seconds, "seconds": seconds,
+                      "folder_gb": size / 2**30}))
+
+
+def scale(counts: list[int], layers: str) -> None:
+    rows = []
+    print("| tiny texts | tokens (vectors a layer) | layers kept | index segments | texts/s | time | peak RSS | "
+          "folder |")
+    for count in counts:
+        done = subprocess.run([sys.executable, __file__, "--scale-worker", str(count), "--layers", layers],
+                              capture_output=True, text=True, timeout=4 * 3600, check=True)
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        print(f"| {row['texts']:,} | {row['tokens']:,} | {row['layers']} | {row['segments']} | "
+              f"{row['texts_per_s']:.0f} | {row['seconds']:.0f} s | {row['peak_rss_mb']:.0f} MB | "
+              f"{row['folder_gb']:.2f} GB |", flush=True)
+    for small, large in zip(rows, rows[1:]):
+        print(f"peak RSS at {large['texts']:,} texts is {large['peak_rss_mb'] / small['peak_rss_mb']:.2f}x that at "
+              f"{small['texts']:,} (goal within 1.5x)")
+
+
 def status_mb(field: str) -> float:
     """A field of /proc/self/status (VmRSS, VmHWM) in MB."""
     line = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith(field))
@@ -146,10 +208,19 @@ def main() -> None:
     parser.add_argument("--only", choices=("speed", "rss", "size"), help="one of the three measurements")
     parser.add_argument("--device", default="cpu", help="where both speed rows run (e.g. cuda; RSS and size: CPU)")
     parser.add_argument("--rounds", type=int, default=3, help="speed rounds (the ratio is their median)")
+    parser.add_argument("--scale", action="store_true", help="texts/s and peak RSS at 10k, 100k and 1M tiny texts")
+    parser.add_argument("--counts", default="10000,100000,1000000", help="--scale: how many tiny texts, each run")
+    parser.add_argument("--layers", default="last", help="--scale: layers whose hidden states to keep: 'last', "
+                        "'all' or e.g. 0,5")
     parser.add_argument("--rss-worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--scale-worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_worker:
         return rss_worker(args.rss_worker)
+    if args.scale:
+        return scale([int(count) for count in args.counts.split(",")], args.layers)
+    if args.scale_worker:
+        return scale_worker(args.scale_worker, args.layers)
     import torch
 
     speed_texts = 128 if args.quick else 512

@@ -77,8 +77,9 @@ def encode(tokenizer: Any, items: list[Item], max_length: int, chunk: int = 4096
     tokenizing all of it. A text whose first max_length tokens lie in that span (any text but runs of whitespace or
     words of 100+ characters) gets exactly the tokens it would get whole."""
     bound = CHARS_PER_TOKEN * max_length
-    ids: list[np.ndarray] = []
+    ids: list[np.ndarray] = []  # one array a chunk (an array a text costs ~100 bytes each: 200 MB at 1M texts)
     types: list[np.ndarray] = []
+    lengths: list[int] = []
     for start in range(0, len(items), chunk):
         part = items[start:start + chunk]
         singles = [i for i, (_, b) in enumerate(part) if b is None]
@@ -92,12 +93,13 @@ def encode(tokenizer: Any, items: list[Item], max_length: int, chunk: int = 4096
             enc = tokenizer(texts, text_pair=second, truncation=True, max_length=max_length)
             for i, row_ids, row_types in zip(chosen, enc["input_ids"], enc["token_type_ids"]):
                 rows[i] = (row_ids, row_types)
-        for i in range(len(part)):
-            ids.append(np.asarray(rows[i][0], dtype=np.int32))
-            types.append(np.asarray(rows[i][1], dtype=np.int8))
-    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(x) for x in ids])
-    return Encoded(np.concatenate(ids), np.concatenate(types), offsets)
+        ids.append(np.fromiter((i for row in range(len(part)) for i in rows[row][0]), dtype=np.int32))
+        types.append(np.fromiter((t for row in range(len(part)) for t in rows[row][1]), dtype=np.int8))
+        lengths.extend(len(rows[row][0]) for row in range(len(part)))
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(lengths)
+    return Encoded(np.concatenate(ids or [np.zeros(0, np.int32)]), np.concatenate(types or [np.zeros(0, np.int8)]),
+                   offsets)
 
 
 def _checked_indices(values: Any, count: int, what: str) -> list[int]:
@@ -441,17 +443,19 @@ def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_head
 
     rows = [pq.read_metadata(d / "tokens.parquet").num_rows for d in shard_dirs]
     vector_layers = settings["layers"] if "hidden" in settings["vectors"] else []
-    if vector_layers and vectors.needs_index(sum(rows)):
+    segment_rows = vectors.SEGMENT_ROWS if vector_layers and vectors.needs_index(sum(rows)) else None
+    if segment_rows:
         (out / folder.INDEX).mkdir(exist_ok=True)
         for layer in vector_layers:
-            vectors.build_index(shard_dirs, vectors.hidden_file(layer), out / folder.INDEX / vectors.index_file(layer))
+            paths = [out / folder.INDEX / name for name in vectors.index_files(layer, sum(rows), segment_rows)]
+            vectors.build_index(shard_dirs, vectors.hidden_file(layer), paths, segment_rows)
     qk_heads = ([[layer, head] for layer in settings["layers"] for head in settings.get("qk_heads", settings["heads"])]
                 if "qk" in settings["vectors"] else [])
     folder.write_json(out / folder.MANIFEST, {
         "format": folder.FORMAT, "complete": True, "hash": folder.settings_hash(settings),
         "model_name": settings["model_name"], "layers": settings["layers"], "heads": settings["heads"],
         "num_heads": num_heads, "vectors": settings["vectors"], "vector_layers": vector_layers, "qk_heads": qk_heads,
-        "num_texts": settings["num_texts"], "max_length": settings["max_length"],
+        "index_segment_rows": segment_rows, "num_texts": settings["num_texts"], "max_length": settings["max_length"],
         "shards": [{"name": folder.shard_name(i), "texts": n, "tokens": r}
                    for i, (n, r) in enumerate(zip(shard_sizes, rows))]})
 

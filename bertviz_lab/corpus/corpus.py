@@ -234,15 +234,15 @@ class Corpus:
     def nearest(self, text: str | int, position: int, layer: int, k: int = 10, *, exact: bool | None = None) -> Any:
         """The k stored tokens whose hidden state at `layer` is most cosine-similar to that of token `position` of
         `text` (a str run through the model, or a text id): text_id, position, token, left/right context, score.
-        `exact`: True searches by brute force; False or None walk the layer's HNSW graph where it has one (above
+        `exact`: True searches by brute force; False or None walk the layer's HNSW graphs where it has them (above
         200,000 stored vectors) and search exactly where it has none."""
         import pandas as pd
 
         self._check_vector_layer(layer)
         _check_k(k)
         query = self._query_vector(text, position, layer)
-        stored = sum(entry["tokens"] for entry in self.manifest["shards"])
-        rows, scores = vectors.search(self._shard_dirs(), self._index(layer), layer, query, int(k), exact, stored)
+        rows, scores = vectors.search(self._shard_dirs(), self._index(layer), layer, query, int(k), exact,
+                                      self._stored(), self.manifest.get("index_segment_rows"))
         text_ids, positions, tokens = self._token_rows()
         records = []
         for row, score in sorted(zip(rows.tolist(), scores.tolist()), key=lambda pair: (-pair[1], pair[0])):
@@ -253,14 +253,17 @@ class Corpus:
                             "right": " ".join(tokens[row + 1:min(end, row + 1 + CONTEXT)]), "score": score})
         return pd.DataFrame.from_records(records, columns=["text_id", "position", "token", "left", "right", "score"])
 
-    def _index(self, layer: int) -> Path | None:
-        """The layer's HNSW index, checked like the other files (a regular file inside the folder), or None where the
-        layer has none (searched exactly)."""
-        path = self.path / folder.INDEX / vectors.index_file(layer)
-        if not os.path.lexists(path):
+    def _index(self, layer: int) -> list[Path] | None:
+        """The segments of the layer's HNSW index (checked on open like every file the manifest lists), or None where
+        the layer has none (searched exactly)."""
+        segment_rows = self.manifest.get("index_segment_rows")
+        if not segment_rows:
             return None
-        checks.regular_file(self.path, path)
-        return path
+        return [self.path / folder.INDEX / name for name in vectors.index_files(layer, self._stored(), segment_rows)]
+
+    def _stored(self) -> int:
+        """How many token rows (and vectors a vector layer) the corpus stores."""
+        return sum(entry["tokens"] for entry in self.manifest["shards"])
 
     def qk_map(self, layer: int, head: int, n: int = 2000, method: str = "pca", seed: int = 0) -> Any:
         """Queries and keys of n sampled tokens of head (layer, head), each set translated to a shared mean (as
@@ -275,10 +278,10 @@ class Corpus:
         if isinstance(n, bool) or not isinstance(n, int) or n < 2:
             raise ValueError(f"n must be an int of at least 2, got {n!r}.")
         q_name, k_name = vectors.qk_files(layer, head)
-        queries, keys = vectors.stacked(self._shard_dirs(), q_name), vectors.stacked(self._shard_dirs(), k_name)
-        total = len(queries)
+        total = self._stored()
         rows = np.sort(np.random.default_rng(seed).choice(total, size=min(n, total), replace=False))
-        q, k = queries[rows].astype(np.float64), keys[rows].astype(np.float64)
+        q = vectors.gathered(self._shard_dirs(), q_name, rows).astype(np.float64)
+        k = vectors.gathered(self._shard_dirs(), k_name, rows).astype(np.float64)
         points = np.concatenate([q - q.mean(0), k - k.mean(0)])
         xy = vectors.project_2d(points, method, seed)
         text_ids, positions, tokens = self._token_rows()

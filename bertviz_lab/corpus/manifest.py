@@ -144,6 +144,12 @@ def check_schema(manifest: dict[str, Any], path: Path) -> None:
             or len({tuple(p) for p in pairs}) < len(pairs) or bool(pairs) != ("qk" in kinds)):
         raise ManifestError(f"{named(path)}: field 'qk_heads' is {shown(pairs)}, not distinct [layer, head] pairs "
                             f"of the analysed layers (and [] where no queries and keys are stored); {DAMAGED}.")
+    segment_rows = manifest.get("index_segment_rows")  # absent in folders from before indexes came in segments
+    if segment_rows is not None:
+        integer(segment_rows, "index_segment_rows", path, 1)
+        if not vector_layers:
+            raise ManifestError(f"{named(path)}: field 'index_segment_rows' is {segment_rows}, but the folder stores "
+                                f"no hidden vectors to index; {DAMAGED}.")
     num_texts = integer(field(manifest, "num_texts", path), "num_texts", path, 0)
     integer(field(manifest, "max_length", path), "max_length", path, 2, MAX_LENGTH)
     shards = field(manifest, "shards", path)
@@ -190,6 +196,12 @@ def check_files(out: Path, manifest: dict[str, Any]) -> None:
         for layer, head in manifest["qk_heads"]:
             for name in vectors.qk_files(layer, head):
                 check_vectors(out, shard / name, tokens)
+    segment_rows = manifest.get("index_segment_rows")
+    if segment_rows:
+        rows = sum(entry["tokens"] for entry in manifest["shards"])
+        for layer in manifest["vector_layers"]:
+            for name in vectors.index_files(layer, rows, segment_rows):
+                regular_file(out, out / folder.INDEX / name)  # its graph is checked when a search first opens it
 
 
 def check_parquet(out: Path, path: Path, rows: int) -> None:

@@ -144,6 +144,9 @@ DAMAGE = {  # name: (what is done to the folder, words the one-line error holds)
     "vector layers that were not analysed": (set_field("vector_layers", [4]), "field 'vector_layers'"),
     "a malformed query-key pair": (set_field("qk_heads", [[1]]), "field 'qk_heads'"),
     "max_length of zero": (set_field("max_length", 0), "field 'max_length'"),
+    "index segments of a string": (set_field("index_segment_rows", "1; drop"), "field 'index_segment_rows'"),
+    "index segments of zero vectors": (set_field("index_segment_rows", 0), "field 'index_segment_rows'"),
+    "an index segment that is missing": (set_field("index_segment_rows", 100), "hidden-L1-00000.usearch is missing"),
     "a hash that is not hex": (lambda c: set_field("hash", breakout(c))(c), "field 'hash'"),
     "model_name that is not a string": (set_field("model_name", {"repo": "x"}), "field 'model_name'"),
     "model_name with a line break": (set_field("model_name", "a\nb"), "field 'model_name'"),
@@ -231,18 +234,31 @@ def test_the_connection_reads_the_folders_tables_and_nothing_else(room):
     assert not (room.parent / "db.duckdb").exists()
 
 
-def test_a_bad_index_file_is_one_line_naming_it(room):
+def test_a_bad_index_segment_is_one_line_naming_it(room, tmp_path):
+    from usearch.index import Index
+
+    rows = sum(entry["tokens"] for entry in json.loads((room / "manifest.json").read_text())["shards"])
+    set_field("index_segment_rows", rows - 10)(room)  # two segments: the second holds 10 vectors
     (room / "index").mkdir()
-    (room / "index" / "hidden-L1.usearch").write_bytes(b"not an index" * 100)
+    first, second = room / "index" / "hidden-L1-00000.usearch", room / "index" / "hidden-L1-00001.usearch"
+    first.write_bytes(b"not an index" * 100)
+    small = Index(ndim=384, metric="cos", dtype="f16")
+    small.add(np.arange(3, dtype=np.uint64), np.ones((3, 384), np.float16))
+    small.save(str(second))
     corpus = Corpus.open(room)
     with pytest.raises(ValueError) as raised:
         corpus.nearest(0, 1, 1)
-    assert "hidden-L1.usearch is not a usearch index" in str(raised.value) and "\n" not in str(raised.value)
+    assert "hidden-L1-00000.usearch is not a usearch index" in str(raised.value) and "\n" not in str(raised.value)
     assert len(corpus.nearest(0, 1, 1, exact=True)) == 10  # the exact search reads the vectors themselves
-    (room / "index" / "hidden-L1.usearch").unlink()
-    (room / "index" / "hidden-L1.usearch").symlink_to(room.parent / "canary.parquet")
-    with pytest.raises(ValueError, match="hidden-L1.usearch is a symbolic link"):
+    first.unlink()
+    shutil.copy(second, first)
+    with pytest.raises(ValueError, match="hidden-L1-00000.usearch holds 3 vectors of 384 dimensions where the corpus "
+                                         f"stores {rows - 10} vectors of 384 there; the folder is damaged"):
         Corpus.open(room).nearest(0, 1, 1)
+    first.unlink()
+    first.symlink_to(room.parent / "canary.parquet")
+    with pytest.raises(ValueError, match="hidden-L1-00000.usearch is a symbolic link"):
+        Corpus.open(room)
 
 
 @pytest.mark.parametrize("name", ["bob's corpus", 'a "q" b', "back\\slash; drop"])

@@ -44,16 +44,21 @@ def test_a_small_corpus_has_no_graph_and_a_large_one_is_searched_through_its_own
 
     assert not (small_corpus.path / "index").exists()
     monkeypatch.setattr(vectors, "EXACT_UP_TO", 100)  # the small texts' ~500 tokens count as a large corpus
+    monkeypatch.setattr(vectors, "SEGMENT_ROWS", 128)  # and their graphs come in segments
     large = analyze(*minilm, small_texts, tmp_path / "indexed", vectors=("hidden",), layers=[1, 4], batch_size=8,
                     progress=False)
-    assert sorted(p.name for p in (large.path / "index").iterdir()) == ["hidden-L1.usearch", "hidden-L4.usearch"]
+    rows = len(large.vectors(1))
+    segments = -(-rows // 128)
+    assert segments >= 3 and large.manifest["index_segment_rows"] == 128
+    assert sorted(p.name for p in (large.path / "index").iterdir()) == [
+        f"hidden-L{layer}-{j:05d}.usearch" for layer in (1, 4) for j in range(segments)]
     exact_searches = []
     real_exact_search = vectors.exact_search
     monkeypatch.setattr(vectors, "exact_search", lambda *a: exact_searches.append(a) or real_exact_search(*a))
     for layer in (1, 4):
         stored = large.vectors(layer)
         rows, scores = brute_force(stored, stored[row_of(large, 12, 3)], 10)
-        approximate = large.nearest(12, 3, layer, k=10)  # through the graph: on ~500 vectors HNSW finds all
+        approximate = large.nearest(12, 3, layer, k=10)  # through the graphs: on ~128 vectors HNSW finds all
         assert approximate["score"].to_numpy() == pytest.approx(scores, abs=1e-5) and not exact_searches
         exact = large.nearest(12, 3, layer, k=10, exact=True)
         assert exact["score"].to_numpy() == pytest.approx(scores, abs=1e-5) and len(exact_searches) == 1
@@ -61,9 +66,9 @@ def test_a_small_corpus_has_no_graph_and_a_large_one_is_searched_through_its_own
                                                                             for i in (0, 1)]))
         exact_searches.clear()
 
-def test_the_index_built_shard_by_shard_is_the_one_built_from_all_vectors_at_once(tmp_path, monkeypatch):
-    """Streamed from the shards' memory-mapped files in chunks (no float32 copy of the layer), in row order on one
-    thread: the same file, byte for byte, as one add of the stacked vectors."""
+def test_index_segments_hold_each_row_once_under_its_row_number(tmp_path, monkeypatch):
+    """Streamed from the shards' memory-mapped files in chunks that end inside and at the ends of shards and
+    segments: segment j holds rows j * SEGMENT_ROWS onward under their row numbers, each vector as stored (float16)."""
     from usearch.index import Index
 
     from bertviz_lab.corpus import vectors
@@ -75,16 +80,58 @@ def test_the_index_built_shard_by_shard_is_the_one_built_from_all_vectors_at_onc
         folder.mkdir()
         np.save(folder / "hidden-L1.npy", rng.standard_normal((rows, 64)).astype(np.float16))
         shards.append(folder)
-    monkeypatch.setattr(vectors, "CHUNK_ROWS", 500)  # chunks that end inside and at the ends of shards
-    vectors.build_index(shards, "hidden-L1.npy", tmp_path / "streamed.usearch")
+    monkeypatch.setattr(vectors, "CHUNK_ROWS", 500)
     whole = vectors.stacked(shards, "hidden-L1.npy")
-    at_once = Index(ndim=64, metric="cos", dtype="f32")
-    at_once.add(np.arange(len(whole), dtype=np.uint64), whole, threads=1)
-    at_once.save(str(tmp_path / "at_once.usearch"))
-    assert (tmp_path / "streamed.usearch").read_bytes() == (tmp_path / "at_once.usearch").read_bytes()
+    names = vectors.index_files(1, len(whole), 1000)
+    assert names == [f"hidden-L1-{j:05d}.usearch" for j in range(4)]
+    vectors.build_index(shards, "hidden-L1.npy", [tmp_path / name for name in names], 1000, threads=2)
+    for j, name in enumerate(names):
+        segment = Index.restore(str(tmp_path / name), view=True)
+        keys = np.arange(j * 1000, min((j + 1) * 1000, len(whole)), dtype=np.uint64)
+        assert len(segment) == len(keys) and segment.dtype.name == "F16"
+        assert np.array_equal(np.stack(segment.get(keys, dtype=np.float32)), whole[keys])
     assert not list(tmp_path.glob(".*.tmp"))
     with pytest.raises(ValueError, match="no shard holds hidden-L1.npy"):
-        vectors.build_index([], "hidden-L1.npy", tmp_path / "none.usearch")
+        vectors.build_index([], "hidden-L1.npy", [tmp_path / "none.usearch"], 1000)
+    assert not (tmp_path / "none.usearch").exists()
+    with pytest.raises(ValueError, match="holds 3600 vectors: 3 index segments of 1200, not the 4 asked for"):
+        vectors.build_index(shards, "hidden-L1.npy", [tmp_path / name for name in names[:3]] + [tmp_path / "x"],
+                            1200)
+
+
+def test_a_search_through_segments_merges_them_best_first(tmp_path):
+    """Each segment answers its own k; the merged answer is the k best over all, ties to the lower row, as the
+    exact search orders them (on a few hundred vectors a segment's graph finds its true neighbours)."""
+    from bertviz_lab.corpus import vectors
+
+    rng = np.random.default_rng(1)
+    folder = tmp_path / "00000"
+    folder.mkdir()
+    stored = rng.standard_normal((700, 32)).astype(np.float16)
+    stored[650] = stored[10]  # a tie across segments
+    np.save(folder / "hidden-L0.npy", stored)
+    paths = [tmp_path / name for name in vectors.index_files(0, 700, 250)]
+    vectors.build_index([folder], "hidden-L0.npy", paths, 250)
+    query = stored[10].astype(np.float32)
+    rows, scores = vectors.search([folder], paths, 0, query, 8, None, 700, 250)
+    exact_rows, exact_scores = vectors.search([folder], paths, 0, query, 8, True, 700, 250)
+    assert rows.tolist()[:2] == [10, 650] and rows.tolist() == exact_rows.tolist()
+    assert scores == pytest.approx(exact_scores, abs=1e-3)
+
+
+def test_gathered_rows_equal_the_stacked_ones(tmp_path):
+    from bertviz_lab.corpus import vectors
+
+    rng = np.random.default_rng(2)
+    shards = []
+    for index, rows in enumerate((5, 1, 9)):
+        shards.append(tmp_path / f"{index:05d}")
+        shards[-1].mkdir()
+        np.save(shards[-1] / "q.npy", rng.standard_normal((rows, 4)).astype(np.float16))
+    whole = vectors.stacked(shards, "q.npy")
+    for rows in ([0, 4, 5, 6, 14], [5], [], list(range(15))):
+        picked = vectors.gathered(shards, "q.npy", np.array(rows, dtype=np.int64))
+        assert picked.dtype == np.float32 and np.array_equal(picked, whole[rows])
 
 
 def test_nearest_gives_the_context_of_each_match(small_corpus):
