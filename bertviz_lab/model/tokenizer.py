@@ -158,6 +158,17 @@ def _is_positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+def _continuing_characters(backend: Tokenizer, texts: Sequence[str]) -> list[str]:
+    """"##c" for every character c of the normalized texts that can continue a word (the pre-tokenizer keeps it
+    joined to a letter before it: not whitespace, punctuation or a CJK character), in code-point order."""
+    characters: set[str] = set()
+    for text in texts:
+        characters.update(backend.normalizer.normalize_str(text))
+    joined = [c for c in sorted(characters)
+              if [word for word, _ in backend.pre_tokenizer.pre_tokenize_str("a" + c)] == ["a" + c]]
+    return ["##" + c for c in joined]
+
+
 def _special_tokens(kwargs: dict[str, Any]) -> dict[str, str]:
     """Each special token's name -> its text, from keyword arguments, BERT's own where one is not given."""
     return {name: kwargs.get(name, default) for name, default in zip(_SPECIAL_ATTRS, _SPECIAL_DEFAULTS)}
@@ -435,11 +446,17 @@ class BERTTokenizerFast:
     ) -> "BERTTokenizerFast":
         """Learn a WordPiece vocabulary from texts; [PAD]=0, [UNK], [CLS], [SEP], [MASK] get ids 0-4.
 
+        The same texts give the same vocabulary in every process: `tokenizers` numbers the word-continuing
+        characters ("##e") in the order of its own hash map, which is seeded per process, and breaks ties between
+        equally frequent merges by those numbers; here they are numbered first, in code-point order (ids 5 on),
+        so every tie breaks one way. The texts are read twice for it (an iterator is first kept in a list).
+
         Extra keyword arguments: the special token names, strip_accents, tokenize_chinese_chars, model_max_length,
         and the trainer's limit_alphabet, initial_alphabet, show_progress.
         """
         if isinstance(texts, str):
             raise TypeError("train_from_texts expects an iterable of texts, got a single str; wrap it in a list")
+        texts = texts if isinstance(texts, Sequence) else list(texts)
         trainer_keys = {"limit_alphabet", "initial_alphabet", "show_progress"}
         known = set(_SPECIAL_ATTRS) | {"strip_accents", "tokenize_chinese_chars", "model_max_length"} | trainer_keys
         unknown = sorted(set(kwargs) - known)
@@ -456,15 +473,20 @@ class BERTTokenizerFast:
             "training",
         )
         trainer_kwargs = {k: kwargs[k] for k in ("limit_alphabet", "initial_alphabet") if k in kwargs}
+        continuing = _continuing_characters(backend, texts)
         trainer = WordPieceTrainer(
             vocab_size=vocab_size,
             min_frequency=min_frequency,
-            special_tokens=ordered,
+            special_tokens=ordered + continuing,  # numbered in this order, before anything the texts bring
             show_progress=kwargs.get("show_progress", False),
             continuing_subword_prefix="##",
             **trainer_kwargs,
         )
         backend.train_from_iterator(texts, trainer=trainer)
+        vocab = backend.get_vocab(with_added_tokens=False)
+        # the same pipeline around the vocabulary, where only the five specials are added tokens ("##e" is not one)
+        backend = cls._build_backend(vocab, do_lower_case, kwargs.get("strip_accents"),
+                                     kwargs.get("tokenize_chinese_chars", True), specials, "training")
         rest = {k: v for k, v in kwargs.items() if k not in trainer_keys}
         return cls._from_backend(backend, do_lower_case=do_lower_case, **rest)
 

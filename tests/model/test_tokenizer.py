@@ -330,6 +330,37 @@ def test_train_from_texts(vocab_size, tmp_path):
     _assert_same_ids(t, BERTTokenizerFast.from_pretrained(tmp_path))
 
 
+TRAIN_IN_A_PROCESS = """
+import json, sys
+from bertviz_lab.model.tokenizer import BERTTokenizerFast
+from bertviz_lab.train.data import builtin_documents
+texts = builtin_documents()[:60]
+print(json.dumps(BERTTokenizerFast.train_from_texts(iter(texts), vocab_size=1500).vocab, sort_keys=True))
+"""
+
+
+def test_train_from_texts_gives_one_vocabulary_in_every_process():
+    """tokenizers numbers the continuing characters in its per-process hash order and breaks ties between equally
+    frequent merges by those numbers: three processes (different PYTHONHASHSEEDs) must still agree, token for id."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    vocabularies = [json.loads(subprocess.run(
+        [sys.executable, "-c", TRAIN_IN_A_PROCESS], capture_output=True, text=True, check=True, timeout=300,
+        env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout) for seed in (1, 2, 3)]
+    assert len(vocabularies[0]) == 1500 and vocabularies[0] == vocabularies[1] == vocabularies[2]
+    from bertviz_lab.train.data import builtin_documents
+
+    here = BERTTokenizerFast.train_from_texts(builtin_documents()[:60], vocab_size=1500)
+    assert here.vocab == vocabularies[0]
+    continuing = [token for token, i in sorted(here.vocab.items(), key=lambda kv: kv[1]) if 5 <= i < 40]
+    assert continuing == sorted(continuing) and all(token.startswith("##") for token in continuing)
+    assert here.tokenize("a ##e") == ["a", "#", "#", "e"]  # "##e" is a vocabulary entry, not an added token
+    assert set(here.all_special_tokens) == {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
+
+
 def test_train_from_texts_larger_vocab_splits_less():
     corpus = _corpus()
     small = BERTTokenizerFast.train_from_texts(corpus, vocab_size=60)
