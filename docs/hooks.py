@@ -1,10 +1,12 @@
 """MkDocs hooks: the pages generated at build time, so none of them is a hand-kept copy.
 
-- `notebooks/NAME.md` for each `notebooks/NAME.ipynb`: run through the same executor and sanitiser as
-  `bertviz-lab html --execute` (bertviz_lab/widgets/notebook_html.py), so the panels' static copies (SVG, embedded
-  PNG) are the figures on the page. An executed notebook is kept in a cache keyed by the notebook and the package's
-  sources, so a second build runs nothing. `BERTVIZ_LAB_DOCS_EXECUTE` picks what runs: `all` (the default), `none`,
-  or notebook names separated by commas (`00_workbench`); a notebook not run shows its code and says so.
+- `notebooks/NAME.md` for each of the project's notebooks, `notebooks/NAME.ipynb`, that mkdocs.yml's nav lists
+  under Notebooks (a notebook of your own in that folder is neither run nor shown): run through the same executor
+  and sanitiser as `bertviz-lab html --execute` (bertviz_lab/widgets/notebook_html.py), so the panels' static
+  copies (SVG, embedded PNG) are the figures on the page. An executed notebook is kept in a cache keyed by the
+  notebook and the package's sources, so a second build runs nothing. `BERTVIZ_LAB_DOCS_EXECUTE` picks what runs:
+  `all` (the default), `none`, or notebook names separated by commas (`00_workbench`); a notebook not run shows its
+  code and says so.
 - `api/NAME.md` for each module of API_PAGES: mkdocstrings renders every name of the module's `__all__`.
 - `<!-- yaml-keys -->` in a page becomes the table of the run config's keys (bertviz_lab.train.schema_table).
 - `stylesheets/notebook.css`: JupyterLab's theme variables the static copies use, for Material's light and dark
@@ -68,7 +70,7 @@ API_PAGES = {
 
 def on_files(files: Files, config: Any) -> Files:
     """Add the generated pages (notebooks, API reference) and the notebook stylesheet."""
-    for notebook in sorted(NOTEBOOKS.glob("*.ipynb")):
+    for notebook in project_notebooks(config):
         files.append(File.generated(config, f"notebooks/{notebook.stem}.md", content=notebook_page(notebook)))
     for page, (module, intro) in API_PAGES.items():
         if importable(module):
@@ -104,16 +106,30 @@ def read_namespace_subpackages() -> None:
 
 
 def on_config(config: Any) -> Any:
-    """The nav's Notebooks section lists every notebook (titled by its first heading); the notebook stylesheet on
+    """The nav's Notebooks section titles each listed notebook by its first heading; the notebook stylesheet on
     every page (notebook pages are the ones that use it)."""
     read_namespace_subpackages()
     if NOTEBOOK_CSS not in config["extra_css"]:
         config["extra_css"].append(NOTEBOOK_CSS)
+    notebooks = project_notebooks(config)
     for entry in config["nav"] or []:
         if isinstance(entry, dict) and "Notebooks" in entry:
-            entry["Notebooks"] = [{notebook_title(path): f"notebooks/{path.stem}.md"}
-                                  for path in sorted(NOTEBOOKS.glob("*.ipynb"))]
+            entry["Notebooks"] = [{notebook_title(path): f"notebooks/{path.stem}.md"} for path in notebooks]
     return config
+
+
+def project_notebooks(config: Any) -> list[Path]:
+    """The notebooks the nav lists under Notebooks (as `notebooks/NAME.md`, or already titled by on_config), in
+    its order; one that is listed but missing is an error naming it."""
+    for entry in config["nav"] or []:
+        if isinstance(entry, dict) and "Notebooks" in entry:
+            pages = [next(iter(item.values())) if isinstance(item, dict) else item for item in entry["Notebooks"]]
+            notebooks = [NOTEBOOKS / f"{Path(page).stem}.ipynb" for page in pages]
+            missing = [f"notebooks/{path.name}" for path in notebooks if not path.is_file()]
+            if missing:
+                raise ValueError(f"mkdocs.yml lists notebooks that do not exist: {', '.join(missing)}")
+            return notebooks
+    return []
 
 
 def notebook_title(notebook: Path) -> str:

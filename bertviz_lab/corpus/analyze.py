@@ -25,6 +25,7 @@ from bertviz_lab import kernels
 from bertviz_lab.corpus import folder, vectors
 from bertviz_lab.corpus.backbone import backbone_of
 from bertviz_lab.corpus.corpus import Corpus
+from bertviz_lab.corpus.extra import require_corpus_extra
 from bertviz_lab.corpus.readers import Item, read_items
 from bertviz_lab.corpus.statistics import STATISTICS, key_masks, punctuation_table
 from bertviz_lab.corpus.vectors import VECTOR_KINDS
@@ -468,6 +469,7 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
     and the requested vectors: "hidden" states at `layers`, "qk" queries and keys of `qk_heads`, by default
     `heads`, at `layers`); resumes an interrupted run and returns at once where `out` holds this corpus already.
     A text file is decoded as `encoding`, its bad bytes handled as `errors` says ("replace" reads past them)."""
+    require_corpus_extra()
     out = Path(out)
     backbone = backbone_of(model)
     config = backbone.config

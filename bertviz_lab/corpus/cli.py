@@ -65,12 +65,17 @@ def run(args: argparse.Namespace) -> int:
     import signal
 
     from bertviz_lab.corpus import SENTENCES, analyze, folder
+    from bertviz_lab.corpus.extra import require_corpus_extra
     from bertviz_lab.device import select_device
     from bertviz_lab.model.auto import load, load_default
     from bertviz_lab.model.files import named
     from bertviz_lab.train.paths import folder_problem, write_failure
     from bertviz_lab.train.trainer import interrupt_handlers
 
+    try:
+        require_corpus_extra()  # before anything is written or loaded
+    except ImportError as error:
+        return _error(str(error))
     problem = folder_problem(args.out)  # before the model loads: a bad --out costs nothing
     if problem is not None:
         return _error(f"--out {named(args.out)} {problem}")

@@ -11,6 +11,7 @@ import numpy as np
 
 from bertviz_lab.corpus import folder, vectors
 from bertviz_lab.corpus import manifest as checks
+from bertviz_lab.corpus.extra import require_corpus_extra
 from bertviz_lab.corpus.statistics import STATISTICS
 
 CONTEXT = 5  # tokens of context on each side of a nearest match
@@ -33,6 +34,7 @@ class Corpus:
         of one line names the folder, file or field that is wrong), and nothing in it is run or followed (no SQL from
         its strings, no link, no file outside it, no model loaded by its name). `model` and `tokenizer` are needed
         only by nearest() on new text; a corpus of the packaged default model loads that one itself."""
+        require_corpus_extra()
         path = Path(path)
         return cls(path, checks.read_manifest(path), model, tokenizer)
 

@@ -181,3 +181,24 @@ def test_a_write_that_fails_mid_run_is_one_line_and_the_rerun_resumes(tmp_path, 
     monkeypatch.setattr(pq, "write_table", real_write)
     assert main(argv) == 0
     assert Corpus.open(out).num_texts == 420
+
+
+def test_a_missing_corpus_package_is_one_line_naming_the_extra_and_nothing_is_written(tmp_path, monkeypatch,
+                                                                                      capsys):
+    import sys
+
+    from bertviz_lab.corpus import Corpus, analyze
+    from bertviz_lab.train.runner import main
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # what find_spec reports for a package that is not installed
+    out = tmp_path / "out"
+    assert main(["corpus", "--model", "default", "--data", "builtin", "--no-progress", "--out", str(out)]) == 2
+    line, = capsys.readouterr().err.strip().splitlines()
+    assert line == ("bertviz-lab corpus: error: the corpus needs pyarrow, which is not installed: pip install "
+                    "'bertviz_lab[corpus]' (the 'lab' extra includes it).")
+    assert not out.exists()
+    with pytest.raises(ImportError, match=r"pip install 'bertviz_lab\[corpus\]'"):
+        analyze(None, None, ["a text"], out)
+    with pytest.raises(ImportError, match="the corpus needs pyarrow"):
+        Corpus.open(tmp_path)
+    assert not out.exists()

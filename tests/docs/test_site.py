@@ -70,3 +70,42 @@ def test_no_page_loads_anything_from_outside_the_site(site):
     assert not foreign, foreign
     for css in site.rglob("*.css"):
         assert not re.search(r"@import\s+url\(\s*['\"]?https?:", css.read_text(encoding="utf-8")), css
+
+
+def test_the_site_runs_the_projects_notebooks_and_no_other(tmp_path, monkeypatch):
+    """The nav lists the notebooks the repository holds (git's list), and only a listed notebook becomes a page:
+    a notebook of one's own beside them is not run by `mkdocs build`."""
+    import importlib.util
+    import shutil
+    import subprocess
+    from types import SimpleNamespace
+
+    import yaml
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", REPO / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    config = {"nav": yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]}
+    listed = [path.name for path in hooks.project_notebooks(config)]
+    if shutil.which("git") and (REPO / ".git").exists():
+        tracked = subprocess.run(["git", "ls-files", "notebooks/*.ipynb"], cwd=REPO, capture_output=True, text=True,
+                                 check=True).stdout.split()
+        assert listed == sorted(name.split("/")[-1] for name in tracked)
+    assert "06_corpus.ipynb" in listed
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for name in listed:
+        shutil.copy(REPO / "notebooks" / name, folder / name)
+    (folder / "07_mine.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    monkeypatch.setattr(hooks, "NOTEBOOKS", folder)
+    monkeypatch.setattr(hooks, "notebook_page", lambda notebook: f"# {notebook.stem}")
+    monkeypatch.setattr(hooks, "API_PAGES", {})
+    monkeypatch.setattr(hooks, "notebook_css", lambda: "")
+    monkeypatch.setattr(hooks.File, "generated", classmethod(lambda cls, _, uri, content: SimpleNamespace(src_uri=uri)))
+    pages = hooks.on_files([], config)
+    assert [page.src_uri for page in pages if page.src_uri.startswith("notebooks/")] == [
+        f"notebooks/{name[:-6]}.md" for name in listed]
+    config["nav"][[i for i, e in enumerate(config["nav"]) if "Notebooks" in e][0]]["Notebooks"].append(
+        "notebooks/08_gone.md")
+    with pytest.raises(ValueError, match="lists notebooks that do not exist: notebooks/08_gone.ipynb"):
+        hooks.project_notebooks(config)
