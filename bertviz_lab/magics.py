@@ -35,8 +35,22 @@ def _load_named(name: str) -> tuple[Any, Any]:
         raise UsageError(str(error)) from None
 
 
-def resolve(args: Any, cell: str | None, namespace: dict[str, Any]) -> dict[str, Any]:
-    """Turn parsed arguments into the Workbench's arguments, checking every value with a one-line error."""
+def _text_of(word: str, unquoted: set[str], namespace: dict[str, Any]) -> str:
+    """The TEXT argument: the value of the variable it names where it is an unquoted name of one (`t = "The cat..."`
+    then `%bert_inspect t`, as the names before it are variables too), else the word itself. A quoted word is always
+    the text; an unquoted name of something that is not a str is a one-line error rather than a one-word text."""
+    if word not in unquoted or not word.isidentifier() or word not in namespace:
+        return word
+    value = namespace[word]
+    if not isinstance(value, str):
+        raise UsageError(f"{word!r} names a variable of type {type(value).__name__}, not a text: %bert_inspect "
+                         f"[MODEL TOKENIZER] \"TEXT\" (quote it to inspect the word {word!r} itself).")
+    return value
+
+
+def resolve(args: Any, cell: str | None, namespace: dict[str, Any], unquoted: set[str] = frozenset()) -> dict[str, Any]:
+    """Turn parsed arguments into the Workbench's arguments, checking every value with a one-line error.
+    `unquoted`: the words of the line that had no quotes (a TEXT among them may name a variable)."""
     from bertviz_lab.model.bert import BERTPreTrainedModel
 
     words = list(args.words)
@@ -50,7 +64,7 @@ def resolve(args: Any, cell: str | None, namespace: dict[str, Any]) -> dict[str,
     else:
         if not words:
             raise UsageError("missing TEXT: %bert_inspect [MODEL [TOKENIZER]] [options] \"TEXT\"")
-        names, text = words[:-1], words[-1]
+        names, text = words[:-1], _text_of(words[-1], unquoted, namespace)
     if not text:
         raise UsageError("the text to inspect is empty.")
     if len(names) > 2:
@@ -80,7 +94,8 @@ def resolve(args: Any, cell: str | None, namespace: dict[str, Any]) -> dict[str,
         value = getattr(args, option)
         if value is not None and value < 0:
             raise UsageError(f"--{option} must be >= 0, got {value}.")
-    return {"model": model, "tokenizer": tokenizer, "text": text, "text_b": args.pair, "view": args.view,
+    text_b = None if args.pair is None else _text_of(args.pair, unquoted, namespace)
+    return {"model": model, "tokenizer": tokenizer, "text": text, "text_b": text_b, "view": args.view,
             "layer": args.layer, "head": args.head, "device": args.device,
             **({"corpus": args.corpus} if args.corpus is not None else {})}
 
@@ -110,8 +125,9 @@ class BertInspectMagics(Magics):
 
         With no MODEL the default pretrained model (all-MiniLM-L6-v2) is used; --model NAME loads a checkpoint folder
         or Hub repo id from the Hugging Face cache (HF_HUB_OFFLINE=1: the cache only). As a cell magic
-        (%%bert_inspect ...), the cell body is the text. Names are looked up in the notebook, never evaluated,
-        and the text is taken literally ({...} and $name are not expanded).
+        (%%bert_inspect ...), the cell body is the text. Names are looked up in the notebook, never evaluated:
+        TEXT (and --pair's) may be the name of a variable holding the text (`%bert_inspect t`), and a quoted text
+        is taken literally ({...} and $name are not expanded).
         """
         try:
             # intermixed: names, options and the text may come in any order ("m tok --layer 1 'text'"; plain
@@ -123,7 +139,8 @@ class BertInspectMagics(Magics):
             raise UsageError(f"cannot split the arguments ({error}); quote the text: %bert_inspect \"TEXT\"") from None
         except SystemExit as error:  # argparse exits on a bad option
             raise UsageError(f"bad option in: {line}") from error
-        options = resolve(args, cell, self.shell.user_ns if self.shell is not None else {})
+        unquoted = set(arg_split(line, posix=False))  # a quoted word keeps its quotes here
+        options = resolve(args, cell, self.shell.user_ns if self.shell is not None else {}, unquoted)
         from bertviz_lab.widgets.panels.workbench import open_view
 
         try:

@@ -174,6 +174,23 @@ def test_text_is_taken_literally(shell):
     assert panel.text_b == "{spy.touch()}" and panel.text == "body $word" and spy.touched == []
 
 
+def test_an_unquoted_name_of_a_str_variable_is_its_text(shell):
+    """`t = "..."` then `%bert_inspect t` inspects the text t holds (the names before it are variables too); quoted,
+    "t" is the word itself; a name that holds no text is a one-line error, and an unknown name is a one-word text."""
+    shell.user_ns["sentence"] = "The cat sat on the mat."
+    panel = run(shell, "%bert_inspect m tok --view attention sentence")
+    assert panel.text == "The cat sat on the mat."
+    assert run(shell, "%bert_inspect --view attention --head 1 m tok sentence").text == "The cat sat on the mat."
+    assert run(shell, '%bert_inspect m tok --view attention "sentence"').text == "sentence"
+    assert run(shell, "%bert_inspect m tok --view attention 'sentence'").text == "sentence"
+    assert run(shell, "%bert_inspect m tok --view attention unbound_word").text == "unbound_word"
+    paired = run(shell, "%bert_inspect m tok --view attention --pair sentence 'First.'")
+    assert paired.text_b == "The cat sat on the mat." and paired.text == "First."
+    assert run(shell, "%bert_inspect m tok --view attention --pair 'sentence' 'First.'").text_b == "sentence"
+    assert "'x' names a variable of type int, not a text" in usage_error(shell, "m tok x")
+    assert "quote it to inspect the word 'm' itself" in usage_error(shell, "m")
+
+
 @pytest.mark.parametrize("line,expected", [
     ('nosuch tok "some text"', "unknown name 'nosuch'"),
     ('m nosuch "some text"', "unknown name 'nosuch'"),
