@@ -62,11 +62,31 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
         return [low]
     if not math.isfinite(high - low):  # ends near the float limit (±1e308): their span overflows, so the ends alone
         return [low, high]
-    raw = (high - low) / max(1, count)
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return ticks_at(low, high, nice_step(high - low, count))
+
+
+def nice_step(span: float, count: int) -> float:
+    """The round step (1, 2 or 5 times a power of ten) that cuts `span` into at most about `count` parts."""
+    raw = span / max(1, count)
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def ticks_at(low: float, high: float, step: float) -> list[float]:
+    """The multiples of `step` in [low, high]."""
     first = math.ceil(low / step - 1e-9) * step
     return [round(first + i * step, 12) for i in range(int((high - first) / step + 1e-9) + 1)]
+
+
+def nice_axis(low: float, high: float, count: int) -> tuple[float, float, list[float]]:
+    """(low, high, ticks) of an axis that ends on ticks: [low, high] widened to the multiples of a round step, so no
+    value lies beyond the outermost tick (left as is, with nice_ticks, where the span is not finite)."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low or not math.isfinite(high - low):
+        return low, high, nice_ticks(low, high, count)
+    step = nice_step(high - low, count)
+    low = max(math.floor(low / step + 1e-9) * step, -sys.float_info.max)  # kept inside the floats near ±1e308
+    high = min(math.ceil(high / step - 1e-9) * step, sys.float_info.max)
+    return low, high, ticks_at(low, high, step)
 
 
 def svg_open(width: float, height: float, name: str, font_size: int | None = 11) -> str:
@@ -158,6 +178,7 @@ def line_chart(series: dict[str, Line | tuple], title: str = "", width: int = 36
     if y1 == y0:  # one value: a margin around it, kept inside the floats (a value near ±1e308 would overflow)
         y0 = max(y0 - (abs(y0) * 0.1 or 0.5), -sys.float_info.max)
         y1 = min(y1 + (abs(y1) * 0.1 or 0.5), sys.float_info.max)
+    y0, y1, y_ticks = nice_axis(y0, y1, 4)
 
     # halves: exactly the same fractions, and no overflow where the data reach the float limit (x1 - x0 = inf)
     def sx(x):
@@ -166,7 +187,7 @@ def line_chart(series: dict[str, Line | tuple], title: str = "", width: int = 36
     def sy(y):
         return PAD_TOP + plot_h - (y / 2 - y0 / 2) / (y1 / 2 - y0 / 2) * plot_h
 
-    for value in nice_ticks(y0, y1, 4):
+    for value in y_ticks:
         label = f"1e{value:g}" if log_y else _fmt(value)
         parts.append(f'<line class="bvl-grid" x1="{PAD_LEFT}" x2="{PAD_LEFT + plot_w}" y1="{sy(value):.1f}" '
                      f'y2="{sy(value):.1f}"/><text class="bvl-tick bvl-muted" x="{PAD_LEFT - 4}" '

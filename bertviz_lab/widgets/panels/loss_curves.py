@@ -157,12 +157,21 @@ class LossCurves(Panel):
         return steps if isinstance(steps, int) and steps > 0 else None
 
     def attach(self, trainer: Any) -> "LossCurves":
-        """Register as the trainer's callback; while it trains in the background (start()), a Stop button shows."""
+        """Register as the trainer's callback; while it trains in the background (start()), a Stop button shows.
+        Curves that hold nothing yet take the steps the trainer has already run (a run resumed from a checkpoint
+        carries its history), so they show the whole run, not only what comes after."""
         self.trainer = trainer
         if self not in trainer.callbacks:
             trainer.callbacks.append(self)
-        with self._draw_lock:
-            self.chart.svg = self.figure()  # the x axes now reach the run's last step
+        earlier = list(getattr(trainer, "history", None) or [])
+        if earlier and not self.records:
+            with self._lock:
+                for record in earlier:
+                    self._store(shown_values(record))
+            self.flush()
+        else:
+            with self._draw_lock:
+                self.chart.svg = self.figure()  # the x axes now reach the run's last step
         return self
 
     def reset(self) -> None:
@@ -205,20 +214,24 @@ class LossCurves(Panel):
         if self.trainer is not None and self.stop_button.layout.display == "none" and self.trainer.is_running:
             self.stop_button.layout.display = None  # a background run: the notebook can click Stop
         self._state = "training"
-        step = float(self.records if values["step"] is None else values["step"])
         with self._lock:
-            self.records += 1
-            for key, points in self.history.items():
-                value = values[key]
-                if value is not None and math.isfinite(value):
-                    points.append((step, float(value)))
-            self._last_values = values
+            self._store(values)
             due = time.monotonic() - self._last_draw >= self.min_interval
             if not due:
                 self._schedule_trailing()
         if due:  # drawn here, between two steps: a redraw never competes with a step's threads
             with self._draw_lock:
                 self._draw(final=False)
+
+    def _store(self, values: dict[str, Any]) -> None:
+        """Keep one step's shown values (call with the lock held)."""
+        step = float(self.records if values["step"] is None else values["step"])
+        self.records += 1
+        for key, points in self.history.items():
+            value = values[key]
+            if value is not None and math.isfinite(value):
+                points.append((step, float(value)))
+        self._last_values = values
 
     def _schedule_trailing(self) -> None:
         """A timer that draws the last records once the run pauses or ends (call with the lock held)."""

@@ -164,10 +164,7 @@ class TrainingPanel(Panel):
             if checkpoint is not None:
                 trainer.load_checkpoint(checkpoint)
                 self.curves.reset()
-                self.curves.attach(trainer)
-                for record in trainer.history:  # the checkpoint's steps, drawn again
-                    self.curves(record)
-                self.curves.flush()
+                self.curves.attach(trainer)  # the checkpoint's steps, drawn again
             self._train()
         except (ValueError, TypeError, RuntimeError, OSError) as error:
             self.message.value = error_html(error)
