@@ -64,6 +64,17 @@ class LoadReport:
 
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
+    trained: bool = False  # a Trainer has updated the model since: what was initialised has been learned since
+
+    @property
+    def initialised_head(self) -> list[str]:
+        """The head's modules (e.g. cls.predictions, cls.seq_relationship) whose tensors the load initialised at
+        random rather than read from the checkpoint, while no training has updated them: what they predict, and
+        any saliency of it, means nothing yet."""
+        if self.trained:
+            return []
+        head = [name for name in self.missing if not name.startswith(("bert.", *BACKBONE_PARTS))]
+        return list(dict.fromkeys(name.rsplit(".", 1)[0].split(".transform")[0] for name in head))
 
     def __str__(self) -> str:
         parts = []
@@ -73,6 +84,17 @@ class LoadReport:
             parts.append(f"ignored {len(self.unexpected)} checkpoint tensors this model has no place for: "
                          f"{_abbrev(self.unexpected)}")
         return "; ".join(parts) or "all tensors matched"
+
+
+def initialised_head_note(model: Any) -> str:
+    """One line for a figure whose values come from `model`'s head where the load initialised it at random (empty
+    otherwise): a user must not read an untrained head's predictions as the model's."""
+    report = getattr(model, "load_report", None)
+    modules = report.initialised_head if isinstance(report, LoadReport) else []
+    if not modules:
+        return ""
+    return (f"the head ({', '.join(modules)}) was initialised at random, not loaded from the checkpoint, and is "
+            "untrained: its predictions mean nothing yet")
 
 
 def _abbrev(names: list[str], limit: int = 6) -> str:

@@ -110,6 +110,11 @@ class TargetChoice:
     target: Any
     unit: bool = False
 
+    @property
+    def reads_head(self) -> bool:
+        """Whether the target is an output of a head (MLM, NSP, a classifier, ...), not of the backbone alone."""
+        return self.key not in ("cls-norm", "mean-norm", "cls-unit") and not self.key.startswith("custom")
+
 
 def _quoted(token: str) -> str:
     return f"“{token}”"

@@ -397,6 +397,9 @@ class Trainer:
                 raise self._non_finite(f"the gradients of {_listed(names)} became NaN/inf", applied=False)
         lr = self.scheduler.get_last_lr()[0]
         self._apply_update()
+        loaded = getattr(self.model, "load_report", None)
+        if loaded is not None:  # its randomly initialised head is being learned now: figures stop calling it untrained
+            loaded.trained = True
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1

@@ -20,6 +20,7 @@ from bertviz_lab.model.pretraining import (
     check_masking_probabilities,
     sample_masking,
 )
+from bertviz_lab.model.weights import initialised_head_note
 from bertviz_lab.trace.targets import predicts_masked_tokens, predicts_next_sentence, split_heads
 from bertviz_lab.widgets.figures.masking import KEPT_MARK, Chip, MaskingState, masking_figure
 from bertviz_lab.widgets.panels.controls import lean, toggle_buttons
@@ -508,8 +509,9 @@ class MaskingPreview(Panel):
         if not self.has_mlm_head:
             return (f"No predictions: {type(self.model).__name__} has no masked-LM head: pick the Training tab's "
                     "model or a Hub name (e.g. bert-base-uncased) under \"predict with\".")
+        untrained = initialised_head_note(self.model)
         return "predictions by " + (f"this model ({type(self.model).__name__})" if self.source == CURRENT
-                                    else self.source)
+                                    else self.source) + (f"; {untrained}" if untrained else "")
 
     def nsp_line(self) -> str:
         """'P(B follows A) = 0.87', for a pair and a model with an NSP head."""

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text
+from bertviz_lab.model.weights import initialised_head_note
 from bertviz_lab.trace.saliency import BASELINES, MAX_STEPS, METHODS, check_choice, check_steps, saliency
 from bertviz_lab.trace.targets import HiddenUnit, TargetChoice, target_choices
 from bertviz_lab.widgets.figures.text import escape
@@ -296,6 +297,9 @@ class SaliencyPanel(Panel):
             what = choice.title
         notes = [self._default_note] if self._default_note and choice is not None and choice.key == self._default \
             else []
+        untrained = initialised_head_note(self.model) if choice is not None and choice.reads_head else ""
+        if untrained:
+            notes.insert(0, untrained)
         if self.truncation is not None and self.truncation.cut:
             notes.append(self.truncation.notice)
         return title, f"target: {what}", "; ".join(notes)
