@@ -110,8 +110,9 @@ def load(name_or_path: str | os.PathLike | WeightsEntry, *, revision: str | None
     model = build_model(cls, config, state, device=device, name=label)
     if isinstance(name_or_path, WeightsEntry):
         return model, BERTTokenizerFast.from_pretrained(folder)
-    if is_hub_name(name_or_path):
-        revision = folder.name  # the snapshot the weights came from (a commit hash): the tokenizer comes from it too
+    if not is_hub_name(name_or_path):  # the folder the weights came from (a checkpoint_dir's newest one)
+        return model, load_tokenizer(folder)
+    revision = folder.name  # the snapshot the weights came from (a commit hash): the tokenizer comes from it too
     tokenizer = load_tokenizer(name_or_path, revision=revision, cache_dir=cache_dir,
                                local_files_only=local_files_only, token=token)
     return model, tokenizer

@@ -56,6 +56,9 @@ LEGACY_RENAMES = {".gamma": ".weight", ".beta": ".bias"}
 # Buffers some HF checkpoints carry that describe nothing learned.
 IGNORED_KEYS = re.compile(r"(^|\.)embeddings\.position_ids$|(^|\.)embeddings\.token_type_ids$")
 BACKBONE_PARTS = ("embeddings.", "encoder.", "pooler.")
+# A folder of checkpoints (a training run's checkpoint_dir) names its newest, a sub-folder, in this file: loading the
+# folder loads that one.
+LATEST_POINTER = "latest"
 
 
 @dataclass
@@ -330,7 +333,20 @@ def checkpoint_folder(source: Any, hub: HubOptions | None = None) -> Path:
                          f"{SAFETENSORS_NAME}.")
     if not directory.is_dir():
         raise ValueError(f"{named(directory)} is {kind(directory.stat().st_mode)}, not a checkpoint folder.")
-    return directory
+    return newest_in(directory)
+
+
+def newest_in(directory: Path) -> Path:
+    """`directory`, or, for a folder of checkpoints without a config.json of its own, the checkpoint its `latest`
+    file names (one of its own sub-folders, never a path elsewhere)."""
+    pointer = directory / LATEST_POINTER
+    if (directory / CONFIG_NAME).exists() or not pointer.is_file():
+        return directory
+    name = pointer.read_text(encoding="utf-8", errors="replace").strip()
+    newest = directory / name
+    if not name or Path(name).name != name or name in (".", "..") or not newest.is_dir():
+        raise ValueError(f"{named(pointer)} names {shown(name)}, not a checkpoint folder inside {named(directory)}.")
+    return newest
 
 
 def _source_name(source: Any, directory: Path) -> str:
@@ -516,11 +532,36 @@ def _not_cached(repo_id: str, hub: HubOptions, what: str) -> NotInCacheError:
     return NotInCacheError(f"{where}; the Hub could not be reached to download it: connect, or {elsewhere}.")
 
 
+HUB_LOOKUP_TTL = 30.0  # seconds a failed name lookup of the Hub's host is believed before it is tried again
+_hub_lookup: dict[str, float] = {}  # host -> when its name lookup last failed
+
+
+def hub_unreachable() -> bool:
+    """Whether the Hub's host name does not resolve now (no network, no DNS): then a file is taken from the cache
+    at once. huggingface_hub itself would retry five times with back-off first (about 24 s) before falling back to
+    the cache or failing, which an offline notebook pays on every name typed."""
+    import socket
+    import time
+    from urllib.parse import urlparse
+
+    host = urlparse(hub_constants.ENDPOINT).hostname or ""
+    failed = _hub_lookup.get(host)
+    if failed is not None and time.monotonic() - failed < HUB_LOOKUP_TTL:
+        return True
+    try:
+        socket.getaddrinfo(host, 443)
+    except (OSError, UnicodeError):
+        _hub_lookup[host] = time.monotonic()
+        return True
+    _hub_lookup.pop(host, None)
+    return False
+
+
 def _download(repo_id: str, filename: str, hub: HubOptions, revision: str | None) -> Path | None:
     """One file through huggingface_hub (cache first); None when the repo has no such file; its errors made ours."""
     try:
         return Path(hf_hub_download(repo_id, filename, revision=revision or hub.revision, cache_dir=hub.cache,
-                                    local_files_only=hub.offline, token=hub.token))
+                                    local_files_only=hub.offline or hub_unreachable(), token=hub.token))
     except LocalEntryNotFoundError:
         raise _not_cached(repo_id, hub, filename) from None
     except GatedRepoError:

@@ -33,7 +33,14 @@ import torch
 
 from bertviz_lab.model.families import family_of
 from bertviz_lab.model.files import write_atomically
-from bertviz_lab.model.weights import SAFETENSORS_NAME, from_hf_state_dict, load_into, read_state_dict, save_pretrained
+from bertviz_lab.model.weights import (
+    LATEST_POINTER,
+    SAFETENSORS_NAME,
+    from_hf_state_dict,
+    load_into,
+    read_state_dict,
+    save_pretrained,
+)
 from bertviz_lab.train.paths import TEMP_PREFIX, WriteError, fsync_path, write_failure
 from bertviz_lab.train.run_config import clip
 
@@ -42,7 +49,7 @@ logger = logging.getLogger("bertviz_lab.train")
 STATE_FILE = "trainer_state.pt"
 MANIFEST_FILE = "manifest.json"
 MANIFEST_FORMAT = 1
-LATEST_FILE = "latest"
+LATEST_FILE = LATEST_POINTER  # loading the checkpoint_dir as a model (bertviz_lab.load) reads it too
 CHECKPOINT_PREFIX = "step-"
 FORMAT_VERSION = 1
 _STEP_DIR = re.compile(rf"^{CHECKPOINT_PREFIX}(\d+)$")

@@ -146,6 +146,27 @@ def test_top5_predictions_are_the_models_softmax_on_the_masked_ids(request, mini
     assert f"{first_top[0][0]} {format_probability(first_top[0][1])}" in html
 
 
+def test_the_hint_names_what_the_menu_offers_and_a_checkpoint_folder_predicts(minilm_tokenizer, backbone, tmp_path):
+    """Without an MLM head the note names the choices "predict with" really lists (the Training tab's model only
+    where there is one); a checkpoint folder typed there (a checkpoint_dir: its newest checkpoint) predicts."""
+    preview = MaskingPreview(minilm_tokenizer, "The cat sat on the [MASK].", model=backbone)
+    labels = [label for label, _ in preview.model_choice.options]
+    assert labels[-1] == "a checkpoint folder or Hub name…" and not any("Training" in label for label in labels)
+    note = preview.model_note()
+    assert "Training tab" not in note and "a checkpoint folder" in note and "a Hub name" in note
+    preview.offer_model_from(lambda: None)
+    assert "the Training tab's model" in preview.model_note()
+    assert any("Training" in label for label, _ in preview.model_choice.options)
+    torch.manual_seed(0)
+    trained = BERTForPreTraining(tiny_config(minilm_tokenizer.vocab_size))
+    trained.save_pretrained(tmp_path / "checkpoints" / "step-00000004")
+    minilm_tokenizer.save_pretrained(tmp_path / "checkpoints" / "step-00000004")
+    (tmp_path / "checkpoints" / "latest").write_text("step-00000004\n", encoding="utf-8")
+    preview.use_model(str(tmp_path / "checkpoints"))
+    assert preview.source == str(tmp_path / "checkpoints") and len(preview.predictions()) == 1
+    assert "predictions by" in preview.model_note() and "initialised at random" not in preview.model_note()
+
+
 def test_no_predictions_without_an_mlm_head(minilm_tokenizer, backbone):
     preview = MaskingPreview(minilm_tokenizer, TEXT, model=backbone, mlm_probability=0.5)
     assert preview.counts["selected"] > 0 and preview.predictions() == []

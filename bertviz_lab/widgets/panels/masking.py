@@ -110,7 +110,7 @@ class MaskingPreview(Panel):
         self.view = MaskingView()
         self.model_choice = lean(widgets.Dropdown, options=self._model_options(), value=CURRENT,
                                  description="predict with", style=LABELLED, layout={"width": "auto"})
-        self.model_name = widgets.Text(description="name", placeholder="e.g. bert-base-uncased, or a folder",
+        self.model_name = widgets.Text(description="name", placeholder="runs/tiny/checkpoints, bert-base-uncased, ...",
                                        style=LABELLED, layout=widgets.Layout(width="340px"))
         self.load_button = widgets.Button(description="load", icon="download", layout=widgets.Layout(width="auto"))
         self.model_message = lean(widgets.HTML)
@@ -200,7 +200,7 @@ class MaskingPreview(Panel):
         options = [(f"this model ({name})", CURRENT)]
         if self._model_source is not None:
             options.append(("the Training tab's model", TRAINING))
-        return options + [("a Hub name or folder…", NAMED)]
+        return options + [("a checkpoint folder or Hub name…", NAMED)]
 
     def set_model(self, model: torch.nn.Module | None, tokenizer: Any = None) -> None:
         """Make `model` (and its own tokenizer, if it has one) the current model, and predict with it."""
@@ -507,8 +507,10 @@ class MaskingPreview(Panel):
         if self.model is None:
             return "No model predicts here: pick one under \"predict with\"."
         if not self.has_mlm_head:
-            return (f"No predictions: {type(self.model).__name__} has no masked-LM head: pick the Training tab's "
-                    "model or a Hub name (e.g. bert-base-uncased) under \"predict with\".")
+            training = "the Training tab's model, " if self._model_source is not None else ""
+            return (f"No predictions: {type(self.model).__name__} has no masked-LM head. Under \"predict with\", pick "
+                    f"{training}a checkpoint folder (what bertviz-lab train writes to its checkpoint_dir) or a Hub "
+                    "name (e.g. bert-base-uncased; offline, one the Hugging Face cache holds).")
         untrained = initialised_head_note(self.model)
         return "predictions by " + (f"this model ({type(self.model).__name__})" if self.source == CURRENT
                                     else self.source) + (f"; {untrained}" if untrained else "")
