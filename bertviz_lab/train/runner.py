@@ -280,7 +280,10 @@ class BertRunner:
         train_config = self.train_config(self._steps(self.train_data))
         torch.manual_seed(self.seed)
         model = BERTForPreTraining(self.model_config(vocab_size))
-        self.trainer = Trainer(model, self.train_data, self.test_data, train_config, tokenizer=self.tokenizer)
+        try:
+            self.trainer = Trainer(model, self.train_data, self.test_data, train_config, tokenizer=self.tokenizer)
+        except ImportError as error:  # a logger whose package is missing (logging.log_to)
+            raise ConfigError(f"logging.log_to: {error}") from None
         if resume is not None:
             try:
                 self.trainer.load_checkpoint(resume, verify=False)  # verified before the data was built
@@ -365,6 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--output", help="write the results dict here as JSON")
     train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override one config key (value read as YAML); repeatable")
+    train.add_argument("--log", choices=("tensorboard",), help="also log to TensorBoard (logging.log_to; event "
+                       "files in logging.log_dir, by default TensorBoard's runs/<date>_<host>)")
     commands.add_parser("html", add_help=False, help="write a notebook as an offline page, its scripts and "
                                                             "remote content removed (bertviz-lab html --help)")
     from bertviz_lab.corpus.cli import add_corpus_parser
@@ -451,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with interrupt_handlers(stop_at_once):
-            runner = BertRunner(args.config, overrides=args.set)
+            runner = BertRunner(args.config, overrides=args.set + ([f"logging.log_to={args.log}"] if args.log else []))
             check_writable("--output", args.output, folder=False)
             results = runner.run()
         if runner.dist.is_main:

@@ -114,6 +114,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "file": Key(str, None, "log file (null: no file)", nullable=True),
         "metrics_file": Key(str, None, "JSON lines, one metrics record per step (null: none)", nullable=True),
         "log_interval": Key(int, 50, "a log line every N steps (0: only evaluations)", ge=0),
+        "log_to": Key(str, None, "also log to TensorBoard: tensorboard (the scalars of the live curves, and the last "
+                                 "layer's attention on a held-out sentence at each evaluation; null: no)",
+                      nullable=True, choices=("tensorboard",)),
+        "log_dir": Key(str, None, "where log_to writes its event files (null: TensorBoard's runs/<date>_<host>)",
+                       nullable=True),
         "progress": Key(bool, True, "tqdm progress bar"),
     },
 }

@@ -51,6 +51,7 @@ from bertviz_lab.train.objective import MODEL_INPUTS, PretrainingObjective, pred
 from bertviz_lab.train.paths import file_problem, folder_problem
 from bertviz_lab.train.progress import log_above
 from bertviz_lab.train.schema import run_setting
+from bertviz_lab.train.tensorboard_log import TensorBoardLog
 
 logger = logging.getLogger("bertviz_lab.train")
 
@@ -86,11 +87,13 @@ class TrainConfig:
     checkpoint_interval: int = run_setting("training.checkpoint_interval")  # every N steps (0: at the end and stop())
     keep_checkpoints: int = run_setting("training.keep_checkpoints")  # newest checkpoints kept; older ones deleted
     metrics_file: str | None = run_setting("logging.metrics_file")  # JSON lines, one per step, written by rank 0
+    log_to: str | None = run_setting("logging.log_to")  # "tensorboard": event files in log_dir, written by rank 0
+    log_dir: str | None = run_setting("logging.log_dir")  # None: TensorBoard's runs/<date>_<host>
     progress: bool = run_setting("logging.progress")  # tqdm progress bar on rank 0
 
     def __post_init__(self) -> None:
         self.adam_betas = tuple(self.adam_betas)  # type: ignore[assignment]
-        for name in ("checkpoint_dir", "metrics_file"):  # plain strings: the checkpoint keeps this config
+        for name in ("checkpoint_dir", "metrics_file", "log_dir"):  # plain strings: the checkpoint keeps this config
             if isinstance(getattr(self, name), os.PathLike):
                 setattr(self, name, os.fspath(getattr(self, name)))
         self.validate()
@@ -313,6 +316,9 @@ class Trainer:
         self._eval_data = eval_data
         self._eval_batches: list[dict[str, torch.Tensor]] | None = None
 
+        if config.log_to == "tensorboard" and self.dist.is_main:
+            self.callbacks.append(TensorBoardLog(config.log_dir, self.model, self._attention_probe))
+
         self.step = 0
         self.history: list[MetricsRecord] = []
         self.last_checkpoint: Path | None = None
@@ -455,6 +461,14 @@ class Trainer:
                 mlm_probability=self.config.mlm_probability, seed=self.config.seed + 1,
                 rank=self.dist.rank, world_size=self.dist.world_size)
         return self._eval_batches
+
+    def _attention_probe(self) -> tuple[torch.Tensor, ...] | None:
+        """The first held-out sequence (this rank's), unpadded: the sentence TensorBoard's attention image shows."""
+        if self._eval_data is None:
+            return None
+        batch = self._evaluation_batches()[0]
+        length = int(batch["attention_mask"][0].sum())
+        return tuple(batch[key][:1, :length] for key in ("input_ids", "token_type_ids", "attention_mask"))
 
     def _check_not_running(self, action: str) -> None:
         """Refuse to touch the model from outside while the background thread trains it."""
