@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from bertviz_lab.model.files import shown
 from bertviz_lab.views.inputs import AttentionSet, attention_sets, check_html_action, pretty_token
 from bertviz_lab.views.page import html_object, offline_page
 from bertviz_lab.views.panel import AttentionMapsPanel
@@ -45,14 +46,16 @@ def head_view(attention: Any = None, tokens: Sequence[str] | None = None, senten
 
 
 def model_view(attention: Any = None, tokens: Sequence[str] | None = None, sentence_b_start: int | None = None,
-               prettify_tokens: bool = True, display_mode: str = "light", encoder_attention: Any = None,
+               prettify_tokens: bool = True, display_mode: str = "dark", encoder_attention: Any = None,
                decoder_attention: Any = None, cross_attention: Any = None,
                encoder_tokens: Sequence[str] | None = None, decoder_tokens: Sequence[str] | None = None,
                include_layers: Sequence[int] | None = None, include_heads: Sequence[int] | None = None,
                html_action: str = "view") -> Any:
     """bertviz's model_view: every layer × head as a thumbnail under one colour scale; a thumbnail clicked opens
-    it in the heatmap. display_mode ("light" or "dark") is the theme of the html_action="return" page; the live
-    view follows JupyterLab's theme."""
+    it in the heatmap. display_mode ("dark", bertviz's default, or "light") is the theme of the
+    html_action="return" page; the live view follows JupyterLab's theme."""
+    if display_mode not in ("dark", "light"):  # refused in either html_action, not only where a page is drawn
+        raise ValueError(f"display_mode must be 'dark' or 'light', got {shown(display_mode)}.")
     sets = attention_sets(attention, tokens, sentence_b_start, prettify_tokens, encoder_attention, decoder_attention,
                           cross_attention, encoder_tokens, decoder_tokens, include_layers)
     return _shown("model view", sets, html_action, display_mode, model_view_heads=include_heads)

@@ -72,12 +72,20 @@ def _layer_tensor(value: Any, name: str, index: int) -> torch.Tensor:
                     "(batch, heads, queries, keys) attention weights.")
 
 
+OUTPUTS_ATTENTIONS = ("pass outputs.attentions of a model run with output_attentions=True (with transformers 5 "
+                      "the last output is not always the attentions)")
+
+
 def layer_maps(attention: Any, name: str) -> list[torch.Tensor]:
-    """Per-layer (batch 1, heads, queries, keys) weights -> per-layer (heads, queries, keys) float32 CPU tensors."""
+    """Per-layer (batch 1, heads, queries, keys) weights -> per-layer (heads, queries, keys) float32 CPU tensors.
+    A tuple of one tensor per layer, as output_attentions=True gives it, or those stacked in one (layers, batch,
+    heads, queries, keys) tensor, as bertviz also takes."""
     if isinstance(attention, (torch.Tensor, np.ndarray)):
-        raise TypeError(f"{name} is one {type(attention).__name__} of shape {tuple(attention.shape)}; expected a "
-                        "tuple with one (batch, heads, queries, keys) tensor per layer, as output_attentions=True "
-                        "gives it.")
+        if attention.ndim != 5:
+            raise TypeError(f"{name} is one {type(attention).__name__} of shape {tuple(attention.shape)}; expected "
+                            "a tuple with one (batch, heads, queries, keys) tensor per layer, or them stacked as "
+                            f"(layers, batch, heads, queries, keys): {OUTPUTS_ATTENTIONS}.")
+        attention = list(attention)
     if not isinstance(attention, Sequence) or isinstance(attention, (str, bytes)):
         raise TypeError(f"{name} must be a tuple of per-layer (batch, heads, queries, keys) tensors, got "
                         f"{type(attention).__name__}.")
@@ -89,7 +97,7 @@ def layer_maps(attention: Any, name: str) -> list[torch.Tensor]:
         tensor = _layer_tensor(value, name, i)
         if tensor.ndim != 4:
             raise ValueError(f"{name}[{i}] has {tensor.ndim} dimensions (shape {tuple(tensor.shape)}); expected 4: "
-                             "(batch, heads, queries, keys).")
+                             f"(batch, heads, queries, keys): {OUTPUTS_ATTENTIONS}.")
         if tensor.shape[0] != 1:
             raise ValueError(f"{name}[{i}] holds a batch of {tensor.shape[0]}; the views show one example: pass "
                              f"each layer's [i:i+1].")
@@ -108,10 +116,11 @@ def check_layers(include_layers: Any, count: int, name: str) -> list[int]:
         return list(range(count))
     if isinstance(include_layers, (str, bytes)) or not isinstance(include_layers, Sequence) or not include_layers:
         raise TypeError(f"include_layers must be a non-empty list of layer numbers, got {shown(include_layers)}.")
-    for layer in include_layers:
-        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < count:
-            raise ValueError(f"include_layers has {shown(layer)}; {name} has layers 0..{count - 1}.")
-    return [int(layer) for layer in include_layers]
+    for layer in include_layers:  # negative numbers count from the last layer, as bertviz's indexing does
+        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not -count <= layer < count:
+            raise ValueError(f"include_layers has {shown(layer)}; {name} has layers 0..{count - 1} (or -{count}..-1 "
+                             "from the last).")
+    return [int(layer) % count for layer in include_layers]
 
 
 def _fits(maps: list[torch.Tensor], name: str, queries: list[str], keys: list[str], query_name: str,
@@ -134,10 +143,10 @@ def _pair_sets(maps: list[torch.Tensor], layers: list[int], tokens: list[str],
     """bertviz's five choices for a sentence pair: all, A → A, B → B, A → B, B → A (rows → columns)."""
     T = len(tokens)
     if isinstance(sentence_b_start, bool) or not isinstance(sentence_b_start, (int, np.integer)) \
-            or not 0 < sentence_b_start < T:
-        raise ValueError(f"sentence_b_start must be the position of sentence B's first token, 1..{T - 1}, got "
-                         f"{shown(sentence_b_start)}.")
-    start = int(sentence_b_start)
+            or not (0 < sentence_b_start < T or -T < sentence_b_start < 0):
+        raise ValueError(f"sentence_b_start must be the position of sentence B's first token, 1..{T - 1} (or "
+                         f"-{T - 1}..-1 from the end, as a slice counts), got {shown(sentence_b_start)}.")
+    start = int(sentence_b_start) % T
     spans = {"all": range(T), "a": range(start), "b": range(start, T)}
     sets = []
     for name, rows, cols in PAIR_SETS:

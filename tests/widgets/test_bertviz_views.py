@@ -226,6 +226,29 @@ def test_tokens_are_prettified_for_display_unless_asked_not_to(gpt2):
     raw.close()
 
 
+def test_bertvizs_stacked_tensor_and_negative_indices_are_taken_as_bertviz_takes_them(bert):
+    """bertviz stacks the layers itself, so a (layers, batch, heads, queries, keys) tensor works there, and it indexes
+    include_layers and slices at sentence_b_start, so negative numbers count from the end."""
+    stacked = views.heatmap(torch.stack(bert), BERT_TOKENS, layer=2)
+    np.testing.assert_allclose(stacked.matrix(), bert[2][0, 0].numpy())
+    assert views.heatmap(torch.stack(bert).numpy(), BERT_TOKENS, layer=1).matrix() == pytest.approx(
+        bert[1][0, 0].numpy())
+    last_two = views.model_view(bert, BERT_TOKENS, include_layers=[-2, -1])
+    assert texts(last_two.to_svg(), "bvl-layer-label") == ["layer 1", "layer 2"]
+    pair = views.heatmap(bert, BERT_TOKENS, sentence_b_start=-3, prettify_tokens=False)
+    pair.attention.value = 3  # sentence A → sentence B
+    assert list(pair.heatmap.row_tokens) == BERT_TOKENS[:5] and list(pair.heatmap.col_tokens) == BERT_TOKENS[5:]
+    for panel in (stacked, last_two, pair):
+        panel.close()
+
+
+def test_model_view_is_dark_by_default_and_refuses_a_bad_display_mode_in_either_action(bert):
+    assert "background: #111111" in views.model_view(bert, BERT_TOKENS, html_action="return").data
+    for action in ("view", "return"):
+        with pytest.raises(ValueError, match="display_mode must be 'dark' or 'light', got 'blue'"):
+            views.model_view(bert, BERT_TOKENS, display_mode="blue", html_action=action)
+
+
 def test_numpy_arrays_are_taken_like_tensors(gpt2):
     panel = views.heatmap(tuple(layer.numpy() for layer in gpt2), GPT2_TOKENS, layer=1)
     np.testing.assert_allclose(panel.matrix(), gpt2[1][0, 0].numpy())
@@ -284,7 +307,11 @@ def _bad_inputs(gpt2, bart):
     encoder, decoder, cross = bart
     return [
         (dict(attention=gpt2[0], tokens=GPT2_TOKENS), TypeError, "expected a tuple with one (batch, heads"),
+        (dict(attention=gpt2[0][0], tokens=GPT2_TOKENS), TypeError, "pass outputs.attentions of a model run with"),
         (dict(attention=(gpt2[0][0],), tokens=GPT2_TOKENS), ValueError, "attention[0] has 3 dimensions"),
+        (dict(attention=(gpt2[0][0],), tokens=GPT2_TOKENS), ValueError, "pass outputs.attentions"),
+        (dict(attention=gpt2, tokens=GPT2_TOKENS, sentence_b_start=-6), ValueError, "or -5..-1 from the end"),
+        (dict(attention=gpt2, tokens=GPT2_TOKENS, include_layers=[-3]), ValueError, "or -2..-1 from the last"),
         (dict(attention=tuple(a.expand(2, -1, -1, -1) for a in gpt2), tokens=GPT2_TOKENS), ValueError,
          "holds a batch of 2"),
         (dict(attention=gpt2, tokens=GPT2_TOKENS[:-1]), ValueError, "6 query positions but tokens has 5 tokens"),
