@@ -209,8 +209,8 @@ class AttentionMapsPanel(Panel):
         Q, K = len(chosen.query_tokens), len(chosen.key_tokens)
         hint = sides(chosen)
         if codes.shape[2] < Q or codes.shape[3] < K:
-            hint += "; each cell the mean of a block of weights"
-            bar_title = "mean attention weight per cell"
+            hint += "; each cell the largest weight of a block"
+            bar_title = "largest attention weight per cell"
         title = self._title(f"{len(chosen.layers)} layers × {len(heads)} heads", f"{Q} × {K} tokens",
                             "one colour scale")
         view = self.model_view

@@ -235,7 +235,7 @@ def test_model_view_pools_differences_of_long_inputs(minilm_tokenizer):
     diff = torch.stack([(b[0] - a[0]) for a, b in zip(ablation.before.attentions, ablation.after.attentions)])
     pooled = F.adaptive_avg_pool2d(diff.flatten(0, 1).unsqueeze(1), 24).squeeze(1).view(2, 2, 24, 24).numpy()
     np.testing.assert_allclose(drawn(view), pooled, atol=view.scale / 2 + 1e-7)
-    assert "each cell the mean of" in view.hint and texts(view.svg, "bvl-note") == [view.hint]
+    assert "each cell the mean change over" in view.hint and texts(view.svg, "bvl-note") == [view.hint]
 
 
 def test_predicted_tokens_are_escaped_in_the_figure(xss_model, xss_tokenizer):

@@ -370,3 +370,20 @@ def test_no_head_is_drawn_as_switched_off_without_a_model(gpt2):
     panel.layer.value = 1
     assert panel.model_view.ablated == [] and 'data-off="true"' not in panel.to_svg()
     panel.close()
+
+
+def test_the_model_view_of_a_long_input_keeps_each_blocks_strongest_weight():
+    """Above 24 tokens a thumbnail cell stands for a block of weights: the largest of them, so a head that puts all
+    its weight on one token still reaches the top of the colour bar (a mean would show 1/n of it)."""
+    T = 60
+    torch.manual_seed(3)
+    layers = [torch.softmax(torch.randn(1, 2, T, T), -1) for _ in range(2)]
+    layers[1][0, 1] = torch.eye(T)  # a head on itself: weight 1 on the diagonal, 0 elsewhere
+    panel = views.model_view(tuple(layers), [f"t{i}" for i in range(T)])
+    codes, _ = thumbnails(panel.to_svg())
+    expected = torch.stack([torch.nn.functional.adaptive_max_pool2d(m[0], 24) for m in layers]).numpy()
+    scale = float(expected.max()) / D.TOP_CODE
+    np.testing.assert_allclose(codes * scale, expected, atol=scale / 2 + 1e-7)
+    assert (codes * scale).max() == pytest.approx(1.0, abs=scale)  # the diagonal's weight, not 1/3 of it
+    assert "largest weight of a block" in panel.to_svg() and "largest attention weight per cell" in panel.to_svg()
+    panel.close()

@@ -227,7 +227,9 @@ def colorbar_ticks(encoded: HeatmapCodes) -> tuple[list[tuple[float, str]], str]
 
 def pooled_thumbnails(attentions: Sequence[torch.Tensor], row: int, size: int = 24, keep: np.ndarray | None = None,
                       ignore: np.ndarray | None = None) -> tuple[np.ndarray, int, float]:
-    """Every layer × head map of one example, average-pooled to at most size × size, 8-bit under one shared scale.
+    """Every layer × head map of one example, max-pooled to at most size × size (each cell the largest weight of its
+    block, so one strong weight stays visible and the colour bar reaches the map's true maximum), 8-bit under one
+    shared scale.
 
     keep: the token positions shown (padding and hidden [CLS]/[SEP] left out); ignore: among those, the tokens
     whose rows and columns do not set the shared scale (clipped [CLS]/[SEP]). Returns codes (L, H, s, s) with
@@ -239,11 +241,11 @@ def pooled_thumbnails(attentions: Sequence[torch.Tensor], row: int, size: int = 
     pooled, clipped = [], []
     for attention in attentions:  # one layer at a time: (H, T, T) float, not all L*H maps at once
         maps = attention[row].index_select(1, positions).index_select(2, positions).float()
-        pooled.append(F.adaptive_avg_pool2d(maps.unsqueeze(1), s).squeeze(1))
+        pooled.append(F.adaptive_max_pool2d(maps.unsqueeze(1), s).squeeze(1))
         if ignore is not None and np.asarray(ignore).any():
             mask = torch.as_tensor(~np.asarray(ignore, bool))
             counted = maps * mask[:, None] * mask[None, :]
-            clipped.append(F.adaptive_avg_pool2d(counted.unsqueeze(1), s).squeeze(1))
+            clipped.append(F.adaptive_max_pool2d(counted.unsqueeze(1), s).squeeze(1))
     stacked = torch.stack(pooled).numpy()  # (L, H, s, s)
     top = float(torch.stack(clipped).max()) if clipped else float(stacked.max(initial=0.0))
     scale = top / TOP_CODE if top > 0 else 0.0
@@ -253,12 +255,12 @@ def pooled_thumbnails(attentions: Sequence[torch.Tensor], row: int, size: int = 
 
 
 def pooled_maps(maps: Sequence[torch.Tensor], size: int = 24) -> tuple[np.ndarray, float]:
-    """Every layer's (H, Q, K) maps average-pooled to at most size rows × size columns, 8-bit under one shared scale:
+    """Every layer's (H, Q, K) maps max-pooled to at most size rows × size columns, 8-bit under one shared scale:
     a cross attention's rectangle keeps query rows and key columns. Returns codes (L, H, rows, cols), weight = code ×
     scale, and scale."""
     Q, K = maps[0].shape[-2:]
     shape = (max(1, min(size, Q)), max(1, min(size, K)))
-    stacked = torch.stack([F.adaptive_avg_pool2d(m.float().unsqueeze(1), shape).squeeze(1) for m in maps]).numpy()
+    stacked = torch.stack([F.adaptive_max_pool2d(m.float().unsqueeze(1), shape).squeeze(1) for m in maps]).numpy()
     top = float(stacked.max(initial=0.0))
     scale = top / TOP_CODE if top > 0 else 0.0
     return np.rint(stacked / (scale or 1.0)).clip(0, TOP_CODE).astype(np.uint8), scale

@@ -638,9 +638,11 @@ class AttentionPanel(Panel):
                     title = f"{L} layers × {H} heads · attention with {len(ablation.heads)} head(s) off " \
                             f"({ablation.mode}) · one colour scale"
             if size < T:
-                hint += f"; each cell the mean of ~{T / size:.0f} × {T / size:.0f} weights"
+                block = f"~{T / size:.0f} × {T / size:.0f}"
+                hint += (f"; each cell the largest of {block} weights" if zero_code == 0
+                         else f"; each cell the mean change over {block} weights")
                 if zero_code == 0:
-                    bar_title = "mean attention weight per cell"
+                    bar_title = "largest attention weight per cell"
             if zero_code == 0:
                 title += {"clip": " · [CLS]/[SEP] clipped", "hide": " · [CLS]/[SEP] hidden", "show": ""}[special]
             elif special == "hide":
