@@ -64,6 +64,10 @@ API_PAGES = {
 }
 
 
+# pages searched first: bertviz's function names (head_view, model_view) are also attributes of the panels
+SEARCH_BOOST = {"bertviz_lab.views": 2}
+
+
 # --------------------------------------------------------------------------------------------------------------
 # the hooks
 
@@ -181,8 +185,10 @@ def api_page(module: str, intro: str) -> str:
     elsewhere = reexported(module, names)
     read = [name for name in names if name in static and name not in elsewhere and not (
         static[name].is_module and not inspect.ismodule(getattr(runtime, name)))]
-    lines = [f"# `{module}`", "", intro, "", f"::: {module}", "    options:", f"      members: {json.dumps(read)}",
-             "      show_root_heading: false", "      show_root_toc_entry: false", ""]
+    boost = ["---", "search:", f"  boost: {SEARCH_BOOST[module]}", "---", ""] if module in SEARCH_BOOST else []
+    lines = [*boost, f"# `{module}`", "", intro, "", f"::: {module}", "    options:",
+             f"      members: {json.dumps(read)}", "      show_root_heading: false", "      show_root_toc_entry: false",
+             ""]
     for name in names:
         if name in elsewhere:
             summary = (inspect.getdoc(getattr(runtime, name)) or "").split("\n\n")[0].replace("\n", " ")

@@ -42,6 +42,15 @@ def test_the_yaml_keys_page_shows_the_table_the_schema_generates(site):
     assert "<!-- yaml-keys -->" not in page
 
 
+def test_bertvizs_names_find_the_migration_guide_and_the_views_first(site):
+    """head_view and model_view are also attribute names of the panels: the pages about bertviz's calls carry a search
+    boost, so a search for them lists those pages before an attribute."""
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    boosts = {entry["location"].split("#")[0]: entry.get("boost") for entry in index["docs"]}
+    assert boosts["guides/coming-from-bertviz.html"] == 3 and boosts["api/views.html"] == 2
+    assert boosts["api/widgets.html"] is None
+
+
 def test_the_performance_page_includes_the_benchmark_results(site):
     page = (site / "guides" / "performance.html").read_text(encoding="utf-8")
     headings = re.findall(r"^## (.+)$", (REPO / "benchmarks" / "README.md").read_text(encoding="utf-8"), re.M)
