@@ -1,10 +1,11 @@
 """The attention panel with the keyboard alone, in JupyterLab in headless Chromium, offline: once the panel's first
 control has focus, only key presses reach the page. Tab walks to the model view's thumbnails (one tab stop), the arrow
 keys move between heads, Space switches a head off and on again and Escape switches every head on (the kernel's
-ablation state changes and changes back), Enter opens a head as the heatmap; in the neuron view the arrow keys move
-along the keys and their dimensions (the hover box shows the kernel's numbers) and Enter makes a key the query (the
-kernel names the new token); in the loss curves the arrows move a step cursor whose box reads the values. Each step
-waits for the state it expects, in the kernel or on the page.
+ablation state changes and changes back), Enter opens a head as the heatmap and the focus follows into its cells; no
+key pressed in a panel (a, b, m, d, the arrows, Enter) reaches the notebook behind it; in the neuron view the arrow
+keys move along the keys and their dimensions (the hover box shows the kernel's numbers) and Enter makes a key the
+query (the kernel names the new token); in the loss curves the arrows move a step cursor whose box reads the values.
+Each step waits for the state it expects, in the kernel or on the page.
 
 Screenshots of the focused views (light and dark) go to screenshots/keyboard_*.png; with
 BERTVIZ_LAB_SCREENSHOTS=docs/images the README's three (light) pictures are written there too (tools/screenshots.py).
@@ -69,13 +70,23 @@ FOCUS = """() => {
   const curves = el && el.classList && el.classList.contains('bvl-loss-curves');
   const view = el && el.closest && el.closest('.bvl-view');
   const tip = view && (view.querySelector(':scope > .bvl-tooltip') || view.parentElement.querySelector(
-    ':scope > .bvl-tooltip'));
+    ':scope > .bvl-tooltip') || view.querySelector('.bvl-heatmap-stage > .bvl-tooltip'));
+  const cells = el && el.closest && el.closest('.bvl-heatmap-view') && el.classList.contains('bvl-cells');
   return {thumb: thumb ? thumb.dataset.layer + ':' + thumb.dataset.head : null, rows: !!rows, curves: !!curves,
+          cells: !!cells,
           label: el && el.getAttribute ? el.getAttribute('aria-label') || '' : '',
           pressed: el && el.getAttribute ? el.getAttribute('aria-pressed') : null,
           ring: el && el.matches && el.matches(':focus-visible'),
           tip: tip && getComputedStyle(tip).display !== 'none' ? tip.textContent : '',
           cursor: view ? view.dataset.cursor || '' : ''};
+}"""
+
+
+# The notebook behind the panels: its cells, the active one and its kind, and the mode (command or edit).
+NOTEBOOK = """() => {
+  const notebook = window.jupyterapp.shell.currentWidget.content;
+  return {cells: notebook.widgets.length, active: notebook.activeCellIndex, type: notebook.activeCell.model.type,
+          mode: notebook.mode};
 }"""
 
 
@@ -131,8 +142,13 @@ def test_heads_and_query_tokens_with_the_keyboard_alone(page, lab_server):
         start = kernel_state(page)
         assert start["ablated"] == [] and start["view"] == "model view" and start["query"] == 6, start
 
-        # the model view: the output's first control gets focus; from here on only keys
+        # the model view: the output's first control gets focus; from here on only keys. JupyterLab's own
+        # command-mode keys pressed there act on the panel's control or nowhere, never on the notebook
         heads_output.locator(".widget-toggle-button").first.focus()
+        notebook = page.evaluate(NOTEBOOK)
+        for key in ("a", "b", "m", "ArrowDown", "ArrowUp", "d"):
+            page.keyboard.press(key)
+        assert page.evaluate(NOTEBOOK) == notebook, (notebook, page.evaluate(NOTEBOOK))
         seen = tab_to(page, "a thumbnail of the model view", lambda f: f["thumb"] is not None)
         assert seen["thumb"] == "0:0" and seen["ring"], seen  # the one tab stop is the selected head
         assert seen["label"] == "layer 0, head 0, on" and seen["pressed"] == "false", seen
@@ -177,6 +193,12 @@ def test_heads_and_query_tokens_with_the_keyboard_alone(page, lab_server):
                            lambda s: s["view"] == "heatmap")
         assert (state["layer"], state["head"]) == (5, 11) and state["ablated"] == [], state
         heads_output.locator("div.bvl-heatmap-view svg.bvl-heatmap").first.wait_for(state="visible")
+        seen = wait_until(page, "Enter on the thumbnail did not leave the focus in the heatmap's cells",
+                          lambda: focus(page), lambda f: f["cells"])
+        page.keyboard.press("ArrowRight")
+        wait_until(page, "the arrows did not read the heatmap's cells", lambda: focus(page),
+                   lambda f: f["cells"] and f["tip"] != "")
+        assert page.evaluate(NOTEBOOK) == notebook  # Enter, the arrows and Space never reached the notebook
 
         # the neuron view: keys and dimensions with the arrows, Enter makes a key the query
         keys_output.locator(".widget-toggle-button").first.focus()

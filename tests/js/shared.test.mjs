@@ -1,7 +1,8 @@
 // The pure helpers every view's front end shares (shared.js), as Node runs them.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { bytes, typed, float16s, weightText, redrawScheduler, followDrawing } from "../../bertviz_lab/widgets/views/shared.js";
+import { bytes, typed, float16s, weightText, redrawScheduler, followDrawing, keepKeysInPanel } from
+  "../../bertviz_lab/widgets/views/shared.js";
 
 // Half floats as little-endian bytes, as NumPy's float16 tobytes() writes them on every machine we run.
 function halves(...bits) {
@@ -85,4 +86,42 @@ test("followDrawing draws at once, once per batch of new drawings, and never aft
   model.change("change:svg");
   await Promise.resolve();
   assert.equal(draws, 2);
+});
+
+// A stand-in for a DOM element: its panel ancestors (innermost first) and the keydown listener it is given.
+function element(panels = []) {
+  const node = { isConnected: true, dataset: {}, listeners: [], parentElement: null,
+    addEventListener(type, listener) { this.listeners.push([type, listener]); } };
+  const chain = panels.map(() => ({ dataset: {}, listeners: [], addEventListener(type, listener) {
+    this.listeners.push([type, listener]); } }));
+  chain.forEach((panel, i) => {
+    panel.parentElement = { closest: () => chain[i + 1] || null };
+  });
+  node.closest = () => chain[0] || null;
+  return { node, chain };
+}
+
+function press(listener, key, modifiers = {}) {
+  let stopped = false;
+  listener({ key, ctrlKey: false, metaKey: false, altKey: false, shiftKey: false, ...modifiers,
+    stopPropagation() { stopped = true; } });
+  return stopped;
+}
+
+test("keepKeysInPanel keeps plain keys in the outermost panel and lets the notebook's combinations through", () => {
+  const { node, chain } = element([1, 2]); // a view in a panel in the workbench
+  keepKeysInPanel(node);
+  keepKeysInPanel(node); // a second view of the same workbench installs nothing more
+  assert.equal(chain[0].listeners.length, 0);
+  assert.equal(chain[1].listeners.length, 1);
+  const [[type, listener]] = chain[1].listeners;
+  assert.equal(type, "keydown");
+  for (const key of ["a", "b", "m", "d", "ArrowDown", "Enter", "Escape", " "]) assert.ok(press(listener, key), key);
+  assert.ok(!press(listener, "Enter", { shiftKey: true })); // run the cell
+  assert.ok(!press(listener, "s", { ctrlKey: true })); // save
+  assert.ok(!press(listener, "s", { metaKey: true }));
+  assert.ok(!press(listener, "x", { altKey: true }));
+  const alone = element([]); // a view shown by itself: its own element keeps the keys
+  keepKeysInPanel(alone.node);
+  assert.equal(alone.node.listeners.length, 1);
 });

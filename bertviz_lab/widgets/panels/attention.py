@@ -378,6 +378,7 @@ class AttentionPanel(Panel):
             self.layer.value, self.head.value, self.aggregation.value = layer, head, "head"
             self._show_heads([head])
         self._switch_to("heatmap")
+        self.heatmap.focus_request += 1  # the keyboard follows into the heatmap's cells
 
     def _open_neuron_view(self, query_index: int, head: int) -> None:
         """A query token (or a line) clicked in the head view: the neuron view of that query, at this layer, in that

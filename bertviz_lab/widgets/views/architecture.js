@@ -1,4 +1,4 @@
-import { redrawScheduler, showFigure } from "./shared.js";
+import { redrawScheduler, showFigure, keepKeysInPanel } from "./shared.js";
 // The architecture diagram: the panel's figure (the `svg` trait, the same document the static copy and exports hold)
 // fit to the panel's width with readable text, zoom buttons, "fit" (the whole diagram in both directions), "width"
 // (back to the width with readable text), ctrl+wheel zoom and drag-to-pan. Drawn from the synced figure, fit and zoom
@@ -56,6 +56,7 @@ function button(text, title) {
 }
 
 function render({ model, el }) {
+  keepKeysInPanel(el);
   const root = document.createElement("div");
   root.className = "bvl-diagram bvl-view";
   const bar = document.createElement("div");

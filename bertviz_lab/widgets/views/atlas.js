@@ -1,4 +1,4 @@
-import { showFigure, typed, followDrawing, viewFrame, stepIndex, svgEl, tipBeside, rowKey } from "./shared.js";
+import { showFigure, typed, followDrawing, viewFrame, stepIndex, svgEl, tipBeside, rowKey, keepKeysInPanel } from "./shared.js";
 // The head atlas. The kernel draws the whole figure (figures/atlas.py: one SVG document, the one the static copy and
 // exports hold); this module shows it and adds what needs no kernel: hover over a cell, or the arrow keys once the
 // grid has focus, show the head's exact value and how many queries it averages, from the float32 `values` and int32
@@ -37,6 +37,7 @@ export function moveCell(cell, key, rows, cols) {
 }
 
 function render({ model, el }) {
+  keepKeysInPanel(el);
   const { outer, holder, tip } = viewFrame(el, "bvl-corpus-view bvl-atlas-view bvl-view");
   let current = null, cursor = null, draws = 0;
 

@@ -1,4 +1,4 @@
-import { showFigure, redrawScheduler, svgEl, stepIndex } from "./shared.js";
+import { showFigure, redrawScheduler, svgEl, stepIndex, keepKeysInPanel } from "./shared.js";
 // The bertviz-style head view. The kernel draws the figure (figures/head_view.py: query tokens left, key tokens right,
 // a line per (query, key) of each shown head) and this module shows it and adds what a pointer and a keyboard do:
 // - a head chip (g.bvl-head-chip[data-head]) clicked, or Enter/Space on it, shows or hides that head; a double click
@@ -77,6 +77,7 @@ function targetOf(node) {
 }
 
 function render({ model, el }) {
+  keepKeysInPanel(el);
   const root = document.createElement("div");
   root.className = "bvl-view bvl-head-view";
   el.appendChild(root);

@@ -1,4 +1,4 @@
-import { showFigure, tooltip, float16s, redrawScheduler, weightText, svgEl } from "./shared.js";
+import { showFigure, tooltip, float16s, redrawScheduler, weightText, svgEl, keepKeysInPanel } from "./shared.js";
 // The attention heatmap. The kernel draws the whole figure (figures/heatmap.py: one SVG document, the one the static
 // copy and exports hold); this module shows it and reads weights out of it: hover, or the arrow keys once the cell
 // area has focus, show a cell's query and key tokens and its weight from the float16 `values` the view holds (every
@@ -139,6 +139,7 @@ function rangeInput(label) {
 }
 
 function render({ model, el }) {
+  keepKeysInPanel(el);
   const outer = document.createElement("div"); // scrolls when the figure is wider than the notebook
   outer.className = "bvl-heatmap-view bvl-view";
   const bar = document.createElement("div"); // the zoom bar
@@ -386,9 +387,26 @@ function render({ model, el }) {
   const schedule = redrawScheduler(draw); // one redraw per batch of changes: a layer change sets every trait at once
   const names = ["svg", "values", "row_tokens", "col_tokens", "row_positions", "col_positions", "title"];
   for (const name of names) model.on("change:" + name, schedule);
+  // opened from a thumbnail: focus the cells once they are drawn and shown (the view may still be hidden, or be
+  // redrawn, for a few frames), so Enter on a thumbnail leaves the keyboard here, not on the page
+  function takeFocus(tries = 0) {
+    keyboard = true;
+    if (current && current.node.isConnected) {
+      current.node.focus();
+      if (document.activeElement === current.node) {
+        keyboard = false; // focused: a later redraw keeps it only if it is still here
+        return;
+      }
+    }
+    if (tries < 300) requestAnimationFrame(() => takeFocus(tries + 1));
+    else keyboard = false;
+  }
+  const onFocusRequest = () => takeFocus();
+  model.on("change:focus_request", onFocusRequest);
   draw();
   return () => {
     for (const name of names) model.off("change:" + name, schedule);
+    model.off("change:focus_request", onFocusRequest);
   };
 }
 

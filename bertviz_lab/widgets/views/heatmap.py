@@ -50,6 +50,9 @@ class HeatmapView(anywidget.AnyWidget):
     # data-title once drawn
     window = traitlets.List(traitlets.Int()).tag(sync=True)
     selected = traitlets.List(traitlets.Int()).tag(sync=True)
+    # raised by one when the view is opened from another (a model-view thumbnail): the cell area takes the focus
+    # as soon as it is on screen, so the keyboard stays in the figure instead of falling to the page
+    focus_request = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

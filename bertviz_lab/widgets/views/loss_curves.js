@@ -1,4 +1,4 @@
-import { showFigure, stepIndex, tooltip, typed, redrawScheduler, svgEl } from "./shared.js";
+import { showFigure, stepIndex, tooltip, typed, redrawScheduler, svgEl, keepKeysInPanel } from "./shared.js";
 // Live training curves: the kernel's drawing (the `svg` trait, the same figure the static copy and exports hold), and
 // a hover that needs no kernel: each chart's plot frame (class bvl-plot) carries its data ranges (data-x0, data-x1,
 // data-y0, data-y1, data-log-y) and series keys (data-keys), and its x, y, width and height are its pixel box; the
@@ -97,6 +97,7 @@ export function nextCursor({ chart, step }, key, charts, steps) {
 }
 
 function render({ model, el }) {
+  keepKeysInPanel(el);
   const root = document.createElement("div");
   root.className = "bvl-loss-curves bvl-view";
   const tip = tooltip();

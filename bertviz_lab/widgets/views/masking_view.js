@@ -1,4 +1,4 @@
-import { showFigure, followDrawing, stepIndex } from "./shared.js";
+import { showFigure, followDrawing, stepIndex, keepKeysInPanel } from "./shared.js";
 // The masking preview. The kernel draws the figure (figures/masking.py: a chip per token, coloured and marked by its
 // fate) and this module shows it and makes the chips that a click masks (g.bvl-chip[data-toggle][data-position])
 // buttons: a click, or Space/Enter on the focused chip, masks or unmasks that token by writing the toggled position
@@ -39,6 +39,7 @@ function chipOf(node) {
 }
 
 function render({ model, el }) {
+  keepKeysInPanel(el);
   const root = document.createElement("div");
   root.className = "bvl-view bvl-figure-view bvl-masking-view";
   el.appendChild(root);

@@ -1,4 +1,4 @@
-import { showFigure, tooltip, redrawScheduler } from "./shared.js";
+import { showFigure, tooltip, redrawScheduler, keepKeysInPanel } from "./shared.js";
 // The model view. The kernel draws the figure (figures/model_view.py: every layer × head as a thumbnail under one
 // colour scale, heads switched off veiled and crossed, a badge per head saying how far its attention moved, lines
 // saying what the predictions did); this module shows it and adds what a pointer and a keyboard do:
@@ -71,6 +71,7 @@ export function thumbTip(thumb, clickMode, hint) {
 }
 
 function render({ model, el }) {
+  keepKeysInPanel(el);
   const root = document.createElement("div");
   root.className = "bvl-view bvl-model-view";
   const holder = document.createElement("div");

@@ -1,4 +1,4 @@
-import { showFigure, followDrawing, viewFrame, tipBeside, rowKey } from "./shared.js";
+import { showFigure, followDrawing, viewFrame, tipBeside, rowKey, keepKeysInPanel } from "./shared.js";
 // Nearest contexts. The kernel draws the whole figure (figures/nearest.py: one SVG document, the one the static copy
 // and exports hold); this module shows it and adds what needs no kernel: hover over a match, or focus on it, shows
 // its text id, position, score and its whole context (the drawing cuts long contexts) from the lists the view holds.
@@ -21,6 +21,7 @@ export function matchTip(textId, position, score, left, token, right) {
 }
 
 function render({ model, el }) {
+  keepKeysInPanel(el);
   const { outer, holder, tip } = viewFrame(el, "bvl-corpus-view bvl-nearest-view bvl-view");
   let rows = [], draws = 0;
 

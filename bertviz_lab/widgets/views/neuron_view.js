@@ -1,4 +1,4 @@
-import { showFigure, stepIndex, svgEl, typed, followDrawing, viewFrame } from "./shared.js";
+import { showFigure, stepIndex, svgEl, typed, followDrawing, viewFrame, keepKeysInPanel } from "./shared.js";
 
 // The neuron view: shows the kernel's drawing (figures/neuron.py, the same SVG the static copy and exports hold) and
 // adds what needs no kernel: hover over a vector cell or a key row shows the exact numbers from the float32 buffers
@@ -71,6 +71,7 @@ function numbers(element, names) {
 }
 
 function render({ model, el }) {
+  keepKeysInPanel(el);
   const { outer, holder, tip } = viewFrame(el, "bvl-neuron-view bvl-view"); // the tooltip reads the keyboard's row
   let figure = null, current = null;
 

@@ -1,4 +1,4 @@
-import { showFigure, typed, followDrawing, viewFrame, svgEl } from "./shared.js";
+import { showFigure, typed, followDrawing, viewFrame, svgEl, keepKeysInPanel } from "./shared.js";
 // The query–key map. The kernel draws the whole figure (figures/qk_map.py: one SVG document, the one the static copy
 // and exports hold); this module shows it and adds what needs no kernel: the pointer over the plot reads the nearest
 // point (within HIT_PX), from the float32 coordinates, kinds, tokens and contexts the view holds: whether it is a query
@@ -66,6 +66,7 @@ export function plotFrame(rect) {
 }
 
 function render({ model, el }) {
+  keepKeysInPanel(el);
   const { outer, holder, tip } = viewFrame(el, "bvl-corpus-view bvl-qk-map-view bvl-view");
   let current = null, point = -1, draws = 0;
 

@@ -1,4 +1,4 @@
-import { showFigure, stepIndex, tooltip, typed, redrawScheduler } from "./shared.js";
+import { showFigure, stepIndex, tooltip, typed, redrawScheduler, keepKeysInPanel } from "./shared.js";
 
 // The saliency view: shows the kernel's drawing (figures/saliency.py, the same SVG the static copy and exports hold)
 // and adds what needs no kernel: hover over a token box, or focus on it, shows the whole token, its position and its
@@ -45,6 +45,7 @@ export function nextToken(current, key, count) {
 }
 
 function render({ model, el }) {
+  keepKeysInPanel(el);
   const outer = document.createElement("div");
   outer.className = "bvl-saliency-view bvl-view";
   const holder = document.createElement("div");

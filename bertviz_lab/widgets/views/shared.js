@@ -139,3 +139,26 @@ export function rowKey(event, rows, row, open) {
   rows[next].focus();
   return true;
 }
+
+// Keys pressed while the focus is anywhere in a panel (a view, a tab, a button, a slider) belong to the panel:
+// JupyterLab's and Notebook 7's command-mode shortcuts (a and b insert a cell, m makes it Markdown, the arrows move
+// between cells, Enter edits one) would otherwise act on the notebook behind it. A key with Ctrl, Cmd or Alt, and
+// Shift+Enter (run the cell), still reach the notebook. Installed once on the outermost panel around `el` (or on
+// `el` itself, for a view shown alone) once `el` is in the page; Lumino listens to bubbling keydowns, so stopping
+// them here keeps them from it.
+export function keepKeysInPanel(el, tries = 0) {
+  if (!el.isConnected) {
+    if (tries < 600) requestAnimationFrame(() => keepKeysInPanel(el, tries + 1));
+    return;
+  }
+  let root = el;
+  for (let up = el.closest(".bvl-panel"); up; up = up.parentElement && up.parentElement.closest(".bvl-panel")) {
+    root = up;
+  }
+  if (root.dataset.bvlKeys) return;
+  root.dataset.bvlKeys = "kept";
+  root.addEventListener("keydown", (event) => {
+    if (event.ctrlKey || event.metaKey || event.altKey || (event.shiftKey && event.key === "Enter")) return;
+    event.stopPropagation();
+  });
+}
