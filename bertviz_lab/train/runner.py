@@ -188,7 +188,7 @@ class BertRunner:
     def build_tokenizer(self, documents: list[str], resume: Path | None) -> BERTTokenizerFast:
         """The run's tokenizer: the resumed checkpoint's, a saved one, MiniLM's vocab, or WordPiece trained here.
 
-        WordPiece training breaks frequency ties in an unspecified order, so rank 0 trains and shares it, and
+        Rank 0 trains it (the same texts give the same vocabulary anywhere) and shares it with the other processes;
         `data.tokenizer_dir` keeps it for the next run.
         """
         data = self.config["data"]

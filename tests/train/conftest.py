@@ -24,7 +24,7 @@ def documents() -> tuple[list[str], list[str]]:
 
 @pytest.fixture(scope="session")
 def wordpiece_tokenizer(documents) -> BERTTokenizerFast:
-    """A small WordPiece vocabulary trained once per session (training breaks ties randomly: share this one)."""
+    """A small WordPiece vocabulary trained once per session (the same in every process, and worth sharing)."""
     return BERTTokenizerFast.train_from_texts(documents[0], vocab_size=500)
 
 

@@ -42,9 +42,9 @@ def test_tiny_config_learns_on_the_builtin_corpus_in_under_two_minutes(tmp_path,
     assert results["steps"] >= 200 and results["seconds"] < 120
     assert results["train_mlm_loss"] < results["initial_train_mlm_loss"] - 1.5  # ~7.6 (ln 2000) -> ~5.2
     assert results["test_mlm_loss"] < results["initial_train_mlm_loss"] - 1.5
-    # ~700 held-out pairs: chance is 0.5 +- 0.019. The tiny model reaches 0.55-0.66 at 300 steps, varying from run
-    # to run because the tokenizers library's WordPiece trainer is not deterministic (huggingface/tokenizers#1794:
-    # hash-map order breaks ties, so vocabularies and pair counts differ); its NSP loss stays below chance's ln 2.
+    # ~700 held-out pairs: chance is 0.5 +- 0.019. The tiny model's accuracy is the same run after run on one
+    # machine (train_from_texts is deterministic), but other CPUs sum in other orders and Python versions ship other
+    # topic pages: the bounds stay loose; its NSP loss stays below chance's ln 2.
     assert results["test_pairs"] >= 400 and results["test_nsp_accuracy"] > 0.5
     assert results["test_nsp_loss"] < 0.69
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]

@@ -62,7 +62,8 @@ def test_loss_falls_with_warmup_then_linear_decay(pairs, wordpiece_tokenizer, ma
     lrs = [r.lr for r in history]
     assert lrs[:4] == pytest.approx([2.5e-3, 5e-3, 7.5e-3, 1e-2]) and lrs[4:] == pytest.approx(
         [1e-2 * (10 - s) / 6 for s in range(4, 10)])
-    assert history[-1].train_mlm_loss < history[0].train_mlm_loss - 0.3
+    first, last = (sum(r.train_mlm_loss for r in part) / 3 for part in (history[:3], history[-3:]))
+    assert last < first - 0.2  # over three steps each: one step's loss moves with its batch's masks
     factor = warmup_then_linear_decay(0, 5)
     assert [factor(s) for s in range(6)] == pytest.approx([1, 0.8, 0.6, 0.4, 0.2, 0])
 
