@@ -231,6 +231,14 @@ class AttentionMapsPanel(Panel):
         """The view widget shown."""
         return self._view(self.view.value)
 
+    def to_plotly(self) -> Any:
+        """The heatmap on screen as a plotly Figure (the same values, colour scale, title and hover); the head and
+        model views have no plotly counterpart yet: save() them."""
+        if self.view.value != "heatmap":
+            raise ValueError(f"to_plotly() gives the heatmap; this panel shows the {self.view.value} (switch to the "
+                             "heatmap, or save() its SVG).")
+        return self.heatmap.to_plotly()
+
     def to_svg(self) -> str:
         """The view on screen as a standalone SVG document."""
         return self.on_screen.to_svg()

@@ -501,6 +501,16 @@ class AttentionPanel(Panel):
         finally:
             self._export_window = None
 
+    def to_plotly(self) -> Any:
+        """The heatmap (or the saliency view) on screen as a plotly Figure: the same values, colour scale, title and
+        hover, for a plotly dashboard. The other views are drawings with no plotly counterpart yet: save() them."""
+        if self.view.value == "heatmap":
+            return self.heatmap.to_plotly()
+        if self.view.value == "saliency" and self.saliency is not None:
+            return self.saliency.to_plotly()
+        raise ValueError(f"to_plotly() gives the heatmap or the saliency view; this panel shows the {self.view.value} "
+                         "(switch to the heatmap, or save() its SVG).")
+
     def to_svg(self) -> str:
         """The view on screen as a standalone SVG document."""
         if self.view.value == "heatmap" and self._export_window:

@@ -310,6 +310,16 @@ class LossCurves(Panel):
         points = {key: downsample_points(self.history[key], max_points) for key in KEYS}
         return curves_figure(points, self.title, self.status_text(), self.total_steps)
 
+    def to_plotly(self) -> Any:
+        """The four charts as a plotly Figure: every point received (at most max_points a series, the latest always
+        kept), the same series names, colours and dashes, titles and axis titles."""
+        from bertviz_lab.widgets.figures.plotly_figures import curves_figure
+
+        with self._lock:
+            points = {key: downsample_points(self.history[key], self.max_points) for key in KEYS}
+            status = self.status_text()
+        return curves_figure(points, SERIES, CHARTS, self.title, status, X_TITLE)
+
     def to_svg(self) -> str:
         """The figure on screen: the four charts with titles, axis titles and legends, under the run's title and
         status line (what the live view shows; flush() draws the latest records)."""

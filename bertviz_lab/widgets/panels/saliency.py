@@ -431,6 +431,14 @@ class SaliencyPanel(Panel):
         self.figure_changed()
 
     # figure --------------------------------------------------------------------------------------------------
+    def to_plotly(self) -> Any:
+        """The scores on screen as a plotly bar chart (one bar a token, the figure's diverging colours, its title and
+        target line), for a plotly dashboard."""
+        from bertviz_lab.widgets.figures.plotly_figures import saliency_figure
+
+        title, subtitle, note = self._header()
+        return saliency_figure(self.tokens, self.scores, title, "; ".join(part for part in (subtitle, note) if part))
+
     def to_svg(self) -> str:
         """The figure on screen as a standalone SVG document."""
         return self.view.to_svg()

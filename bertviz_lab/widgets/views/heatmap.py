@@ -139,3 +139,14 @@ class HeatmapView(anywidget.AnyWidget):
         """The figure on screen as a standalone SVG document: the same drawing the browser shows."""
         return self.svg
 
+    def to_plotly(self) -> Any:
+        """The map shown, whole (every query and key, not only a zoomed window), as a plotly Figure with the
+        drawing's colour scale, title and hover."""
+        from bertviz_lab.widgets.figures.plotly_figures import heatmap_figure
+
+        if self._drawing is None:
+            raise ValueError("the heatmap shows nothing yet: there is no figure to give to plotly.")
+        given = self._drawing
+        return heatmap_figure(given["matrix"], given["row_tokens"], given["col_tokens"], given["row_positions"],
+                              given["col_positions"], given["title"], given["note"])
+

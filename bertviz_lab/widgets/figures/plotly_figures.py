@@ -1,0 +1,101 @@
+"""The numeric figures as plotly figures, for users who compose plotly dashboards: `to_plotly()` on a panel gives a
+`plotly.graph_objects.Figure` holding the values its drawing shows (the whole matrix, every step, every token), with
+the same colour scale, titles and hover text. The SVG drawing stays the one picture of the workbench; plotly is an
+optional extra (`pip install 'bertviz_lab[plotly]'`), loaded only here.
+
+Token axes are drawn at the tokens' positions and labelled with the tokens, because plotly merges equal category
+names (a sentence with "the" twice would lose a row)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from bertviz_lab.widgets.figures.attention_data import _BLUES, _RDBU
+
+
+def require_plotly() -> Any:
+    """plotly.graph_objects, or one line naming the install."""
+    try:
+        import plotly.graph_objects as go
+    except ImportError:
+        raise ImportError("to_plotly() needs plotly: pip install 'bertviz_lab[plotly]' (or pip install plotly)."
+                          ) from None
+    return go
+
+
+def colorscale(stops: Sequence[str]) -> list[list[Any]]:
+    """The drawing's colour stops, evenly spaced, as a plotly colorscale."""
+    return [[i / (len(stops) - 1), color] for i, color in enumerate(stops)]
+
+
+def _token_axis(positions: Sequence[int], tokens: Sequence[str], title: str) -> dict[str, Any]:
+    return {"title": {"text": title}, "tickmode": "array", "tickvals": list(positions), "ticktext": list(tokens)}
+
+
+def heatmap_figure(matrix: np.ndarray, row_tokens: Sequence[str], col_tokens: Sequence[str],
+                   row_positions: Sequence[int], col_positions: Sequence[int], title: str, note: str = "") -> Any:
+    """One attention map: rows the queries (top to bottom), columns the keys, white to dark blue up to its largest
+    weight as the heatmap draws it; hover names the query, the key and the weight."""
+    go = require_plotly()
+    weights = np.asarray(matrix, dtype=np.float64)
+    tokens = np.empty(weights.shape + (2,), dtype=object)
+    tokens[..., 0] = np.asarray(list(row_tokens), dtype=object)[:, None]
+    tokens[..., 1] = np.asarray(list(col_tokens), dtype=object)[None, :]
+    top = float(weights.max(initial=0.0)) or 1.0
+    figure = go.Figure(go.Heatmap(
+        z=weights, x=list(col_positions), y=list(row_positions), customdata=tokens, zmin=0.0, zmax=top,
+        colorscale=colorscale(_BLUES), colorbar={"title": {"text": "attention weight"}},
+        hovertemplate="query %{y}·%{customdata[0]}<br>key %{x}·%{customdata[1]}<br>weight %{z:.4f}<extra></extra>"))
+    figure.update_layout(title={"text": title + (f"<br><sup>{note}</sup>" if note else "")},
+                         xaxis=_token_axis(col_positions, col_tokens, "key"),
+                         yaxis={**_token_axis(row_positions, row_tokens, "query"), "autorange": "reversed"})
+    return figure
+
+
+def _dash(pattern: str) -> str:
+    """An SVG stroke-dasharray ("5,3") as plotly's dash ("5px,3px"); solid where there is none."""
+    return ",".join(f"{part.strip()}px" for part in pattern.split(",")) if pattern else "solid"
+
+
+def curves_figure(points: Mapping[str, tuple[np.ndarray, np.ndarray]], series: Sequence[tuple],
+                  charts: Sequence[tuple[str, str]], title: str, status: str, x_title: str) -> Any:
+    """The loss curves' charts, two a row: `series` as the curves name them (chart, key, name, colour, dash,
+    marker), each with its points."""
+    go = require_plotly()
+    from plotly.subplots import make_subplots
+
+    rows = (len(charts) + 1) // 2
+    figure = make_subplots(rows=rows, cols=2, subplot_titles=[name for name, _ in charts])
+    for chart, key, name, color, dash, marker in series:
+        x, y = points[key]
+        figure.add_trace(go.Scatter(
+            x=np.asarray(x, dtype=np.float64), y=np.asarray(y, dtype=np.float64), name=name,
+            mode="lines+markers" if marker else "lines",
+            line={"color": color, "dash": _dash(dash)}, marker={"symbol": marker or "circle", "color": color},
+            hovertemplate=f"{x_title} %{{x}}<br>{name}: %{{y:.4g}}<extra></extra>"),
+            row=chart // 2 + 1, col=chart % 2 + 1)
+    for index, (_, y_title) in enumerate(charts):
+        figure.update_xaxes(title_text=x_title, row=index // 2 + 1, col=index % 2 + 1)
+        figure.update_yaxes(title_text=y_title, row=index // 2 + 1, col=index % 2 + 1)
+    figure.update_layout(title={"text": title + (f"<br><sup>{status}</sup>" if status else "")})
+    return figure
+
+
+def saliency_figure(tokens: Sequence[str], scores: np.ndarray, title: str, subtitle: str) -> Any:
+    """A token's score as a bar at its position, coloured on the saliency figure's diverging scale (blue below zero,
+    white at it, red above, symmetric about it up to the largest |score|)."""
+    go = require_plotly()
+    values = np.asarray(scores, dtype=np.float64)
+    finite = values[np.isfinite(values)]
+    limit = float(np.abs(finite).max(initial=0.0)) or 1.0
+    positions = list(range(len(tokens)))
+    figure = go.Figure(go.Bar(
+        x=positions, y=values, customdata=list(tokens),
+        marker={"color": values, "colorscale": colorscale(_RDBU), "cmin": -limit, "cmax": limit,
+                "colorbar": {"title": {"text": "score"}}},
+        hovertemplate="token %{x}·%{customdata}<br>score %{y:.4g}<extra></extra>"))
+    figure.update_layout(title={"text": title + (f"<br><sup>{subtitle}</sup>" if subtitle else "")},
+                         xaxis=_token_axis(positions, tokens, "token"), yaxis={"title": {"text": "score"}})
+    return figure
