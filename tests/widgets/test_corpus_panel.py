@@ -193,3 +193,28 @@ def test_bad_input_gets_one_clear_line(corpus, tmp_path, pretraining_model, mini
 def test_a_search_starts_from_the_longest_word():
     assert longest_word(["[CLS]", "she", "sat", "on", "the", "bank", "of", "the", "river", ".", "[SEP]"]) == 8
     assert longest_word(["[CLS]", ",", "[SEP]"]) == 1
+
+
+def test_the_atlas_and_the_qk_map_as_plotly_hold_the_drawings_values(panel, corpus):
+    pytest.importorskip("plotly")
+    from bertviz_lab.widgets.figures.attention_data import _BLUES
+    from bertviz_lab.widgets.figures.qk_map import KIND_COLORS
+
+    atlas = panel.to_plotly()
+    (cells,) = atlas.data
+    np.testing.assert_array_equal(np.asarray(cells.z), panel.atlas.grid().astype(np.float64))
+    assert list(cells.y) == panel.atlas.layers and list(cells.x) == panel.atlas.heads
+    assert [stop[1] for stop in cells.colorscale] == list(_BLUES) and cells.zmin == 0
+    assert atlas.layout.title.text == panel.atlas.title and panel.atlas.unit in cells.hovertemplate
+    panel.view.value = "qk map"
+    figure = panel.to_plotly()
+    queries, keys = figure.data
+    is_key = np.frombuffer(bytes(panel.qk_map.is_key), dtype=np.uint8).astype(bool)
+    xs = np.frombuffer(bytes(panel.qk_map.xs), dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(keys.x), xs[is_key].astype(np.float64))
+    np.testing.assert_array_equal(np.asarray(queries.x), xs[~is_key].astype(np.float64))
+    assert len(queries.x) + len(keys.x) == panel.qk_map.count()
+    assert set(keys.marker.color) == {KIND_COLORS["key"]} and keys.marker.symbol == "square"
+    panel.view.value = "nearest"
+    with pytest.raises(ValueError, match="the nearest contexts are a list"):
+        panel.to_plotly()

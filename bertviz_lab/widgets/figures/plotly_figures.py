@@ -99,3 +99,37 @@ def saliency_figure(tokens: Sequence[str], scores: np.ndarray, title: str, subti
     figure.update_layout(title={"text": title + (f"<br><sup>{subtitle}</sup>" if subtitle else "")},
                          xaxis=_token_axis(positions, tokens, "token"), yaxis={"title": {"text": "score"}})
     return figure
+
+
+def atlas_figure(values: np.ndarray, layers: Sequence[int], heads: Sequence[int], queries: np.ndarray, stat_name: str,
+                 unit: str, top: float, title: str) -> Any:
+    """The head atlas: one cell per layer (rows, top to bottom) and head, white to dark blue on the atlas' scale
+    0..top; hover gives the value with its unit and how many queries it averages."""
+    go = require_plotly()
+    figure = go.Figure(go.Heatmap(
+        z=np.asarray(values, dtype=np.float64), x=list(heads), y=list(layers), customdata=np.asarray(queries),
+        zmin=0.0, zmax=top, colorscale=colorscale(_BLUES), colorbar={"title": {"text": f"{stat_name} ({unit})"}},
+        hovertemplate=(f"layer %{{y}} · head %{{x}}<br>{stat_name}: %{{z:.4g}} {unit}"
+                       "<br>over %{customdata:,} queries<extra></extra>")))
+    figure.update_layout(title={"text": title}, xaxis={"title": {"text": "head"}, "dtick": 1},
+                         yaxis={"title": {"text": "layer"}, "dtick": 1, "autorange": "reversed"})
+    return figure
+
+
+def qk_map_figure(xs: np.ndarray, ys: np.ndarray, is_key: np.ndarray, hover: Sequence[str], colors: Sequence[str],
+                  names: Sequence[str], axis: str, title: str) -> Any:
+    """The query-key map: the queries as dots and the keys as squares, in the figure's colours (`colors`, one per
+    point: by kind or by position bin), hover the token in its context."""
+    go = require_plotly()
+    figure = go.Figure()
+    keys = np.asarray(is_key, dtype=bool)
+    for name, chosen, symbol in ((names[0], ~keys, "circle"), (names[1], keys, "square")):
+        index = np.flatnonzero(chosen)
+        figure.add_trace(go.Scatter(
+            x=np.asarray(xs, dtype=np.float64)[index], y=np.asarray(ys, dtype=np.float64)[index], mode="markers",
+            name=name, customdata=[hover[i] for i in index], opacity=0.8,
+            marker={"symbol": symbol, "color": [colors[i] for i in index], "size": 7},
+            hovertemplate="%{customdata}<br>(%{x:.3g}, %{y:.3g})<extra>" + name + "</extra>"))
+    figure.update_layout(title={"text": title}, xaxis={"title": {"text": f"{axis} 1"}},
+                         yaxis={"title": {"text": f"{axis} 2"}})
+    return figure

@@ -329,6 +329,15 @@ class CorpusPanel(Panel):
             {"atlas": self._draw_atlas, "nearest": self._first_search, "qk map": self._draw_qk_map}[view]()
         return {"atlas": self.atlas, "nearest": self.nearest, "qk map": self.qk_map}[view]
 
+    def to_plotly(self, view: str | None = None) -> Any:
+        """The atlas or the query-key map (default: the view on screen) as a plotly Figure, with the drawing's
+        values, colours, titles and hover; the nearest contexts are a list, not a chart: save() them."""
+        view = self.view.value if view is None else view
+        if view == "nearest":
+            raise ValueError("to_plotly() gives the atlas or the qk map; the nearest contexts are a list (save() "
+                             "their SVG).")
+        return self.figure(view).to_plotly()
+
     def to_svg(self, view: str | None = None) -> str:
         """The figure of `view` (default: the one on screen) as a standalone SVG document."""
         return self.figure(view).to_svg()

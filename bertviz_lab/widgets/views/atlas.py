@@ -77,6 +77,19 @@ class AtlasView(OpensText):
         shape = (len(self.layers), len(self.heads))
         return np.frombuffer(bytes(self.values), dtype=np.float32).reshape(shape).copy()
 
+    def to_plotly(self) -> Any:
+        """The atlas grid as a plotly Figure: the statistic of every layer and head on the drawing's scale and
+        colours, hover with its unit and the queries it averages."""
+        from bertviz_lab.widgets.figures.atlas import scale_top
+        from bertviz_lab.widgets.figures.plotly_figures import atlas_figure
+
+        if self._stats is None:
+            raise ValueError("the atlas shows nothing yet: there is no figure to give to plotly.")
+        values = self.grid()
+        queries = np.frombuffer(bytes(self.queries), dtype=np.int32).reshape(values.shape)
+        return atlas_figure(values, self.layers, self.heads, queries, self.stat_name, self.unit, scale_top(values),
+                            self.title)
+
     def opened(self, index: int) -> dict[str, Any] | None:
         if not 0 <= index < len(self.top_ids) or len(self.selected) != 2:
             return None

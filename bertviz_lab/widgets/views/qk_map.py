@@ -80,6 +80,26 @@ class QKMapView(OpensText):
         positions = np.frombuffer(bytes(self.positions), dtype=np.int32)
         return {"text_id": int(text_ids[index]), "position": int(positions[index]), "index": index}
 
+    def to_plotly(self) -> Any:
+        """The points shown as a plotly Figure: queries as dots and keys as squares in the drawing's colours (by kind
+        or by position bin) and coordinates, hover the token in its context."""
+        from bertviz_lab.widgets.figures.plotly_figures import qk_map_figure
+        from bertviz_lab.widgets.figures.qk_map import KIND_COLORS, KIND_NAMES, POSITION_COLORS, position_bins
+
+        if self._drawing is None:
+            raise ValueError("the query-key map shows nothing yet: there is no figure to give to plotly.")
+        is_key = np.frombuffer(bytes(self.is_key), dtype=np.uint8)
+        if self.color_by == "kind":
+            colors = [KIND_COLORS["key" if k else "query"] for k in is_key]
+        else:
+            bins, _ = position_bins(np.frombuffer(bytes(self.positions), dtype=np.int32))
+            colors = [POSITION_COLORS[b] for b in bins]
+        contexts = np.frombuffer(bytes(self.context_index), dtype=np.int32)
+        return qk_map_figure(np.frombuffer(bytes(self.xs), dtype=np.float32),
+                             np.frombuffer(bytes(self.ys), dtype=np.float32), is_key,
+                             [self.contexts[i] for i in contexts], colors,
+                             [KIND_NAMES["query"], KIND_NAMES["key"]], self._drawing["axis"], self.title)
+
     def _draw(self) -> None:
         given = self._drawing
         if given is None:
