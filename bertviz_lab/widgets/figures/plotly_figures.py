@@ -35,15 +35,20 @@ def _token_axis(positions: Sequence[int], tokens: Sequence[str], title: str) -> 
 
 
 def heatmap_figure(matrix: np.ndarray, row_tokens: Sequence[str], col_tokens: Sequence[str],
-                   row_positions: Sequence[int], col_positions: Sequence[int], title: str, note: str = "") -> Any:
-    """One attention map: rows the queries (top to bottom), columns the keys, white to dark blue up to its largest
-    weight as the heatmap draws it; hover names the query, the key and the weight."""
+                   row_positions: Sequence[int], col_positions: Sequence[int], title: str, note: str = "",
+                   ignore_rows: np.ndarray | None = None, ignore_cols: np.ndarray | None = None) -> Any:
+    """One attention map: rows the queries (top to bottom), columns the keys, white to dark blue on the linear
+    scale the heatmap draws: up to the largest weight, or, where [CLS]/[SEP] are clipped (`ignore_rows`,
+    `ignore_cols`), the largest of the others, their cells above it in the top colour. Hover names the query, the key
+    and the weight."""
+    from bertviz_lab.widgets.figures.attention_data import TOP_CODE, encode_heatmap
+
     go = require_plotly()
     weights = np.asarray(matrix, dtype=np.float64)
     tokens = np.empty(weights.shape + (2,), dtype=object)
     tokens[..., 0] = np.asarray(list(row_tokens), dtype=object)[:, None]
     tokens[..., 1] = np.asarray(list(col_tokens), dtype=object)[None, :]
-    top = float(weights.max(initial=0.0)) or 1.0
+    top = encode_heatmap(weights, "linear", ignore_rows, ignore_cols).scale * TOP_CODE or 1.0
     figure = go.Figure(go.Heatmap(
         z=weights, x=list(col_positions), y=list(row_positions), customdata=tokens, zmin=0.0, zmax=top,
         colorscale=colorscale(_BLUES), colorbar={"title": {"text": "attention weight"}},

@@ -147,6 +147,8 @@ class HeatmapView(anywidget.AnyWidget):
         if self._drawing is None:
             raise ValueError("the heatmap shows nothing yet: there is no figure to give to plotly.")
         given = self._drawing
+        title = given["title"] if given["mode"] == "linear" else f"{given['title']} (in plotly: linear scale)"
         return heatmap_figure(given["matrix"], given["row_tokens"], given["col_tokens"], given["row_positions"],
-                              given["col_positions"], given["title"], given["note"])
+                              given["col_positions"], title, given["note"], given["ignore_rows"],
+                              given["ignore_cols"])
 
