@@ -36,10 +36,25 @@ def test_the_heatmap_as_plotly_holds_the_whole_map_with_its_tokens_and_scale(pre
     assert trace.zmax == pytest.approx(expected[1:-1, 1:-1].max(), rel=1e-6)  # as the drawing's scale
     assert figure.layout.title.text.startswith(panel.heatmap.title.split(" · queries")[0])
     assert "weight %{z:.4f}" in trace.hovertemplate and tuple(trace.customdata[1][3]) == (tokens[1], tokens[3])
-    panel.view.value = "model view"
-    with pytest.raises(ValueError, match="to_plotly\\(\\) gives the heatmap or the saliency view; this panel shows "
-                                         "the model view"):
+    panel.view.value = "head view"
+    with pytest.raises(ValueError, match="to_plotly\\(\\) gives the heatmap, the model view or the saliency view; "
+                                         "this panel shows the head view"):
         panel.to_plotly()
+    panel.close()
+
+
+def test_the_model_view_as_plotly_holds_each_thumbnail_under_one_scale(pretraining_model, minilm_tokenizer):
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT, view="model view")
+    figure = panel.to_plotly()
+    drawn = panel.model_view.decoded()  # the thumbnails' values: what the drawing shows
+    L, H = drawn.shape[:2]
+    assert len(figure.data) == L * H
+    for index, trace in enumerate(figure.data):
+        np.testing.assert_array_equal(np.asarray(trace.z), drawn[index // H, index % H])
+        assert trace.coloraxis == "coloraxis" and f"layer {index // H} · head {index % H}" in trace.hovertemplate
+    axis = figure.layout.coloraxis
+    assert [stop[1] for stop in axis.colorscale] == list(_BLUES) and axis.cmin == 0
+    assert axis.cmax == pytest.approx(drawn.max(), rel=1e-6) and axis.colorbar.title.text == panel.model_view.bar_title
     panel.close()
 
 
@@ -48,8 +63,12 @@ def test_bertvizs_heatmap_call_gives_the_same_figure_data():
     layers = tuple(torch.softmax(torch.randn(1, 2, 5, 5), -1) for _ in range(2))
     panel = views.heatmap(layers, ["a", "b", "a", "c", "d"], layer=1, heads=[1])
     np.testing.assert_allclose(np.asarray(panel.to_plotly().data[0].z), layers[1][0, 1].numpy(), atol=1e-7)
+    panel.view.value = "model view"
+    codes = panel.model_view.decoded()
+    np.testing.assert_array_equal(np.asarray(panel.to_plotly().data[3].z), codes[1, 1])
     panel.view.value = "head view"
-    with pytest.raises(ValueError, match="to_plotly\\(\\) gives the heatmap; this panel shows the head view"):
+    with pytest.raises(ValueError, match="to_plotly\\(\\) gives the heatmap or the model view; this panel shows "
+                                         "the head view"):
         panel.to_plotly()
     panel.close()
 

@@ -138,3 +138,29 @@ def qk_map_figure(xs: np.ndarray, ys: np.ndarray, is_key: np.ndarray, hover: Seq
     figure.update_layout(title={"text": title}, xaxis={"title": {"text": f"{axis} 1"}},
                          yaxis={"title": {"text": f"{axis} 2"}})
     return figure
+
+
+def model_view_figure(values: np.ndarray, layers: Sequence[int], heads: Sequence[int], diverging: bool, top: float,
+                      title: str, hint: str, bar_title: str) -> Any:
+    """The model view: one small heatmap per layer (rows) and head (columns), the thumbnails' values under one
+    colour scale (white to dark blue up to `top`, or, for changes, blue below zero and red above, symmetric)."""
+    go = require_plotly()
+    from plotly.subplots import make_subplots
+
+    L, H = values.shape[:2]
+    figure = make_subplots(rows=L, cols=H, horizontal_spacing=0.01, vertical_spacing=0.02,
+                           row_titles=[f"layer {layer}" for layer in layers],
+                           column_titles=[f"head {head}" for head in heads])
+    for row, layer in enumerate(layers):
+        for col, head in enumerate(heads):
+            figure.add_trace(go.Heatmap(
+                z=np.asarray(values[row, col], dtype=np.float64), coloraxis="coloraxis",
+                hovertemplate=f"layer {layer} · head {head}<br>row %{{y}}, column %{{x}}: %{{z:.4g}}<extra></extra>"),
+                row=row + 1, col=col + 1)
+    figure.update_xaxes(showticklabels=False)
+    figure.update_yaxes(showticklabels=False, autorange="reversed")
+    scale = ({"colorscale": colorscale(_RDBU), "cmin": -top, "cmax": top} if diverging
+             else {"colorscale": colorscale(_BLUES), "cmin": 0.0, "cmax": top})
+    figure.update_layout(title={"text": title + (f"<br><sup>{hint}</sup>" if hint else "")},
+                         coloraxis={**scale, "colorbar": {"title": {"text": bar_title}}})
+    return figure

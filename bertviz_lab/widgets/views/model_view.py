@@ -88,6 +88,19 @@ class ModelView(anywidget.AnyWidget):
         """Thumbnails as weights (L, H, s, s) (or changes, with zero_code 127); code 255 reads as the scale's top."""
         return (np.minimum(self.codes().astype(np.float64), D.TOP_CODE) - self.zero_code) * self.scale
 
+    def to_plotly(self) -> Any:
+        """The thumbnails as a plotly Figure: one small heatmap per layer and head holding the values drawn (the
+        pooled weights, or the changes with heads off), under the drawing's one colour scale and colour bar title."""
+        from bertviz_lab.widgets.figures.plotly_figures import model_view_figure
+
+        if not self.num_layers:
+            raise ValueError("the model view shows nothing yet: there is no figure to give to plotly.")
+        layers = self.layer_names or list(range(self.num_layers))
+        heads = self.head_names or list(range(self.num_heads))
+        top = (D.TOP_CODE - self.zero_code) * self.scale or 1.0
+        return model_view_figure(self.decoded(), layers, heads, self.zero_code != 0, top, self.title, self.hint,
+                                 self.bar_title)
+
     def head_changes(self) -> np.ndarray | None:
         """The (L, H) changes the badges show, or None when no head is off."""
         if not self.changes:
