@@ -121,7 +121,7 @@ class AttentionMapsPanel(Panel):
                 made.observe(self._heads_clicked, names="heads")
             else:
                 made = lean(ModelView)
-                made.observe(self._thumbnail_opened, names="selected")
+                made.observe(self._thumbnail_opened, names=["selected", "opens"])
                 made.observe(self._nothing_to_switch_off, names="ablated")
             self._made[name] = made
         return made
@@ -139,9 +139,10 @@ class AttentionMapsPanel(Panel):
 
     def _thumbnail_opened(self, change: dict) -> None:
         """A thumbnail clicked in the model view opens that layer and head in the heatmap."""
-        if self._suspended or len(change["new"]) != 2:
+        selected = self.model_view.selected  # a new selection, or the selected one opened again
+        if self._suspended or len(selected) != 2:
             return
-        row, column = change["new"]
+        row, column = selected
         layers = self.chosen.layers
         shown_heads = self.model_view_heads or list(range(self.chosen.num_heads))
         if not (0 <= row < len(layers) and 0 <= column < len(shown_heads)):

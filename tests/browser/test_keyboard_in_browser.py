@@ -268,3 +268,29 @@ def test_heads_and_query_tokens_with_the_keyboard_alone(page, lab_server):
         copy_to_readme([path for path in pictures if path.stem in README_PICTURES])
     finally:
         set_theme(page, "light")  # the theme is a user setting of the shared server: leave it as found
+
+
+def test_keys_in_a_panel_stay_out_of_notebook_7_and_enter_leaves_the_focus_in_the_heatmap(page, lab_server):
+    """The same keys in Notebook 7, whose notebook takes the same command-mode shortcuts: a, b, m, d and the arrows
+    pressed on the panel's controls change no cell, and Enter on a thumbnail moves the focus into the heatmap."""
+    page.set_default_timeout(TIMEOUT_MS)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    open_and_run(page, lab_server, "keyboard_notebook7.ipynb", CELLS[:2], app="notebook7", timeout_ms=TIMEOUT_MS)
+    output = page.locator(".jp-OutputArea-output:visible").filter(has=page.locator(".bvl-panel")).first
+    output.locator("svg.bvl-model-view g.bvl-thumb").first.wait_for()
+    output.locator(".widget-toggle-button").first.focus()
+    notebook = page.evaluate(NOTEBOOK)
+    for key in ("a", "b", "m", "d", "ArrowDown", "ArrowUp"):
+        page.keyboard.press(key)
+    assert page.evaluate(NOTEBOOK) == notebook, (notebook, page.evaluate(NOTEBOOK))
+    seen = tab_to(page, "a thumbnail of the model view", lambda f: f["thumb"] is not None)
+    assert seen["thumb"] == "0:0", seen
+    page.keyboard.press("Enter")  # on the head already selected: it opens all the same
+    wait_until(page, "Enter did not open head 0:0 as the heatmap", lambda: kernel_state_of_heads(page),
+               lambda s: s["view"] == "heatmap")
+    wait_until(page, "the focus did not follow into the heatmap's cells", lambda: focus(page), lambda f: f["cells"])
+    assert page.evaluate(NOTEBOOK) == notebook
+
+
+def kernel_state_of_heads(page: Any) -> dict:
+    return json.loads(kernel_prints(page, "import json\nprint(json.dumps({'view': heads.view.value}))"))

@@ -1,8 +1,8 @@
 // The pure helpers every view's front end shares (shared.js), as Node runs them.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { bytes, typed, float16s, weightText, redrawScheduler, followDrawing, keepKeysInPanel } from
-  "../../bertviz_lab/widgets/views/shared.js";
+import { bytes, typed, float16s, weightText, redrawScheduler, followDrawing, keepKeysInPanel, keptByPanel, SUPPRESS }
+  from "../../bertviz_lab/widgets/views/shared.js";
 
 // Half floats as little-endian bytes, as NumPy's float16 tobytes() writes them on every machine we run.
 function halves(...bits) {
@@ -88,40 +88,44 @@ test("followDrawing draws at once, once per batch of new drawings, and never aft
   assert.equal(draws, 2);
 });
 
-// A stand-in for a DOM element: its panel ancestors (innermost first) and the keydown listener it is given.
-function element(panels = []) {
-  const node = { isConnected: true, dataset: {}, listeners: [], parentElement: null,
-    addEventListener(type, listener) { this.listeners.push([type, listener]); } };
-  const chain = panels.map(() => ({ dataset: {}, listeners: [], addEventListener(type, listener) {
-    this.listeners.push([type, listener]); } }));
-  chain.forEach((panel, i) => {
-    panel.parentElement = { closest: () => chain[i + 1] || null };
-  });
-  node.closest = () => chain[0] || null;
-  return { node, chain };
+// A focusable element inside a panel (or not), with the attributes Lumino reads.
+function target(inPanel) {
+  const attributes = new Map();
+  return {
+    closest: (selector) => (inPanel && selector.includes(".bvl-panel") ? {} : null),
+    hasAttribute: (name) => attributes.has(name),
+    setAttribute: (name, value) => attributes.set(name, value),
+    removeAttribute: (name) => attributes.delete(name),
+    attributes,
+  };
 }
 
-function press(listener, key, modifiers = {}) {
-  let stopped = false;
-  listener({ key, ctrlKey: false, metaKey: false, altKey: false, shiftKey: false, ...modifiers,
-    stopPropagation() { stopped = true; } });
-  return stopped;
+function press(listener, element, key, modifiers = {}) {
+  listener({ key, target: element, ctrlKey: false, metaKey: false, altKey: false, shiftKey: false, ...modifiers });
+  return element.attributes.get(SUPPRESS) === "true";
 }
 
-test("keepKeysInPanel keeps plain keys in the outermost panel and lets the notebook's combinations through", () => {
-  const { node, chain } = element([1, 2]); // a view in a panel in the workbench
-  keepKeysInPanel(node);
-  keepKeysInPanel(node); // a second view of the same workbench installs nothing more
-  assert.equal(chain[0].listeners.length, 0);
-  assert.equal(chain[1].listeners.length, 1);
-  const [[type, listener]] = chain[1].listeners;
+test("keepKeysInPanel marks the focused element of a panel for one plain key press, once per page", async () => {
+  const listeners = [];
+  const scope = { addEventListener: (type, listener, capture) => listeners.push([type, listener, capture]) };
+  const view = { dataset: {} };
+  keepKeysInPanel(view, scope);
+  keepKeysInPanel({ dataset: {} }, scope); // a second view installs nothing more
+  assert.equal(view.dataset.bvlKeys, "kept"); // a view shown alone counts as a panel
+  assert.equal(listeners.length, 1);
+  const [[type, listener, capture]] = listeners;
   assert.equal(type, "keydown");
-  for (const key of ["a", "b", "m", "d", "ArrowDown", "Enter", "Escape", " "]) assert.ok(press(listener, key), key);
-  assert.ok(!press(listener, "Enter", { shiftKey: true })); // run the cell
-  assert.ok(!press(listener, "s", { ctrlKey: true })); // save
-  assert.ok(!press(listener, "s", { metaKey: true }));
-  assert.ok(!press(listener, "x", { altKey: true }));
-  const alone = element([]); // a view shown by itself: its own element keeps the keys
-  keepKeysInPanel(alone.node);
-  assert.equal(alone.node.listeners.length, 1);
+  assert.equal(capture, true); // ahead of Notebook 7's capturing listener on the document
+  for (const key of ["a", "b", "m", "d", "ArrowDown", "Enter", "Escape", " "]) {
+    const element = target(true);
+    assert.ok(press(listener, element, key), key);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    assert.ok(!element.attributes.has(SUPPRESS), key); // gone after the key press
+  }
+  assert.ok(!press(listener, target(true), "Enter", { shiftKey: true })); // run the cell
+  assert.ok(!press(listener, target(true), "s", { ctrlKey: true })); // save
+  assert.ok(!press(listener, target(true), "s", { metaKey: true }));
+  assert.ok(!press(listener, target(true), "x", { altKey: true }));
+  assert.ok(!press(listener, target(false), "a")); // outside every panel: the notebook's
+  assert.ok(!keptByPanel({ key: "a", target: null }));
 });

@@ -166,6 +166,23 @@ def test_a_thumbnail_clicked_opens_its_layer_and_head_in_the_heatmap(bert):
     panel.model_view.selected = [2, 3]  # what the front end writes on a click
     assert (panel.view.value, panel.layer.value, panel.head.value) == ("heatmap", 2, 3)
     np.testing.assert_allclose(panel.matrix(), bert[2][0, 3].numpy())
+    panel.view.value = "model view"
+    panel.model_view.opens += 1  # the front end, when the head opened is the one already selected
+    assert (panel.view.value, panel.layer.value, panel.head.value) == ("heatmap", 2, 3)
+    panel.close()
+
+
+def test_the_selected_thumbnail_opened_again_opens_the_heatmap_in_the_attention_panel(pretraining_model,
+                                                                                      minilm_tokenizer):
+    from bertviz_lab.widgets import AttentionPanel
+
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text="The cat sat.", layer=0, head=0,
+                           view="model view")
+    assert panel.model_view.selected == [0, 0]
+    focus_before = panel.heatmap.focus_request
+    panel.model_view.opens += 1  # Enter on the thumbnail already selected: `selected` does not change
+    assert (panel.view.value, panel.layer.value, panel.head.value) == ("heatmap", 0, 0)
+    assert panel.heatmap.focus_request == focus_before + 1  # and the keyboard follows into the cells
     panel.close()
 
 

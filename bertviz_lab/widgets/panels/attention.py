@@ -207,7 +207,7 @@ class AttentionPanel(Panel):
             parts = [view]
         elif name == "model view":
             view = lean(ModelView)
-            view.observe(self._open_thumbnail, names="selected")
+            view.observe(self._open_thumbnail, names=["selected", "opens"])
             self._ablation_bar = AblationBar(view, self._ablation_source, self._ablation_changed,
                                              mode=self._ablation_mode)
             parts = [self._ablation_bar, view]
@@ -373,7 +373,7 @@ class AttentionPanel(Panel):
     def _open_thumbnail(self, change: dict) -> None:
         if self._marking_selection:  # redraw() marking the shown head, not a click
             return
-        layer, head = change["new"]
+        layer, head = self.model_view.selected  # a new selection, or the selected one opened again
         with self._quietly():
             self.layer.value, self.head.value, self.aggregation.value = layer, head, "head"
             self._show_heads([head])

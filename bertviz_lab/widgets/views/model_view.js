@@ -97,7 +97,9 @@ function render({ model, el }) {
       if (!(model.get("ablated") || []).length) return;
       model.set("ablated", []);
     } else {
-      model.set("selected", [layer, head]);
+      const [row, column] = model.get("selected") || [];
+      if (row === layer && column === head) model.set("opens", (model.get("opens") || 0) + 1); // the same one again
+      else model.set("selected", [layer, head]);
     }
     model.save_changes();
   }

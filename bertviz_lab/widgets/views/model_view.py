@@ -32,6 +32,9 @@ class ModelView(anywidget.AnyWidget):
     _css = css("model_view")
     svg = traitlets.Unicode("").tag(sync=True)  # the figure: exactly what to_svg() returns
     selected = traitlets.List(traitlets.Int(), default_value=[0, 0]).tag(sync=True)
+    # raised by one when the thumbnail opened (a click, or Enter) is the one already selected: `selected` does not
+    # change then, and a panel watching it would not open anything
+    opens = traitlets.Int(0).tag(sync=True)
     click_mode = traitlets.Unicode("open").tag(sync=True)  # open: a click opens the head; ablate: switches it off
     ablated = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)  # [[layer, head], ...] switched off
     # what is drawn, kept in the kernel (not sent): the panel and the tests read it

@@ -143,22 +143,26 @@ export function rowKey(event, rows, row, open) {
 // Keys pressed while the focus is anywhere in a panel (a view, a tab, a button, a slider) belong to the panel:
 // JupyterLab's and Notebook 7's command-mode shortcuts (a and b insert a cell, m makes it Markdown, the arrows move
 // between cells, Enter edits one) would otherwise act on the notebook behind it. A key with Ctrl, Cmd or Alt, and
-// Shift+Enter (run the cell), still reach the notebook. Installed once on the outermost panel around `el` (or on
-// `el` itself, for a view shown alone) once `el` is in the page; Lumino listens to bubbling keydowns, so stopping
-// them here keeps them from it.
-export function keepKeysInPanel(el, tries = 0) {
-  if (!el.isConnected) {
-    if (tries < 600) requestAnimationFrame(() => keepKeysInPanel(el, tries + 1));
-    return;
-  }
-  let root = el;
-  for (let up = el.closest(".bvl-panel"); up; up = up.parentElement && up.parentElement.closest(".bvl-panel")) {
-    root = up;
-  }
-  if (root.dataset.bvlKeys) return;
-  root.dataset.bvlKeys = "kept";
-  root.addEventListener("keydown", (event) => {
-    if (event.ctrlKey || event.metaKey || event.altKey || (event.shiftKey && event.key === "Enter")) return;
-    event.stopPropagation();
-  });
+// Shift+Enter (run the cell), still reach the notebook. Lumino, which both run on, skips every shortcut for a key
+// pressed on an element marked data-lm-suppress-shortcuts; a listener on the window, ahead of Lumino's (Notebook 7
+// listens in the capture phase, JupyterLab in the bubbling one), marks the focused element for the length of one
+// key press, so the panel's own handlers and the browser's defaults (typing, Tab, Space on a button) run as ever.
+export const SUPPRESS = "data-lm-suppress-shortcuts";
+
+export function keptByPanel(event) {
+  if (event.ctrlKey || event.metaKey || event.altKey || (event.shiftKey && event.key === "Enter")) return false;
+  const target = event.target;
+  return Boolean(target && target.closest && target.closest(".bvl-panel, [data-bvl-keys]"));
+}
+
+export function keepKeysInPanel(el, scope = globalThis) {
+  el.dataset.bvlKeys = "kept"; // a view shown alone, outside any panel
+  if (scope.bvlKeysKept) return;
+  scope.bvlKeysKept = true;
+  scope.addEventListener("keydown", (event) => {
+    const target = event.target;
+    if (!keptByPanel(event) || target.hasAttribute(SUPPRESS)) return;
+    target.setAttribute(SUPPRESS, "true");
+    setTimeout(() => target.removeAttribute(SUPPRESS), 0); // after every listener of this key press
+  }, true);
 }
