@@ -233,14 +233,9 @@ class AttentionMapsPanel(Panel):
         return self._view(self.view.value)
 
     def to_plotly(self) -> Any:
-        """The heatmap or model view on screen as a plotly Figure (the same values, colour scale, title and hover);
-        the head view has no plotly counterpart yet: save() it."""
-        if self.view.value == "heatmap":
-            return self.heatmap.to_plotly()
-        if self.view.value == "model view":
-            return self.model_view.to_plotly()
-        raise ValueError(f"to_plotly() gives the heatmap or the model view; this panel shows the {self.view.value} "
-                         "(switch views, or save() its SVG).")
+        """The view on screen (heatmap, head view or model view) as a plotly Figure: the same values, colours, title
+        and hover."""
+        return self.on_screen.to_plotly()
 
     def to_svg(self) -> str:
         """The view on screen as a standalone SVG document."""

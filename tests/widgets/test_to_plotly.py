@@ -36,10 +36,37 @@ def test_the_heatmap_as_plotly_holds_the_whole_map_with_its_tokens_and_scale(pre
     assert trace.zmax == pytest.approx(expected[1:-1, 1:-1].max(), rel=1e-6)  # as the drawing's scale
     assert figure.layout.title.text.startswith(panel.heatmap.title.split(" · queries")[0])
     assert "weight %{z:.4f}" in trace.hovertemplate and tuple(trace.customdata[1][3]) == (tokens[1], tokens[3])
-    panel.view.value = "head view"
-    with pytest.raises(ValueError, match="to_plotly\\(\\) gives the heatmap, the model view or the saliency view; "
-                                         "this panel shows the head view"):
+    panel.view.value = "neuron view"
+    with pytest.raises(ValueError, match="to_plotly\\(\\) gives the heatmap, the head view, the model view or the "
+                                         "saliency view; this panel shows the neuron view"):
         panel.to_plotly()
+    panel.close()
+
+
+def test_the_head_view_as_plotly_holds_every_drawn_line_with_its_weight_and_opacity(pretraining_model,
+                                                                                    minilm_tokenizer):
+    from bertviz_lab.widgets.figures.head_view import MIN_OPACITY, head_color
+    from bertviz_lab.widgets.figures.plotly_figures import OPACITY_LEVELS
+
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT, layer=1, view="head view")
+    figure = panel.to_plotly()
+    indices, weights = panel.head_view.lines()
+    heads = panel.head_view.heads
+    top = max(float(weights[h].max()) for h in heads)
+    markers = [t for t in figure.data if t.mode == "markers" and t.name]
+    assert [t.name for t in markers] == [f"head {h}" for h in heads]
+    for head, trace in zip(heads, markers):
+        q, slot = np.nonzero(weights[head] / top >= MIN_OPACITY)
+        expected = sorted(zip(q.tolist(), indices[head][q, slot].tolist(), weights[head][q, slot].tolist()))
+        got = sorted((int(a), int(b), float(c)) for a, b, c in np.asarray(trace.customdata))
+        assert [(a, b) for a, b, _ in got] == [(a, b) for a, b, _ in expected]
+        np.testing.assert_allclose([c for *_, c in got], [c for *_, c in expected], rtol=1e-6)
+        lines = [t for t in figure.data if t.mode == "lines" and t.legendgroup == f"head {head}"]
+        assert all(t.line.color == head_color(head) for t in lines)
+        assert sum(len(t.x) // 3 for t in lines) == len(got)  # one segment a line, each with its opacity level
+        assert {round(t.opacity * OPACITY_LEVELS) for t in lines} <= set(range(1, OPACITY_LEVELS + 1))
+    assert list(figure.layout.yaxis.ticktext) == panel.head_view.query_tokens
+    assert figure.layout.title.text.startswith(panel.head_view.full_title())
     panel.close()
 
 
@@ -67,9 +94,7 @@ def test_bertvizs_heatmap_call_gives_the_same_figure_data():
     codes = panel.model_view.decoded()
     np.testing.assert_array_equal(np.asarray(panel.to_plotly().data[3].z), codes[1, 1])
     panel.view.value = "head view"
-    with pytest.raises(ValueError, match="to_plotly\\(\\) gives the heatmap or the model view; this panel shows "
-                                         "the head view"):
-        panel.to_plotly()
+    assert [t.name for t in panel.to_plotly().data if t.name] == ["head 1"]  # the head asked for
     panel.close()
 
 

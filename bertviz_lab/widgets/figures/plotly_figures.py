@@ -164,3 +164,48 @@ def model_view_figure(values: np.ndarray, layers: Sequence[int], heads: Sequence
     figure.update_layout(title={"text": title + (f"<br><sup>{hint}</sup>" if hint else "")},
                          coloraxis={**scale, "colorbar": {"title": {"text": bar_title}}})
     return figure
+
+
+OPACITY_LEVELS = 10  # plotly sets opacity per trace: the lines of a head are grouped into this many levels
+
+
+def head_view_figure(query_tokens: Sequence[str], key_tokens: Sequence[str], indices: np.ndarray,
+                     weights: np.ndarray, heads: Sequence[int], colors: Sequence[str], title: str, note: str,
+                     min_opacity: float) -> Any:
+    """The head view: query tokens on the left, key tokens on the right, a line per head and drawn (query, key) in
+    the head's colour, its opacity the weight over the strongest shown (in OPACITY_LEVELS steps), lines fainter
+    than `min_opacity` left out as the drawing leaves them; hover on a line's middle gives head, query, key and
+    weight."""
+    go = require_plotly()
+    shown = [h for h in heads if 0 <= h < indices.shape[0]]
+    top = float(max((weights[h].max(initial=0.0) for h in shown), default=0.0)) or 1.0
+    figure = go.Figure()
+    for head in shown:
+        q, slot = np.nonzero(weights[head] / top >= min_opacity)
+        k, w = indices[head][q, slot].astype(np.int64), weights[head][q, slot].astype(np.float64)
+        level = np.clip(np.ceil(w / top * OPACITY_LEVELS), 1, OPACITY_LEVELS).astype(int)
+        for step in np.unique(level):
+            chosen = level == step
+            xs = np.tile([0.0, 1.0, np.nan], int(chosen.sum()))
+            ys = np.column_stack([q[chosen], k[chosen], np.full(int(chosen.sum()), np.nan)]).ravel()
+            figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": colors[head], "width": 2},
+                                        opacity=step / OPACITY_LEVELS, hoverinfo="skip", showlegend=False,
+                                        legendgroup=f"head {head}"))
+        figure.add_trace(go.Scatter(
+            x=np.full(len(q), 0.5), y=(q + k) / 2, mode="markers", marker={"color": colors[head], "size": 4,
+                                                                             "opacity": 0.0},
+            name=f"head {head}", legendgroup=f"head {head}", customdata=np.column_stack([q, k, w]),
+            text=[f"{query_tokens[a]} → {key_tokens[b]}" for a, b in zip(q.tolist(), k.tolist())],
+            hovertemplate=(f"head {head}<br>query %{{customdata[0]}} → key %{{customdata[1]}}: %{{text}}"
+                           "<br>weight %{customdata[2]:.4f}<extra></extra>")))
+    rows = max(len(query_tokens), len(key_tokens), 1)
+    figure.update_layout(
+        title={"text": title + (f"<br><sup>{note}</sup>" if note else "")}, height=max(400, 22 * rows + 160),
+        legend={"orientation": "h", "y": -0.05},  # under the plot: beside it, it would cover the key tokens
+        xaxis={"visible": False, "range": [-0.05, 1.05]},
+        yaxis={**_token_axis(range(len(query_tokens)), query_tokens, "query"), "autorange": "reversed"},
+        yaxis2={**_token_axis(range(len(key_tokens)), key_tokens, "key"), "overlaying": "y", "side": "right",
+                "autorange": "reversed", "matches": "y"})
+    figure.add_trace(go.Scatter(x=[1.0] * len(key_tokens), y=list(range(len(key_tokens))), yaxis="y2",
+                                mode="markers", marker={"opacity": 0.0}, hoverinfo="skip", showlegend=False))
+    return figure

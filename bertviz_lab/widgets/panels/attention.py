@@ -502,14 +502,14 @@ class AttentionPanel(Panel):
             self._export_window = None
 
     def to_plotly(self) -> Any:
-        """The heatmap, model view or saliency view on screen as a plotly Figure: the same values, colour scale, title
-        and hover, for a plotly dashboard. The head and neuron views have no plotly counterpart yet: save() them."""
-        if self.view.value in ("heatmap", "model view"):
+        """The heatmap, head view, model view or saliency view on screen as a plotly Figure: the same values, colours,
+        title and hover, for a plotly dashboard. The neuron view has no plotly counterpart yet: save() it."""
+        if self.view.value in ("heatmap", "head view", "model view"):
             return self.on_screen.to_plotly()
         if self.view.value == "saliency" and self.saliency is not None:
             return self.saliency.to_plotly()
-        raise ValueError(f"to_plotly() gives the heatmap, the model view or the saliency view; this panel shows the "
-                         f"{self.view.value} (switch views, or save() its SVG).")
+        raise ValueError(f"to_plotly() gives the heatmap, the head view, the model view or the saliency view; this "
+                         f"panel shows the {self.view.value} (switch views, or save() its SVG).")
 
     def to_svg(self) -> str:
         """The view on screen as a standalone SVG document."""

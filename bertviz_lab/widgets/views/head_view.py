@@ -112,6 +112,17 @@ class HeadView(anywidget.AnyWidget):
         """The title as drawn: layer, pair direction, the heads on."""
         return figure.head_view_title(self.title, [h for h in self.heads if 0 <= h < self.num_heads])
 
+    def to_plotly(self) -> Any:
+        """The layer's lines as a plotly Figure: every query (not only the window drawn), the shown heads' lines in
+        their colours with the drawing's opacity, hover with head, query, key and weight."""
+        from bertviz_lab.widgets.figures.plotly_figures import head_view_figure
+
+        if not self.num_heads:
+            raise ValueError("the head view shows nothing yet: there is no figure to give to plotly.")
+        return head_view_figure(self.query_tokens, self.key_tokens, self._indices, self._weights, self.heads,
+                                [figure.head_color(h) for h in range(self.num_heads)], self.full_title(),
+                                self.note(), figure.MIN_OPACITY)
+
     def to_svg(self) -> str:
         """The head view as a standalone SVG document: the same drawing the browser shows."""
         return self.svg
