@@ -21,9 +21,11 @@ import pytest
 from browser_lab import (
     CONTENT_BOX,
     SCREENSHOTS,
+    LabServer,
     copy_to_readme,
     kernel_prints,
     open_and_run,
+    recording_context,
     set_theme,
 )
 
@@ -270,9 +272,23 @@ def test_heads_and_query_tokens_with_the_keyboard_alone(page, lab_server):
         set_theme(page, "light")  # the theme is a user setting of the shared server: leave it as found
 
 
-def test_keys_in_a_panel_stay_out_of_notebook_7_and_enter_leaves_the_focus_in_the_heatmap(page, lab_server):
+def test_keys_in_a_panel_stay_out_of_notebook_7_and_enter_leaves_the_focus_in_the_heatmap(chromium, tmp_path):
     """The same keys in Notebook 7, whose notebook takes the same command-mode shortcuts: a, b, m, d and the arrows
-    pressed on the panel's controls change no cell, and Enter on a thumbnail moves the focus into the heatmap."""
+    pressed on the panel's controls change no cell, and Enter on a thumbnail moves the focus into the heatmap. On a
+    server and in a browser context of their own: run on the shared server, this test made a later JupyterLab
+    page's font request fail (403), which the notebook tests count as an error (not understood yet)."""
+    server = LabServer(tmp_path / "jupyter")
+    server.start()
+    try:
+        with recording_context(chromium, server) as context:
+            page = context.new_page()
+            keys_in_notebook_7(page, server)
+            page.close()
+    finally:
+        server.stop()
+
+
+def keys_in_notebook_7(page: Any, lab_server: Any) -> None:
     page.set_default_timeout(TIMEOUT_MS)
     page.set_viewport_size({"width": 1400, "height": 1000})
     open_and_run(page, lab_server, "keyboard_notebook7.ipynb", CELLS[:2], app="notebook7", timeout_ms=TIMEOUT_MS)
