@@ -92,6 +92,17 @@ NOTEBOOK = """() => {
 }"""
 
 
+def notebook_keys_stay_out(page: Any, control: Any) -> dict:
+    """Focus a panel's `control` and press the notebook's command-mode keys there: the notebook (its cells, the
+    active one and the mode) must not change. Its state, for later checks."""
+    control.focus()
+    notebook = page.evaluate(NOTEBOOK)
+    for key in ("a", "b", "m", "d", "ArrowDown", "ArrowUp"):
+        page.keyboard.press(key)
+    assert page.evaluate(NOTEBOOK) == notebook, (notebook, page.evaluate(NOTEBOOK))
+    return notebook
+
+
 def wait_until(page: Any, what: str, read: Callable[[], Any], check: Callable[[Any], bool]) -> Any:
     """Poll `read()` until `check` accepts it (the state expected, never a time); fail naming what was last seen."""
     import time
@@ -146,11 +157,7 @@ def test_heads_and_query_tokens_with_the_keyboard_alone(page, lab_server):
 
         # the model view: the output's first control gets focus; from here on only keys. JupyterLab's own
         # command-mode keys pressed there act on the panel's control or nowhere, never on the notebook
-        heads_output.locator(".widget-toggle-button").first.focus()
-        notebook = page.evaluate(NOTEBOOK)
-        for key in ("a", "b", "m", "ArrowDown", "ArrowUp", "d"):
-            page.keyboard.press(key)
-        assert page.evaluate(NOTEBOOK) == notebook, (notebook, page.evaluate(NOTEBOOK))
+        notebook = notebook_keys_stay_out(page, heads_output.locator(".widget-toggle-button").first)
         seen = tab_to(page, "a thumbnail of the model view", lambda f: f["thumb"] is not None)
         assert seen["thumb"] == "0:0" and seen["ring"], seen  # the one tab stop is the selected head
         assert seen["label"] == "layer 0, head 0, on" and seen["pressed"] == "false", seen
@@ -294,11 +301,7 @@ def keys_in_notebook_7(page: Any, lab_server: Any) -> None:
     open_and_run(page, lab_server, "keyboard_notebook7.ipynb", CELLS[:2], app="notebook7", timeout_ms=TIMEOUT_MS)
     output = page.locator(".jp-OutputArea-output:visible").filter(has=page.locator(".bvl-panel")).first
     output.locator("svg.bvl-model-view g.bvl-thumb").first.wait_for()
-    output.locator(".widget-toggle-button").first.focus()
-    notebook = page.evaluate(NOTEBOOK)
-    for key in ("a", "b", "m", "d", "ArrowDown", "ArrowUp"):
-        page.keyboard.press(key)
-    assert page.evaluate(NOTEBOOK) == notebook, (notebook, page.evaluate(NOTEBOOK))
+    notebook = notebook_keys_stay_out(page, output.locator(".widget-toggle-button").first)
     seen = tab_to(page, "a thumbnail of the model view", lambda f: f["thumb"] is not None)
     assert seen["thumb"] == "0:0", seen
     page.keyboard.press("Enter")  # on the head already selected: it opens all the same
