@@ -10,7 +10,6 @@ hundred thousand; a search asks every segment (memory-mapped) and merges their a
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -36,7 +35,7 @@ def qk_files(layer: int, head: int) -> tuple[str, str]:
 
 def index_files(layer: int, rows: int, segment_rows: int) -> list[str]:
     """The names of the index segments of a layer of `rows` vectors, `segment_rows` to a segment, in row order."""
-    return [f"hidden-L{layer}-{j:05d}.usearch" for j in range(math.ceil(rows / segment_rows))]
+    return [f"hidden-L{layer}-{j:05d}.usearch" for j in range(len(segment_sizes(rows, segment_rows)))]
 
 
 def segment_sizes(rows: int, segment_rows: int) -> list[int]:
@@ -87,9 +86,10 @@ def build_index(shard_dirs: list[Path], name: str, paths: list[Path], segment_ro
     rows = sum(len(array) for array in one_by_one(shard_dirs, name))
     if rows == 0:
         raise ValueError(f"no shard holds {name}: there is nothing to index.")
-    if len(segment_sizes(rows, segment_rows)) != len(paths):
-        raise ValueError(f"{name} holds {rows} vectors: {len(segment_sizes(rows, segment_rows))} index segments of "
-                         f"{segment_rows}, not the {len(paths)} asked for.")
+    segments = len(segment_sizes(rows, segment_rows))
+    if segments != len(paths):
+        raise ValueError(f"{name} holds {rows} vectors: {segments} index segments of {segment_rows}, not the "
+                         f"{len(paths)} asked for.")
     threads = threads or torch.get_num_threads()
     index, row, segment = None, 0, 0
     for chunk in chunks(one_by_one(shard_dirs, name), CHUNK_ROWS):
