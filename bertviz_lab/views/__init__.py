@@ -5,6 +5,8 @@ an encoder-decoder's encoder, decoder and cross attention), shown in this packag
 Each call returns an AttentionMapsPanel (displayed when it is the cell's last value): offline, exportable with
 `.save("x.svg")` or PNG, keeping a static copy in the saved notebook and surviving a page reload.
 `html_action="return"` gives an offline HTML page of the figures instead, as an IPython HTML object.
+
+`bertviz_lab.views.neuron_view.show` is bertviz's neuron view (it needs the model, not only its attentions).
 """
 
 from __future__ import annotations

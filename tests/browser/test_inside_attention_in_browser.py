@@ -50,6 +50,10 @@ neuron""",
                        text="The trophy didn't fit in the [MASK] because it was too big.",
                        text_b="So we left it at home.", layer=2, head=5, view="head view")
 panel""",
+    """long_text = "The trophy didn't fit in the suitcase because it was too big. " * 40
+long_neuron = AttentionPanel(model=model, tokenizer=tokenizer, text=long_text, layer=3, head=7, view="neuron view",
+                             query=20)
+long_neuron""",
 ]
 
 # What a neuron view shows: its drawing's data- attributes (figures/neuron.py), whether each vector block is an
@@ -66,11 +70,23 @@ NEURON_DRAWN = """(el) => {
   }
   const texts = (cls) => [...svg.querySelectorAll('text.' + cls)].map((t) => t.firstChild.nodeValue);
   const tip = el.querySelector('.bvl-tooltip');
+  const counted = (where) => Number(svg.querySelector(`text.bvl-off-window[data-where="${where}"]`)?.dataset.count || 0);
   return {rows: Number(svg.dataset.rows), query: Number(svg.dataset.query), title: svg.dataset.title || '', blocks,
+          first: Number(svg.dataset.first), keys_all: Number(svg.dataset.keys), above: counted('above'),
+          below: counted('below'),
           bars: svg.querySelectorAll('g.bvl-score-bars rect, g.bvl-weight-bars rect').length,
           colorbars: texts('bvl-colorbar-title'), keys: texts('bvl-key'), weights: texts('bvl-weight'),
           visible: shown.width > 0 && shown.height > 0,
           tip: tip && getComputedStyle(tip).display !== 'none' ? tip.textContent : ''};
+}"""
+
+BOX_WIDTH = "(el) => el.getBoundingClientRect().width"
+
+# Whether the neuron view fits its output area: no horizontal scrolling, the drawing's right edge inside the area.
+FITS = """(el) => {
+  const area = el.closest('.jp-OutputArea-output').getBoundingClientRect();
+  return {scrollWidth: el.scrollWidth, clientWidth: el.clientWidth, areaRight: area.right,
+          svgRight: el.querySelector('svg.bvl-neuron').getBoundingClientRect().right};
 }"""
 
 # The model view's state as drawn (its figure's documented data- attributes, figures/model_view.py): heads off,
@@ -129,8 +145,8 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(page, lab_server, lab_conte
         notebook = open_and_run(page, lab_server, NAME, CELLS)
         page.evaluate("() => window.jupyterapp.shell.collapseLeft()")  # the figures get the page's width
         panels = run.outputs(".widget-toggle-button:text-is('neuron view')")
-        wait_for(run, "two attention panels", lambda: panels.count() == 2)
-        first, second = panels.nth(0), panels.nth(1)
+        wait_for(run, "three attention panels", lambda: panels.count() == 3)
+        first, second, third = panels.nth(0), panels.nth(1), panels.nth(2)
 
         with run.step("the neuron view draws q, K, q ⊙ K, scores, weights and two titled colour bars"):
             neuron = first.locator("div.bvl-neuron-view").first
@@ -181,6 +197,37 @@ def test_neuron_view_and_head_ablation_in_jupyterlab(page, lab_server, lab_conte
             moved = wait_for(run, "the query did not move to 'suitcase'",
                              lambda: (d := neuron.evaluate(NEURON_DRAWN))["query"] == 9 and d)
             assert moved["title"] == "layer 3 · head 7 · query 9·suitcase", moved["title"]
+
+        long_view = third.locator("div.bvl-neuron-view").first
+        with run.step("at 512 tokens the neuron view draws a window of keys that fits an 800-px output area"):
+            drawn = wait_for(run, "the long text's neuron view has no data",
+                             lambda: (d := long_view.evaluate(NEURON_DRAWN))["rows"] > 1 and d)
+            assert (drawn["rows"], drawn["keys_all"], drawn["first"]) == (48, 512, 0), drawn
+            assert len(drawn["keys"]) == 48 and drawn["below"] == 512 - 48, drawn  # every key of the window labelled
+            width = page.viewport_size["width"]
+            output = third  # the output area the panel is drawn in
+            page.set_viewport_size({"width": width - round(output.evaluate(BOX_WIDTH)) + 800, "height": 1100})
+            wait_for(run, "the output area did not become 800 px wide",
+                     lambda: round(output.evaluate(BOX_WIDTH)) == 800)
+            fits = long_view.evaluate(FITS)
+            assert fits["scrollWidth"] <= fits["clientWidth"] <= 800 and fits["svgRight"] <= fits["areaRight"], fits
+            picture(run, third, "neuron_view_long", pictures)
+        with run.step("the keyboard and the wheel move the window; the cursor stays on its key"):
+            long_view.locator("svg g.bvl-key-rows").focus()
+            wait_for(run, "focus did not show the query's row",
+                     lambda: long_view.evaluate(NEURON_DRAWN)["tip"].startswith("key 20·"))
+            page.keyboard.press("End")
+            moved = wait_for(run, "End did not draw the window of the last keys",
+                             lambda: (d := long_view.evaluate(NEURON_DRAWN))["first"] == 512 - 48 and d)
+            wait_for(run, "the cursor did not stay on the last key",
+                     lambda: long_view.evaluate(NEURON_DRAWN)["tip"].startswith("key 511·[SEP]"))
+            assert moved["above"] == 512 - 48 and moved["below"] == 0, moved
+            long_view.locator("svg image.bvl-k").hover()
+            page.mouse.wheel(0, -200)
+            wait_for(run, "the wheel did not move the window up three keys",
+                     lambda: long_view.evaluate(NEURON_DRAWN)["first"] == 512 - 48 - 3)
+            page.set_viewport_size({"width": width, "height": 1100})
+            page.mouse.move(5, 5)
 
         head_view = second.locator("div.bvl-head-view").first
         with run.step("head view: chips choose heads with a click or the keyboard, a hovered token shows its lines"):

@@ -3,8 +3,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  action, linesOf, nextQuery, toggledHeads, windowFirst,
+  action, linesOf, nextQuery, toggledHeads,
 } from "../../bertviz_lab/widgets/views/head_view.js";
+import { windowFirst, wheeledFirst } from "../../bertviz_lab/widgets/views/shared.js";
 
 test("toggledHeads adds a hidden head in order and removes a shown one", () => {
   assert.deepEqual(toggledHeads([2], 1), [1, 2]);
@@ -53,4 +54,7 @@ test("windowFirst moves the window as little as it takes to show the query, insi
   assert.equal(windowFirst(3, 100, 512, 32), 3);
   assert.equal(windowFirst(-1, 600, 512, 32), 480); // none selected: kept inside
   assert.equal(windowFirst(5, 3, 20, 32), 0); // a short text: everything from row 0
+  assert.equal(wheeledFirst(10, 120, 512, 32), 13);
+  assert.equal(wheeledFirst(1, -4, 512, 32), 0); // kept inside
+  assert.equal(wheeledFirst(479, 1, 512, 32), 480);
 });

@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  cellAt, cellTip, dimensionTip, nextDimension, nextRow, rowAt, rowTip, valueText,
+  cellAt, cellTip, dimensionTip, nextDimension, nextKey, nextRow, rowAt, rowTip, valueText,
 } from "../../bertviz_lab/widgets/views/neuron_view.js";
 
 const block = { x: 100, y: 50, rows: 3, cols: 4, cellW: 8, rowH: 12 };
@@ -67,4 +67,16 @@ test("nextDimension moves along a row's dimensions with left and right, -1 being
 
 test("dimensionTip gives q, k and their product at one dimension of a key's row", () => {
   assert.equal(dimensionTip("key 2·<i>", 5, 0.5, -2, -1), "key 2·<i>\ndimension 5\nq = 0.5\nk = -2\nq ⊙ k = -1");
+});
+
+test("nextKey moves along all the keys and the window follows only when the row leaves it", () => {
+  // 512 keys, a window of 48 from row 100
+  assert.deepEqual(nextKey(120, "ArrowDown", 100, 48, 512), { row: 121, first: 100 }); // inside: no new window
+  assert.deepEqual(nextKey(147, "ArrowDown", 100, 48, 512), { row: 148, first: 101 }); // one past the edge
+  assert.deepEqual(nextKey(100, "ArrowUp", 100, 48, 512), { row: 99, first: 99 });
+  assert.deepEqual(nextKey(140, "PageDown", 100, 48, 512), { row: 150, first: 103 });
+  assert.deepEqual(nextKey(140, "End", 100, 48, 512), { row: 511, first: 464 });
+  assert.deepEqual(nextKey(140, "Home", 100, 48, 512), { row: 0, first: 0 });
+  assert.deepEqual(nextKey(3, "ArrowDown", 0, 10, 10), { row: 4, first: 0 }); // a short text: one window
+  assert.equal(nextKey(3, "ArrowLeft", 0, 48, 512), null);
 });

@@ -24,6 +24,7 @@ from bertviz_lab.model.hook_points import hook_points
 from bertviz_lab.trace import trace
 from bertviz_lab.widgets import AttentionPanel
 from bertviz_lab.widgets.figures import attention_data as D
+from bertviz_lab.widgets.figures.neuron import BAR_ZONE, WINDOW_KEYS
 from bertviz_lab.widgets.figures.theme import THEMES
 from bertviz_lab.widgets.views.front_end import all_css, css, esm
 from bertviz_lab.widgets.views.neuron import NeuronView
@@ -135,6 +136,9 @@ def test_the_numbers_sent_are_q_k_products_scores_and_softmax_of_the_trace(pair_
         np.testing.assert_array_equal(
             blocks["products"], D.DIVERGING[D.diverging_codes(rows.products, np.abs(rows.products).max())])
         vector_ticks, product_ticks = colorbar_ticks(svg)
+        # negative ticks carry a true minus sign, not a hyphen that reads as a dash
+        assert any(t.startswith("\u2212") for t in vector_ticks) and not any("-" in t for t in vector_ticks)
+        vector_ticks, product_ticks = ([t.replace("\u2212", "-") for t in ticks] for ticks in (vector_ticks, product_ticks))
         assert "0" in vector_ticks and max(abs(float(t)) for t in vector_ticks) <= vector_top
         assert "0" in product_ticks and max(abs(float(t)) for t in product_ticks) <= np.abs(rows.products).max()
         # a score bar and a weight bar per key: length and side from the exact numbers
@@ -142,8 +146,8 @@ def test_the_numbers_sent_are_q_k_products_scores_and_softmax_of_the_trace(pair_
         assert [row for row, *_ in bars] == list(range(len(view.key_positions)))
         score_top, weight_top = np.abs(rows.scores).max(), rows.weights.max()
         for (_, score_w, score_fill, weight_w), score, weight in zip(bars, rows.scores, rows.weights):
-            assert score_w == pytest.approx(abs(score) / score_top * 32, abs=0.01)
-            assert weight_w == pytest.approx(weight / weight_top * 64, abs=0.01)
+            assert score_w == pytest.approx(abs(score) / score_top * BAR_ZONE / 2, abs=0.01)
+            assert weight_w == pytest.approx(weight / weight_top * BAR_ZONE, abs=0.01)
             assert score_fill == ("#d6604d" if score >= 0 else "#4393c3")
     toolbar = panel.toolbar.children[0].children
     assert list(toolbar) == [panel.layer, panel.head, panel.query, panel.hide_special]
@@ -234,34 +238,81 @@ def test_a_key_clicked_in_the_neuron_view_becomes_the_query(pair_panel):
         assert panel.query.value == 7
 
 
-def test_512_tokens_send_only_the_selected_querys_rows(minilm_tokenizer):
+def test_512_tokens_draw_a_window_of_keys_and_send_only_its_rows(minilm_tokenizer):
     torch.manual_seed(6)
     model = BERT(tiny_config(minilm_tokenizer.vocab_size, num_hidden_layers=2, num_attention_heads=4, hidden_size=256,
                              intermediate_size=256, max_position_embeddings=512)).eval()
     panel = AttentionPanel(model=model, tokenizer=minilm_tokenizer, text=" ".join(["word"] * 510), layer=1, head=2,
                            view="neuron view")
-    T, d = 512, 64
+    T, d, n = 512, 64, WINDOW_KEYS
     view = panel.neuron_view
-    assert len(view.key_tokens) == T and view.head_size == d
-    assert (len(view.q), len(view.k), len(view.products)) == (d * 4, T * d * 4, T * d * 4)
-    assert len(view.scores) == len(view.weights) == T * 4
+    q, k = panel.layer_qk(1)
+    every = D.neuron_rows(q, k, 2, panel.query.value, np.arange(T), real=panel.info.real)  # against every key
+
+    def drawn(first: int) -> ET.Element:
+        """The figure shows keys first..first+n-1, and the buffers hold exactly their rows."""
+        root = ET.fromstring(view.svg)
+        assert (root.get("data-first"), root.get("data-rows"), root.get("data-keys")) == (str(first), str(n), str(T))
+        assert view.first == first and view.key_positions == list(range(first, first + n))
+        rows = view.rows()
+        for name in ("k", "products", "scores", "weights"):
+            np.testing.assert_allclose(getattr(rows, name), getattr(every, name)[first:first + n], atol=1e-6)
+        return root
+
+    assert view.head_size == d and len(view.key_tokens) == n
+    assert (len(view.q), len(view.k), len(view.products)) == (d * 4, n * d * 4, n * d * 4)
+    assert len(view.scores) == len(view.weights) == n * 4
+    root = drawn(0)
+    rows = next(g for g in root.iter(f"{SVG}g") if g.get("class") == "bvl-key-rows")
+    assert int(rows.get("data-row-h")) >= 12 and len(drawn_bars(view.svg)) == n  # rows tall enough for numbers
+    labels = [t for t in root.iter(f"{SVG}text") if "bvl-key" in t.get("class", "").split()]
+    assert [int(t.get("data-position")) for t in labels] == list(range(n))  # every key of the window labelled
+    counts = {t.get("data-where"): t for t in root.iter(f"{SVG}text") if t.get("data-where")}
+    assert list(counts) == ["below"] and counts["below"].get("data-count") == str(T - n)
+    assert f"softmax {every.weights[n:].astype(np.float64).sum():.3g} in all" in counts["below"].text
     sent = state_bytes(view)
-    rows_bytes = 4 * (d + 2 * T * d + 2 * T)  # q, K, q ⊙ K of this query, scores, weights: 264 KB
-    every_query = 4 * T * T * d  # q ⊙ k of every query with every key: 67 MB
-    svg = view.to_svg()
-    assert len(svg) < 200_000  # blocks as PNGs, one score and one weight bar per key
-    assert rows_bytes + len(svg) <= sent <= rows_bytes + len(svg) + 30_000  # + tokens and positions as JSON
-    assert sent * 100 < every_query
+    window_bytes = 4 * (d + 2 * n * d + 2 * n)
+    assert window_bytes + len(view.svg) <= sent <= window_bytes + len(view.svg.encode()) + 8_000  # + tokens, positions
+    # the query moves out of the window: the window follows, as little as it takes
     with sent_messages(view) as sizes:
         panel.query.value = 300
-    assert 0 < sum(sizes) <= rows_bytes + len(view.svg) + 30_000 and view.query_row == 300
-    root = ET.fromstring(view.svg)
-    assert root.get("data-query") == "300" and root.get("data-rows") == str(T)
-    labels = [t for t in root.iter(f"{SVG}text") if "bvl-key" in t.get("class", "").split()]
-    assert 0 < len(labels) <= T // 10  # labels thinned out to where they fit
-    rows = next(g for g in root.iter(f"{SVG}g") if g.get("class") == "bvl-key-rows")
-    assert rows.get("data-row-h") == "1" and len(drawn_bars(view.svg)) == T
-    assert len([i for i in root.iter(f"{SVG}image") if i.get("data-block")]) == 3
+    assert 0 < sum(sizes) <= window_bytes + len(view.svg.encode()) + 8_000
+    every = D.neuron_rows(q, k, 2, 300, np.arange(T), real=panel.info.real)
+    root = drawn(300 - n + 1)
+    assert root.get("data-query") == "300" and view.query_row == n - 1
+    # a front end moves the window (keys past its edge, the wheel); one beyond the keys stops at the last one
+    view.first = 100
+    root = drawn(100)
+    counts = {t.get("data-where"): int(t.get("data-count")) for t in root.iter(f"{SVG}text") if t.get("data-where")}
+    assert counts == {"above": 100, "below": T - 100 - n} and view.query_row == -1
+    view.first = 10_000
+    drawn(T - n)
+    # a key outside the window can still be made the query (the keyboard's End, then Enter)
+    view._handle_custom_msg({"type": "query", "position": 3}, [])
+    assert panel.query.value == 3 and view.first == 3
+
+
+@pytest.mark.parametrize("hidden, heads", [(384, 12), (768, 12), (256, 16)])
+def test_the_figure_fits_an_800_px_output_area(minilm_tokenizer, hidden, heads):
+    """Head sizes of 32, 64 and 16; every note the panel writes (one line each); tokens cut at 16 characters."""
+    torch.manual_seed(0)
+    model = BERT(tiny_config(minilm_tokenizer.vocab_size, num_hidden_layers=1, num_attention_heads=heads,
+                             hidden_size=hidden, intermediate_size=64)).eval()
+    panel = AttentionPanel(model=model, tokenizer=minilm_tokenizer, text="the cat sat " * 60, view="neuron view",
+                           query=5)
+    panel.hide_special.value = True
+    root = ET.fromstring(panel.neuron_view.svg)
+    note = [t.text for t in root.iter(f"{SVG}text") if "bvl-note" in t.get("class", "")]
+    assert len(note) == 3 and "hidden" in note[1] and "kept 128" in note[2]  # the tiny model reads 128 tokens
+    assert float(root.get("width")) <= 790, root.get("width")
+    ids = torch.randint(1000, 2000, (1, 60))
+    with torch.inference_mode(), trace(model, qkv=True) as recorded:
+        model(ids)
+    recorded.attach_tokens([f"{i:02d}" + "longtoken" * 3 for i in range(60)])
+    root = ET.fromstring(AttentionPanel(recorded, view="neuron view", query=59).neuron_view.svg)
+    labels = [t.text for t in root.iter(f"{SVG}text") if "bvl-key" in t.get("class", "").split()]
+    assert labels and all(len(label) == 16 for label in labels)
+    assert float(root.get("width")) <= 790, root.get("width")
 
 
 NASTY = '<b>&"x'

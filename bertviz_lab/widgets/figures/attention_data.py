@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from bertviz_lab.trace.attention import attention_rollout
 from bertviz_lab.widgets.figures.palette import OVERFLOW_COLOR
+from bertviz_lab.widgets.figures.text import minus
 
 AGGREGATIONS = ("head", "mean", "rollout")
 DIRECTIONS = ("all", "A→B", "B→A")
@@ -292,6 +293,10 @@ class NeuronRows:
     scores: np.ndarray  # float32 (n,): q·k_j / √hs
     weights: np.ndarray  # float32 (n,): softmax over every real key, then the shown ones picked
 
+    def keys(self, shown: slice) -> "NeuronRows":
+        """The same query against the keys in `shown` only (a window of a long text)."""
+        return NeuronRows(self.q, self.k[shown], self.products[shown], self.scores[shown], self.weights[shown])
+
 
 def neuron_rows(q: torch.Tensor, k: torch.Tensor, head: int, query: int, keys: np.ndarray,
                 real: np.ndarray | None = None) -> NeuronRows:
@@ -331,7 +336,7 @@ def diverging_ticks(top: float) -> list[tuple[float, str]]:
     step = _nice_step(top, 3)
     count = int(np.floor(top / step + 1e-9))
     values = [i * step for i in range(-count, count + 1)]
-    return [(float((v / top + 1) / 2), f"{round(v, 12):g}") for v in values]
+    return [(float((v / top + 1) / 2), minus(f"{round(v, 12):g}")) for v in values]
 
 
 # head ablation: how much each head's attention moved ------------------------------------------------------

@@ -147,6 +147,27 @@ def colorbar(x: float, y: float, height: float, palette: np.ndarray, ticks: Sequ
     return "".join(parts)
 
 
+def colorbar_across(x: float, y: float, width: float, height: float, palette: np.ndarray,
+                    ticks: Sequence[Sequence[Any]], title: str) -> str:
+    """A horizontal colour bar (code 0 at the left) with its title above and ticks (position 0..1 from the left,
+    label) below: for figures that have no room on their right."""
+    bands = 64  # stacked bands rather than a gradient: no element ids to clash between figures on one page
+    parts = [f'<g class="bvl-colorbar"><text class="bvl-colorbar-title" x="{x}" y="{y - 5}" '
+             f'font-size="{LABEL_FONT}">{escape(title)}</text><g shape-rendering="crispEdges">']
+    for band in range(bands):
+        red, green, blue = palette[round(band * D.TOP_CODE / (bands - 1))]
+        parts.append(f'<rect x="{x + width * band / bands:.2f}" y="{y}" width="{width / bands + 0.3:.2f}" '
+                     f'height="{height}" fill="#{red:02x}{green:02x}{blue:02x}"/>')
+    parts.append(f'</g><rect class="bvl-rule" x="{x}" y="{y}" width="{width}" height="{height}" stroke-width="0.5"/>')
+    for position, label in ticks:
+        tx = x + width * position
+        parts.append(f'<line class="bvl-rule" x1="{tx:.1f}" y1="{y + height}" x2="{tx:.1f}" y2="{y + height + 4}"/>'
+                     f'<text class="bvl-colorbar-tick bvl-mono" x="{tx:.1f}" y="{y + height + 15}" '
+                     f'text-anchor="middle" font-size="{LABEL_FONT}">{escape(label)}</text>')
+    parts.append("</g>")
+    return "".join(parts)
+
+
 def figure_header(css_class: str, box: dict[str, Any], title: str, note: str) -> list[str]:
     """The opening of a figure's SVG: its size, root classes `bvl-fig <css_class>`, the theme's ground, the title and
     the note under it (escaped); colours and fonts come from figure.css."""

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from bertviz_lab.widgets.figures.charts import nice_ticks
-from bertviz_lab.widgets.figures.text import escape, short_token, text_width
+from bertviz_lab.widgets.figures.text import escape, minus, short_token, text_width
 
 FONT, TITLE_FONT, NOTE_FONT, TICK_FONT = 13, 14, 12, 11
 PAD_X, BOX_H, GAP, LINE_H = 5, 22, 4, 30
@@ -82,7 +82,7 @@ def score_text(value: float) -> str:
 
 
 def _tick_text(value: float) -> str:
-    return "0" if value == 0 else f"{value:.3g}"
+    return "0" if value == 0 else minus(f"{value:.3g}")
 
 
 def colorbar_ticks(limit: float) -> list[list[Any]]:

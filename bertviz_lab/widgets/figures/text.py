@@ -27,6 +27,12 @@ def escape(text: Any) -> str:
     return html.escape(_NOT_XML.sub(_visible, str(text)), quote=True)
 
 
+def minus(number: str) -> str:
+    """A number's text with a true minus sign (U+2212): a hyphen-minus is drawn as a short dash that reads as "-" in
+    a figure's ticks and printed values."""
+    return number.replace("-", "\u2212")
+
+
 def text_width(text: str, size: float = 12, monospace: bool = False) -> float:
     """About how wide `text` draws, in pixels: wide (East Asian) characters count double; for layout, not exact."""
     per_char = 0.6 if monospace else 0.56

@@ -687,4 +687,4 @@ class AttentionPanel(Panel):
         if self.truncation is not None and self.truncation.cut:
             notes.append(self.truncation.notice)
         self.neuron_view.show(rows, [tokens[i] for i in keys], keys.tolist(), tokens[query], query, title,
-                              "; ".join(notes))
+                              "\n".join(notes))  # one line each: the figure stays as narrow as a notebook

@@ -1,4 +1,6 @@
-import { showFigure, redrawScheduler, svgEl, stepIndex, keepKeysInPanel } from "./shared.js";
+import {
+  showFigure, redrawScheduler, svgEl, stepIndex, keepKeysInPanel, windowFirst, wheeledFirst,
+} from "./shared.js";
 // The bertviz-style head view. The kernel draws the figure (figures/head_view.py: query tokens left, key tokens right,
 // a line per (query, key) of each shown head) and this module shows it and adds what a pointer and a keyboard do:
 // - a head chip (g.bvl-head-chip[data-head]) clicked, or Enter/Space on it, shows or hides that head; a double click
@@ -15,7 +17,6 @@ import { showFigure, redrawScheduler, svgEl, stepIndex, keepKeysInPanel } from "
 // g[data-q] > line[data-key]. The view's element says what it shows: data-title (the drawing's title), data-draws,
 // data-query, data-first. The figure is parsed as XML (showFigure); the only text set here is a query token's hover
 // hint, with textContent.
-export const WHEEL_ROWS = 3; // rows the window moves a wheel step
 
 // The heads shown after a click on `head`'s chip: toggled, in ascending order.
 export function toggledHeads(heads, head) {
@@ -49,14 +50,6 @@ export function action(target, shown) {
 export function nextQuery(current, key, count, rows, first) {
   if (!["ArrowUp", "ArrowDown", "PageUp", "PageDown", "Home", "End"].includes(key)) return null;
   return current < 0 ? Math.min(first, count - 1) : stepIndex(current, key, count, rows);
-}
-
-// The first row of a window of `rows` among `count` that shows `query`, moved as little as it takes from `first`
-// (as figures/head_view.py's window_first).
-export function windowFirst(query, first, count, rows) {
-  if (query >= first + rows) first = query - rows + 1;
-  else if (query >= 0 && query < first) first = query;
-  return Math.max(0, Math.min(first, count - rows));
 }
 
 // The element of the figure an event landed on, as action() reads it (null: none that does anything).
@@ -187,7 +180,7 @@ function render({ model, el }) {
     const count = Number(figure.dataset.queries), rows = Number(figure.dataset.rows);
     if (count <= rows) return; // the whole text is drawn: the page scrolls
     const from = wheelFirst === null ? Number(figure.dataset.first) : wheelFirst;
-    const first = Math.max(0, Math.min(count - rows, from + Math.sign(event.deltaY) * WHEEL_ROWS));
+    const first = wheeledFirst(from, event.deltaY, count, rows);
     event.preventDefault();
     if (first === from) return;
     wheelFirst = first;

@@ -1,4 +1,6 @@
-import { showFigure, stepIndex, svgEl, typed, followDrawing, viewFrame, keepKeysInPanel } from "./shared.js";
+import {
+  showFigure, stepIndex, svgEl, typed, followDrawing, viewFrame, keepKeysInPanel, windowFirst, wheeledFirst,
+} from "./shared.js";
 
 // The neuron view: shows the kernel's drawing (figures/neuron.py, the same SVG the static copy and exports hold) and
 // adds what needs no kernel: hover over a vector cell or a key row shows the exact numbers from the float32 buffers
@@ -6,10 +8,13 @@ import { showFigure, stepIndex, svgEl, typed, followDrawing, viewFrame, keepKeys
 // the kernel to make that key the query. The key rows are one tab stop, and the keyboard reads what hover reads: the
 // up and down arrows, Home, End and the page keys move a row cursor (the row's score and weight shown in the hover
 // box), the left and right arrows move along the row's dimensions (q, k and q ⊙ k of that dimension shown, the cells
-// framed), Enter or Space makes the row's key the query, Escape takes the cursor back to the query's row.
+// framed), Enter or Space makes the row's key the query, Escape takes the cursor back to the query's row. A long
+// text draws a window of keys: the cursor moved past its edge, or the wheel, asks the kernel for another (`first`),
+// and the cursor stays on its key when that window is drawn.
 //
 // What it reads from the drawing (data- attributes the figure writes):
-//   svg.bvl-neuron          data-title, data-query (the query's position), data-rows, data-head-size
+//   svg.bvl-neuron          data-title, data-query (the query's position), data-rows, data-head-size, data-keys,
+//                           data-first, data-query-row (the window's place among all the keys)
 //   image.bvl-block         data-block (q | k | products), data-x, data-y, data-rows, data-cols, data-cell-w, data-row-h
 //   g.bvl-key-rows          data-x, data-y, data-row-h, data-rows, data-right: where the key rows are
 //   text.bvl-key            data-index (the row), data-position (the key's position in the input)
@@ -39,6 +44,13 @@ export function rowAt(x, y, rows) {
 export function nextRow(current, key, count) {
   return ["ArrowUp", "ArrowDown", "PageUp", "PageDown", "Home", "End"].includes(key) ?
     stepIndex(current, key, count, 10) : null;
+}
+
+// Where a key takes the row cursor from row `row` of all `keys`, a window of `rows` from `first` drawn: {row, first}
+// (the row among all the keys, and the window that shows it, moved as little as it takes); null for another key.
+export function nextKey(row, key, first, rows, keys) {
+  const to = nextRow(row, key, keys);
+  return to === null ? null : { row: to, first: windowFirst(to, first, keys, rows) };
 }
 
 // The dimension the left and right arrows move to from `current` among `count` (-1: the row as a whole, before the
@@ -120,8 +132,17 @@ function render({ model, el }) {
     place(text, last ? last.x + (c + 1) * last.cellW : rows.right, rows.y + (r + 1) * rows.rowH);
   }
 
+  let asked = null; // the row (among all the keys) and dimension the keyboard moved to, in a window not drawn yet
+  let wheelFirst = null; // the window the wheel asked for and not drawn yet, so quick turns add up
+
+  function askWindow(first) {
+    model.set("first", first);
+    model.save_changes();
+  }
+
   function draw() {
     hide();
+    wheelFirst = null;
     const focused = holder.contains(document.activeElement); // a key chosen by keyboard: focus stays on the rows
     figure = showFigure(holder, model.get("svg"));
     current = null;
@@ -140,7 +161,14 @@ function render({ model, el }) {
       q: typed(model.get("q"), Float32Array), k: typed(model.get("k"), Float32Array),
       products: typed(model.get("products"), Float32Array), scores: typed(model.get("scores"), Float32Array),
       weights: typed(model.get("weights"), Float32Array) };
+    current.first = Number(figure.dataset.first || 0);
+    current.keys = Number(figure.dataset.keys || rows.rows);
     current.row = Math.max(0, current.positions.indexOf(Number(figure.dataset.query)));
+    if (asked && asked.row >= current.first && asked.row < current.first + rows.rows) {
+      current.row = asked.row - current.first;
+      current.col = asked.col;
+    }
+    asked = null;
     group.setAttribute("tabindex", "0");
     group.setAttribute("role", "group");
     group.setAttribute("aria-label", "key rows: up and down arrows move between keys, left and right along a " +
@@ -181,20 +209,39 @@ function render({ model, el }) {
 
   function onKey(event) {
     if (!current || event.target !== current.group || event.altKey || event.ctrlKey || event.metaKey) return;
-    const count = current.rows.rows, dimensions = current.q.length;
-    let to = null;
+    const { first, keys } = current, count = current.rows.rows, dimensions = current.q.length;
+    let to = null; // [row among all the keys, dimension]
     if (event.key === "Enter" || event.key === " ") {
       ask(current.positions[current.row]);
     } else if (event.key === "Escape") {
-      to = [Math.max(0, current.positions.indexOf(Number(figure.dataset.query))), -1];
+      const queryRow = Number(figure.dataset.queryRow);
+      to = [queryRow >= 0 ? queryRow : first + current.row, -1];
     } else {
-      const row = nextRow(current.row, event.key, count), col = nextDimension(current.col, event.key, dimensions);
+      const row = nextKey(first + current.row, event.key, first, count, keys);
+      const col = nextDimension(current.col, event.key, dimensions);
       if (row === null && col === null) return;
-      to = [row === null ? current.row : row, col === null ? current.col : col];
+      to = [row === null ? first + current.row : row.row, col === null ? current.col : col];
     }
     event.preventDefault();
     event.stopPropagation(); // the notebook's own keys (Enter edits a cell, arrows move between cells) stay out
-    if (to) moveCursor(...to);
+    if (!to) return;
+    const [row, col] = to;
+    if (row >= first && row < first + count) {
+      moveCursor(row - first, col);
+    } else {
+      asked = { row, col };
+      askWindow(windowFirst(row, first, keys, count));
+    }
+  }
+
+  function onWheel(event) {
+    if (!current || !event.deltaY || current.keys <= current.rows.rows) return; // all drawn: the page scrolls
+    const from = wheelFirst === null ? current.first : wheelFirst;
+    const first = wheeledFirst(from, event.deltaY, current.keys, current.rows.rows);
+    event.preventDefault();
+    if (first === from) return;
+    wheelFirst = first;
+    askWindow(first);
   }
 
   function onFocus(event) {
@@ -212,6 +259,7 @@ function render({ model, el }) {
   holder.addEventListener("keydown", onKey);
   holder.addEventListener("focusin", onFocus);
   holder.addEventListener("focusout", onBlur);
+  holder.addEventListener("wheel", onWheel, { passive: false });
   return followDrawing(model, draw);
 }
 

@@ -114,6 +114,21 @@ export function stepIndex(current, key, count, page = 0) {
   return null;
 }
 
+// The first row of a window of `rows` among `count` that shows `query`, moved as little as it takes from `first`
+// (as figures/head_view.py's window_first; a query of -1 moves nothing).
+export function windowFirst(query, first, count, rows) {
+  if (query >= first + rows) first = query - rows + 1;
+  else if (query >= 0 && query < first) first = query;
+  return Math.max(0, Math.min(first, count - rows));
+}
+
+export const WHEEL_ROWS = 3; // rows a window moves a wheel step
+
+// The first row of a window of `rows` among `count` after a wheel step of `deltaY` from `first`, kept inside.
+export function wheeledFirst(first, deltaY, count, rows) {
+  return Math.max(0, Math.min(count - rows, first + Math.sign(deltaY) * WHEEL_ROWS));
+}
+
 // Places the hover box `tip` beside `node` (an element of a figure inside `frame`, the box's positioned parent):
 // right of it where it fits in the frame's visible width, else left of it; just under its top.
 export function tipBeside(tip, frame, node) {
