@@ -4,7 +4,8 @@ an encoder-decoder's encoder, decoder and cross attention), shown in this packag
 
 Each call returns an AttentionMapsPanel (displayed when it is the cell's last value): offline, exportable with
 `.save("x.svg")` or PNG, keeping a static copy in the saved notebook and surviving a page reload.
-`html_action="return"` gives an offline HTML page of the figures instead, as an IPython HTML object.
+`html_action="return"` gives an offline HTML page of the figures instead, as an IPython HTML object; the head
+view's page carries every layer with a layer switch and hover, as bertviz's does (views.head_view_page).
 
 `bertviz_lab.views.neuron_view.show` is bertviz's neuron view (it needs the model, not only its attentions).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from bertviz_lab.model.files import shown
+from bertviz_lab.views.head_view_page import head_view_page
 from bertviz_lab.views.inputs import AttentionSet, attention_sets, check_html_action, pretty_token
 from bertviz_lab.views.page import html_object, offline_page
 from bertviz_lab.views.panel import AttentionMapsPanel
@@ -30,6 +32,8 @@ def _shown(view: str, sets: list[AttentionSet], html_action: Any, theme: str, la
     if action == "view":
         return panel
     try:
+        if view == "head view":  # bertviz's page: every layer, a layer switch, hover
+            return html_object(head_view_page(sets, layer, heads, theme))
         return html_object(offline_page(panel.every_set_svg(), f"bertviz-lab {view}", theme))
     finally:
         panel.close()

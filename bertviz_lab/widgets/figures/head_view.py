@@ -65,13 +65,14 @@ def head_view_title(title: str, heads: Sequence[int]) -> str:
     return f"{title} · head{'s' if len(on) != 1 else ''} {names}"
 
 
-def head_view_note(weights: np.ndarray, heads: Sequence[int]) -> str:
+def head_view_note(weights: np.ndarray, heads: Sequence[int], min_weight: float = 0.0) -> str:
     """How to read the lines: what their opacity is divided by, how many keys each query keeps."""
     top = strongest(weights, heads)
     if not top:
         return ""
+    kept = f", weights from {min_weight:g}" if min_weight > 0 else ""
     return (f"line opacity: attention weight ÷ {top:.3f} (the strongest line shown); the {weights.shape[-1]} "
-            "strongest keys of each query")
+            f"strongest keys of each query{kept}")
 
 
 def _chip(head: int, on: bool, x: float, y: float) -> str:
@@ -107,14 +108,17 @@ def _left_out(count: int, what: str, x: float, y: float, anchor: str) -> str:
 
 def head_view_svg(query_tokens: Sequence[str], key_tokens: Sequence[str], indices: np.ndarray, weights: np.ndarray,
                   heads: Sequence[int], title: str, query: int = -1, first: int = 0,
-                  rows: int = WINDOW_ROWS, query_positions: Sequence[int] | None = None) -> str:
+                  rows: int = WINDOW_ROWS, query_positions: Sequence[int] | None = None,
+                  min_weight: float = 0.0, title_heads: bool = True) -> str:
     """The head view as a standalone SVG document.
 
     indices (num_heads, queries, k): each query's k strongest keys as rows of key_tokens; weights (same shape): their
     attention weights; heads: the heads shown (chips of the others are drawn as outlines); title: what is shown
     (the heads on, and the window of a long text, are added to it); query: the selected query row (-1: none);
     first: the window's first row (window_first moves it to a query); rows: rows in the window; query_positions:
-    the query rows' positions in the input, which the title of a window names (default: the rows).
+    the query rows' positions in the input, which the title of a window names (default: the rows); min_weight:
+    lines of a smaller attention weight are left out (an offline page of every layer stays a few MB);
+    title_heads: the title names the heads on (a page that switches heads itself leaves them out).
     """
     indices, weights = np.asarray(indices), np.asarray(weights, dtype=np.float64)
     num_heads = indices.shape[0] if indices.ndim == 3 else 0
@@ -130,11 +134,11 @@ def head_view_svg(query_tokens: Sequence[str], key_tokens: Sequence[str], indice
     k_first = max(0, min(first, n_keys - rows))
     k_end = min(n_keys, k_first + rows)
     windowed = n_queries > rows or n_keys > rows
-    full_title = head_view_title(title, shown)
+    full_title = head_view_title(title, shown) if title_heads else title
     if windowed and q_end > first:
         named = list(range(n_queries)) if query_positions is None else list(query_positions)
         full_title += f" · queries {named[first]}–{named[q_end - 1]} of {n_queries}"
-    note = head_view_note(weights, shown)
+    note = head_view_note(weights, shown, min_weight)
     chips_y = 30 + NOTE_FONT + 8
     width = math.ceil(max(COL_W * 2 + GAP, text_width(full_title, 14) + 24, text_width(note, NOTE_FONT) + 24))
     per_row = max(1, (width - 8) // CHIP_PITCH)
@@ -148,8 +152,9 @@ def head_view_svg(query_tokens: Sequence[str], key_tokens: Sequence[str], indice
         lines.append(f'<g class="bvl-head-lines" data-head="{head}" stroke="{head_color(head)}" stroke-width="2">')
         for q in range(first, q_end):
             row = []
-            for key, weight in zip(indices[head, q].tolist(), (weights[head, q] / top_weight).tolist()):
-                if weight >= MIN_OPACITY:
+            for key, weight, absolute in zip(indices[head, q].tolist(), (weights[head, q] / top_weight).tolist(),
+                                             weights[head, q].tolist()):
+                if weight >= MIN_OPACITY and absolute >= min_weight:
                     if key < k_first:
                         y2, above = -EDGE, above + 1
                     elif key >= k_end:
