@@ -280,9 +280,9 @@ def test_html_action_return_gives_an_offline_escaped_page_of_every_attention(bar
                      encoder_tokens=ENCODER_TOKENS, decoder_tokens=tokens, html_action="return")
     html = views.head_view(**arguments).data
     assert html.startswith("<!DOCTYPE html>") and "default-src 'none'" in html
-    assert html.count("<svg") == 3 and "background: #ffffff" in html
+    assert html.count("<svg") == 3 * 2 and "background: #ffffff" in html  # every layer of every attention
     for name in ("encoder", "decoder", "cross"):
-        assert f"{name} attention · layer 0" in html
+        assert f"{name} attention · layer 0" in html and f"{name} attention · layer 1" in html
     assert_safe_html(html.split("<body>", 1)[1])  # the decoder's (and cross attention's) token shown, escaped
     assert "http://" not in html.replace("http://www.w3.org", "")
     dark = views.model_view(**arguments, display_mode="dark").data
