@@ -40,6 +40,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from nbconvert import HTMLExporter
 from nbconvert.preprocessors import ExecutePreprocessor
 from nbformat.corpus.words import generate_corpus_id
+from nbformat.v4 import output_from_msg
 from nbformat.validator import get_validator
 
 from bertviz_lab.model.files import clip, first_line, json_kind, kind, named, present, shown, write_atomically
@@ -222,7 +223,14 @@ def is_earlier_page(path: Path) -> bool:
 
 
 class CellTracking(ExecutePreprocessor):
-    """nbconvert's executor that remembers which cell it runs, so an error can name it."""
+    """nbconvert's executor that remembers which cell it runs, so an error can name it, and keeps each cell's
+    outputs as they were when it ran.
+
+    A figure shown by one cell and changed by a later one (`panel.view.value = "head view"`) would, in nbclient,
+    change the earlier cell's output: a page would then show the last state under the first cell and nothing under
+    the cells that made it. Here the earlier output stays as its cell left it, and the changing cell gets the new
+    figure as an output of its own, so the page reads in the notebook's order.
+    """
 
     cell_index = -1
 
@@ -230,9 +238,20 @@ class CellTracking(ExecutePreprocessor):
         self.cell_index = index
         return super().preprocess_cell(cell, resources, index)
 
-    def setup_kernel(self, **kwargs):
-        """The kernel's own stderr (start-up warnings) stays off the command's one line of error."""
-        return super().setup_kernel(stderr=subprocess.DEVNULL, **kwargs)
+    def _update_display_id(self, display_id: str, msg: dict[str, Any]) -> None:
+        shown_in = self._display_id_map.get(display_id, {})
+        earlier = [cell for cell in shown_in if cell != self.cell_index]
+        if msg["header"]["msg_type"] != "update_display_data" or not earlier or self.cell_index < 0:
+            return super()._update_display_id(display_id, msg)  # a new display, or a change in the cell showing it
+        msg["header"]["msg_type"] = "display_data"
+        out = output_from_msg(msg)
+        outputs = self.nb["cells"][self.cell_index]["outputs"]
+        if self.cell_index not in shown_in:  # this cell's first change of the figure: an output of its own
+            shown_in[self.cell_index] = [len(outputs)]
+            outputs.append(out)
+        for index in shown_in[self.cell_index]:
+            outputs[index]["data"], outputs[index]["metadata"] = out["data"], out["metadata"]
+        return None
 
 
 def run_notebook(node: Any, path: Path, timeout: int) -> None:

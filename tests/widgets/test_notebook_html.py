@@ -21,7 +21,13 @@ from nbconvert import HTMLExporter
 
 from bertviz_lab.__main__ import main
 from bertviz_lab.widgets import AttentionPanel, DevicePicker
-from bertviz_lab.widgets.notebook_html import GENERATOR_META, POLICY_META, notebook_to_html
+from bertviz_lab.widgets.notebook_html import (
+    GENERATOR_META,
+    POLICY_META,
+    notebook_to_html,
+    read_notebook,
+    run_notebook,
+)
 
 WIDGET_VIEW = {"application/vnd.jupyter.widget-view+json": {"model_id": "0" * 32, "version_major": 2,
                                                             "version_minor": 0}, "text/plain": "DevicePicker(...)"}
@@ -450,3 +456,27 @@ def test_outputs_too_big_to_sanitise_are_left_out_with_a_note_and_a_huge_noteboo
     assert "bvl-left-out" not in trusted and "huge html" in trusted  # --trust: nothing is sanitised or left out
     monkeypatch.setattr(notebook_html, "MAX_NOTEBOOK_BYTES", 1_000)
     refused(capsys, [str(notebook), "--force"], str(notebook), "a page is made of notebooks of up to 0.001 MB")
+
+
+@pytest.mark.slow  # starts a kernel
+def test_each_cell_keeps_the_figure_it_made_and_a_changing_cell_shows_the_new_one(tmp_path):
+    """A panel shown in one cell and changed by the next ones: the first cell keeps the heatmap it drew, each changing
+    cell gets the figure it made (the last state of that cell), in the notebook's order; nothing changes after."""
+    notebook = write_notebook(tmp_path / "story.ipynb", [
+        nbformat.v4.new_code_cell("import bertviz_lab as bv\n"
+                                  "from bertviz_lab.widgets import AttentionPanel\n"
+                                  "model, tokenizer = bv.load_default()\n"
+                                  "panel = AttentionPanel(model=model, tokenizer=tokenizer, text='The cat sat.', "
+                                  "layer=1, head=2)\npanel"),
+        nbformat.v4.new_code_cell('panel.view.value = "head view"'),
+        nbformat.v4.new_code_cell('panel.view.value = "model view"\npanel.layer.value = 3'),
+        nbformat.v4.new_code_cell("x = 1")],
+        kernelspec={"name": "python3", "display_name": "Python 3", "language": "python"})
+    node = read_notebook(notebook)
+    run_notebook(node, notebook, timeout=300)
+    figures = [[re.findall(r'class="bvl-fig (bvl-[a-z-]+)"', output.get("data", {}).get("text/html", ""))
+                for output in cell.outputs if "text/html" in output.get("data", {})] for cell in node.cells]
+    assert figures[0] == [["bvl-heatmap"]], figures[0]
+    assert figures[1] == [["bvl-head-view"]] and figures[2] == [["bvl-model-view"]], figures
+    assert figures[3] == []
+    assert "layer 1 · head 2" in node.cells[0].outputs[0]["data"]["text/html"]

@@ -6,7 +6,8 @@ view. So the figure does not travel inside the widget's bundle but as a display 
 converter and viewer shows. While the live view is on screen its link (views/panel_link.py) hides that copy, so a
 notebook shows one figure.
 
-When the figure changes, at most twice a second, the copy's new HTML goes out two ways: through its display id (what
+When the figure changes, at most twice a second (and at the end of the cell that changed it), the copy's new HTML
+goes out two ways: through its display id (what
 nbclient, `nbconvert --execute` and Voila follow, and the page that ran the cell) and as the link's synced `html`,
 which the link writes into the notebook model of every front end attached (a reloaded page, a second tab, Notebook 7:
 JupyterLab forgets display ids on reload), so whichever saves the notebook stores the figure on screen.
@@ -98,6 +99,7 @@ class StaticCopy:
                 self._timer = threading.Timer(wait, self.flush)
                 self._timer.daemon = True
                 self._timer.start()
+                self._flush_when_the_cell_ends()
                 return
             else:
                 return
@@ -109,6 +111,24 @@ class StaticCopy:
             self._cancel_timer()
             self._sent_at = time.monotonic()
         self._send()
+
+    def _flush_when_the_cell_ends(self) -> None:
+        """Send a pending update when the running cell ends rather than half a second later: it then belongs to
+        that cell (an executed notebook keeps each cell's figure, nbconvert waits for nothing after a cell)."""
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        shell = get_ipython()
+        if shell is None:
+            return
+
+        def flush_once(*_: Any) -> None:
+            shell.events.unregister("post_execute", flush_once)
+            if self._timer is not None:
+                self.flush()
+
+        shell.events.register("post_execute", flush_once)
 
     def _cancel_timer(self) -> None:
         """Forget the pending update (the caller holds the lock)."""
