@@ -26,6 +26,8 @@ PICTURES = {  # file -> what it shows (and which notebook makes it)
     "saliency_view.png": "the saliency view on a sentence pair (tests/browser/test_saliency_in_browser.py)",
     "neuron_view.png": "the neuron view: q against every key's k in one head "
                        "(tests/browser/test_inside_attention_in_browser.py)",
+    "neuron_view_long.png": "the neuron view's window of 48 keys at 512 tokens, in an 800-px output area "
+                            "(tests/browser/test_inside_attention_in_browser.py)",
     "head_ablation.png": "the model view with two heads switched off: change, badges, predictions "
                          "(tests/browser/test_inside_attention_in_browser.py)",
     "head_view.png": "the head view: one head's chips and lines (tests/browser/test_inside_attention_in_browser.py)",
