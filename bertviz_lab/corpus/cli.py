@@ -53,6 +53,9 @@ def add_corpus_parser(commands: Any) -> argparse.ArgumentParser:
     corpus.add_argument("--shard-size", type=int, default=1024,
                         help="texts per shard, the unit of resuming and of sharing over processes (default: 1024)")
     corpus.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default: cpu)")
+    corpus.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                        help="bf16: the model under bf16 autocast, statistics in float32, where the hardware computes "
+                             "bf16 natively (AMX, AVX-512 BF16, GPUs from compute capability 8.0) (default: fp32)")
     corpus.add_argument("--no-progress", action="store_true", help="no progress bar")
     return corpus
 
@@ -65,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     import signal
 
     from bertviz_lab.corpus import SENTENCES, analyze, folder
+    from bertviz_lab.corpus.analyze import check_precision
     from bertviz_lab.corpus.extra import require_corpus_extra
     from bertviz_lab.device import select_device
     from bertviz_lab.model.auto import load, load_default
@@ -86,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
             device = select_device(args.device)
             if device.type == "cuda" and "LOCAL_RANK" in os.environ:  # torchrun: one GPU per process
                 device = select_device(f"cuda:{os.environ['LOCAL_RANK']}")
+            check_precision(args.precision, device)  # refused before the model loads
             if args.model == "default":
                 model, tokenizer = load_default(device=device)
             else:
@@ -95,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
                              vectors=args.vectors, qk_heads=args.qk_heads, batch_size=args.batch_size,
                              max_length=args.max_length, text_column=args.text_column,
                              progress=not args.no_progress, shard_size=args.shard_size, model_name=args.model,
-                             encoding=args.encoding, errors=args.errors)
+                             encoding=args.encoding, errors=args.errors, precision=args.precision)
     except KeyboardInterrupt as error:
         print(f"bertviz-lab corpus: interrupted {_progress(args.out)}; rerun the same command to resume.",
               file=sys.stderr)

@@ -60,6 +60,11 @@ class Corpus:
         return str(self.manifest["model_name"])
 
     @property
+    def precision(self) -> str:
+        """The precision the model ran in: "fp32", or "bf16" (statistics within 2e-3, entropy 1e-2 of fp32)."""
+        return self.manifest.get("precision", "fp32")
+
+    @property
     def vector_layers(self) -> list[int]:
         return list(self.manifest["vector_layers"])
 

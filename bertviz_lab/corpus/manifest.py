@@ -150,6 +150,10 @@ def check_schema(manifest: dict[str, Any], path: Path) -> None:
         if not vector_layers:
             raise ManifestError(f"{named(path)}: field 'index_segment_rows' is {segment_rows}, but the folder stores "
                                 f"no hidden vectors to index; {DAMAGED}.")
+    precision = manifest.get("precision", "fp32")  # absent in folders from before bf16 runs
+    if precision not in ("fp32", "bf16"):
+        raise ManifestError(f"{named(path)}: field 'precision' is {shown(precision)}, not 'fp32' or 'bf16'; "
+                            f"{DAMAGED}.")
     num_texts = integer(field(manifest, "num_texts", path), "num_texts", path, 0)
     integer(field(manifest, "max_length", path), "max_length", path, 2, MAX_LENGTH)
     shards = field(manifest, "shards", path)

@@ -112,16 +112,14 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask: torc
         raise MemoryError("AVX2 kernels: could not allocate attention's per-thread scratch")
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
-              with_probabilities: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+              scale: float) -> torch.Tensor:
     """softmax(scale * q @ k.T + mask) @ v for fp32 CPU (B, H, T|S, D) views, D a multiple of 16, mask additive and
-    broadcastable to (B, H, T, S); answered as (B, T, H * D), heads merged. `with_probabilities`: also the
-    probabilities, (B, H, T, S), from the same pass (for hooks that only read them)."""
+    broadcastable to (B, H, T, S); answered as (B, T, H * D), heads merged."""
     B, H, T, D = q.shape
     out = torch.empty(B, T, H * D, dtype=torch.float32)
-    probs = torch.empty(B, H, T, k.shape[2], dtype=torch.float32) if with_probabilities else None
-    _attend(q, k, v, mask, scale, out, probs)
-    return (out, probs) if with_probabilities else out
+    _attend(q, k, v, mask, scale, out, None)
+    return out
 
 
 def attention_probabilities(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None,

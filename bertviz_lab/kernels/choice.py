@@ -2,23 +2,26 @@
 first feed-forward layer's GELU, and where the reductions over attention run on the AVX2 kernels; every rule the
 fast paths obey is here.
 
-Each is chosen once per model (`choose`: when a model is built or moved, and again for every live model when
-`override` or `disabled` changes the rules), from the device and dtype of a layer's weights, its head size and the
-config's `hidden_act`, and given to the layer as a function of tensors (attention.py, linear.py, layer_norm.py);
-None leaves the layer its plain modules and math. A backend computes the same function as those and answers only
-where it is faster and nobody could tell it apart (inference: no autograd, no active dropout, not inside a
-torch.compile trace); the layer calls its own modules wherever a hook watches one of them.
-BERTVIZ_LAB_FUSED_KERNELS=0, or `disabled()`, turns every one off; BERTVIZ_LAB_CPU_GEMM=auto|avx2|onednn|off picks
-the CPU's packed GEMM; `override(...)` picks either for a block.
+Each is chosen per model (`choose`: when a model is built or moved), from the device and dtype of a layer's weights,
+its head size, the config's `hidden_act` and the model's Rules, and given to the layer as a function of tensors
+(attention.py, linear.py, layer_norm.py); None leaves the layer its plain modules and math. A backend computes the
+same function as those and answers only where it is faster and nobody could tell it apart (inference: no autograd,
+no active dropout, not inside a torch.compile trace); the layer runs the plain path wherever a hook watches it.
+
+A model's Rules are its own: `set_backend(model, ...)` for good, `override(model, ...)` and `disabled(model)` for a
+block; no call changes another model, so a model training on another thread is never rewired. Without a model,
+`override(...)` and `disabled()` set the rules of the models built or moved inside the block on this thread (they
+keep them), and `disabled()` runs the reductions over attention in PyTorch there. BERTVIZ_LAB_FUSED_KERNELS=0 turns
+every fast path off for the process; BERTVIZ_LAB_CPU_GEMM=auto|avx2|onednn|off picks the CPU's packed GEMM.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import platform
-import weakref
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
@@ -26,74 +29,117 @@ from torch import nn
 from bertviz_lab.kernels import attention, build, layer_norm, linear
 from bertviz_lab.kernels.layer_norm import MIN_FUSED_ELEMENTS, triton
 from bertviz_lab.kernels.linear import MIN_PACKED_WORK
+from bertviz_lab.kernels.rules import ENABLED, Rules, block_rules, cpu_reductions, current_rules
 from bertviz_lab.model.config import TANH_GELU_NAMES
 
-__all__ = ["MIN_FUSED_ELEMENTS", "MIN_PACKED_WORK", "choose", "cpu_backend", "disabled", "override", "triton"]
+__all__ = ["MIN_FUSED_ELEMENTS", "MIN_PACKED_WORK", "Rules", "choose", "cpu_backend", "current_rules", "disabled",
+           "override", "rules_of", "set_backend", "triton"]
 
-ENABLED = os.environ.get("BERTVIZ_LAB_FUSED_KERNELS", "1") != "0"
 CPU_GEMM_CHOICES = ("auto", "avx2", "onednn", "off")  # BERTVIZ_LAB_CPU_GEMM
 ONEDNN_PACKING = (platform.machine().lower() in ("x86_64", "amd64") and torch.backends.mkldnn.is_available()
                   and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
-
-
-@contextlib.contextmanager
-def disabled() -> Iterator[None]:
-    """Run plain PyTorch inside the block (to compare against, or to rule the fast paths out)."""
-    global ENABLED
-    before, ENABLED = ENABLED, False
-    _choose_again()
-    try:
-        yield
-    finally:
-        ENABLED = before
-        _choose_again()
-
-
-_forced_attention: str | None = None  # override(attention=...)
-
-
-@contextlib.contextmanager
-def override(*, attention: str | None = None, cpu_gemm: str | None = None) -> Iterator[None]:
-    """Inside the block every attention layer runs `attention` ("eager", "sdpa" or "avx2"; a layer the kernel
-    cannot run keeps SDPA) and the linear layers `cpu_gemm` ("avx2", "onednn" or "off"); both as before on exit,
-    also after an error. Asking for a backend this machine cannot run is an error saying why."""
-    global _forced_attention, _cpu_backend
-    if attention is not None and attention not in _ATTENTION_NAMES:
-        raise ValueError(f"override(attention={attention!r}): use one of {', '.join(_ATTENTION_NAMES)}.")
-    if cpu_gemm is not None and cpu_gemm not in CPU_GEMM_CHOICES[1:]:
-        raise ValueError(f"override(cpu_gemm={cpu_gemm!r}): use avx2, onednn or off.")
-    gemm = _cpu_backend if cpu_gemm is None else (None if cpu_gemm == "off" else cpu_gemm)
-    if "avx2" in (attention, gemm) and build.library() is None:
-        raise ValueError(f"the AVX2 kernels cannot run here: {build.unsupported_reason() or build.failure()}")
-    if gemm == "onednn" and not ONEDNN_PACKING:
-        raise ValueError("oneDNN's packed GEMM needs an x86 CPU and a PyTorch with oneDNN's packed linear.")
-    before = _forced_attention, _cpu_backend
-    _forced_attention, _cpu_backend = attention if attention is not None else _forced_attention, gemm
-    _choose_again()
-    try:
-        yield
-    finally:
-        _forced_attention, _cpu_backend = before
-        _choose_again()
-
-
 _ATTENTION_NAMES = tuple(attention.BACKENDS)
-_models: weakref.WeakSet = weakref.WeakSet()  # every model given backends, to choose again
+AUTO = "auto"
+
+
+def _checked(rules: Rules, attention: str | None, cpu_gemm: str | None, fast: bool | None) -> Rules:
+    """`rules` with the given changes ("auto": back to this machine's choice); a backend this machine cannot run
+    is an error saying why."""
+    if attention is not None and attention != AUTO and attention not in _ATTENTION_NAMES:
+        raise ValueError(f"attention={attention!r}: use one of {', '.join(_ATTENTION_NAMES)} or 'auto'.")
+    if cpu_gemm is not None and cpu_gemm != AUTO and cpu_gemm not in CPU_GEMM_CHOICES[1:]:
+        raise ValueError(f"cpu_gemm={cpu_gemm!r}: use avx2, onednn, off or 'auto'.")
+    if "avx2" in (attention, cpu_gemm) and build.library() is None:
+        raise ValueError(f"the AVX2 kernels cannot run here: {build.unsupported_reason() or build.failure()}")
+    if cpu_gemm == "onednn" and not ONEDNN_PACKING:
+        raise ValueError("oneDNN's packed GEMM needs an x86 CPU and a PyTorch with oneDNN's packed linear.")
+    changes: dict[str, Any] = {}
+    if attention is not None:
+        changes["attention"] = None if attention == AUTO else attention
+    if cpu_gemm is not None:
+        changes["cpu_gemm"] = None if cpu_gemm == AUTO else cpu_gemm
+    if fast is not None:
+        changes["fast"] = bool(fast)
+    return dataclasses.replace(rules, **changes)
+
+
+def rules_of(model: nn.Module) -> Rules:
+    """The rules `model` is given backends by: its own (set_backend, override on it), else those of the block it
+    is in on this thread."""
+    own = getattr(model, "_kernel_rules", None)
+    return own if own is not None else block_rules.get()
+
+
+def _keep_rules(model: nn.Module, rules: Rules) -> None:
+    """The rules go with the model and every model inside it (a task model's backbone moved on its own keeps them)."""
+    for module in model.modules():
+        if module is model or hasattr(module, "config"):
+            object.__setattr__(module, "_kernel_rules", rules)
+
+
+def set_backend(model: nn.Module, *, attention: str | None = None, cpu_gemm: str | None = None,
+                fast: bool | None = None) -> None:
+    """From now on `model` (and only it) runs `attention` ("eager", "sdpa", "avx2") and the CPU GEMM `cpu_gemm`
+    ("avx2", "onednn", "off"), "auto" for this machine's choice; `fast=False` plain PyTorch in every layer."""
+    _keep_rules(model, _checked(rules_of(model), attention, cpu_gemm, fast))
+    choose(model)
+
+
+@contextlib.contextmanager
+def override(model: nn.Module | None = None, *, attention: str | None = None,
+             cpu_gemm: str | None = None) -> Iterator[None]:
+    """Inside the block `model` runs `attention` ("eager", "sdpa" or "avx2"; a layer the kernel cannot run keeps
+    SDPA) and the linear layers `cpu_gemm` ("avx2", "onednn" or "off"); its rules as before on exit, also after an
+    error. Without a model: the rules of the models built or moved inside the block on this thread. Asking for a
+    backend this machine cannot run is an error saying why."""
+    with _rules_for(model, attention=attention, cpu_gemm=cpu_gemm):
+        yield
+
+
+@contextlib.contextmanager
+def disabled(model: nn.Module | None = None) -> Iterator[None]:
+    """Plain PyTorch inside the block (to compare against, or to rule the fast paths out): for `model`'s layers,
+    or, without a model, for the models built or moved inside the block and the reductions over attention on this
+    thread."""
+    with _rules_for(model, fast=False):
+        yield
+
+
+@contextlib.contextmanager
+def _rules_for(model: nn.Module | None, **changes: Any) -> Iterator[None]:
+    if model is None:
+        token = block_rules.set(_checked(block_rules.get(), changes.get("attention"), changes.get("cpu_gemm"),
+                                          changes.get("fast")))
+        try:
+            yield
+        finally:
+            block_rules.reset(token)
+        return
+    before = getattr(model, "_kernel_rules", None)
+    _keep_rules(model, _checked(rules_of(model), changes.get("attention"), changes.get("cpu_gemm"),
+                                changes.get("fast")))
+    choose(model)
+    try:
+        yield
+    finally:
+        for module in model.modules():
+            if module is model or hasattr(module, "config"):
+                object.__setattr__(module, "_kernel_rules", before)
+        choose(model)
 
 
 def choose(model: nn.Module) -> None:
-    """Give every layer of `model` its backends for the device and dtype of its weights now: attention to modules
-    with `attention_backend` (and `head_size`), the packed GEMM to those with `linear_backend`, GELU in the GEMM's
-    epilogue to those with `gelu_backend` (from `model.config.hidden_act`) and residual add + LayerNorm to those
-    with `add_layer_norm_backend`; called when a model is built or moved. Packed weight copies that no longer match
-    their weight are dropped."""
-    _models.add(model)
+    """Give every layer of `model` its backends for the device and dtype of its weights now, under the model's
+    rules: attention to modules with `attention_backend` (and `head_size`), the packed GEMM to those with
+    `linear_backend`, GELU in the GEMM's epilogue to those with `gelu_backend` (from `model.config.hidden_act`) and
+    residual add + LayerNorm to those with `add_layer_norm_backend`; called when a model is built or moved. Packed
+    weight copies that no longer match their weight are dropped. A model built inside an override or disabled block
+    keeps that block's rules."""
+    rules = rules_of(model)
+    if getattr(model, "_kernel_rules", None) is None and rules != Rules():
+        _keep_rules(model, rules)
     for parameter in model.parameters():
         linear.release(parameter)
-    _assign(model)
-
-
-def _assign(model: nn.Module) -> None:
     hidden_act = getattr(getattr(model, "config", None), "hidden_act", None)
     for module in model.modules():
         given = vars(module)
@@ -102,45 +148,45 @@ def _assign(model: nn.Module) -> None:
         weight = next(module.parameters(), None)
         device, dtype = (torch.device("cpu"), torch.float32) if weight is None else (weight.device, weight.dtype)
         if "attention_backend" in given and hasattr(module, "head_size"):
-            name = "sdpa" if weight is None else attention_backend_name(device, dtype, module.head_size)
+            name = "sdpa" if weight is None else attention_backend_name(device, dtype, module.head_size, rules)
             module.attention_backend = attention.BACKENDS[name]
         if "linear_backend" in given:
-            name = linear_backend_name(device, dtype)
+            name = linear_backend_name(device, dtype, rules)
             module.linear_backend = None if name is None else linear.packed_linear(name)
         if "gelu_backend" in given:
-            name = gelu_backend_name(device, dtype, hidden_act)
+            name = gelu_backend_name(device, dtype, hidden_act, rules)
             module.gelu_backend = None if name is None else linear.gelu_backend(name)
         if "add_layer_norm_backend" in given:
-            name = add_layer_norm_backend_name(device, dtype)
+            name = add_layer_norm_backend_name(device, dtype, rules)
             module.add_layer_norm_backend = None if name is None else layer_norm.add_layer_norm_backend(name)
 
 
 BACKEND_ATTRIBUTES = ("attention_backend", "linear_backend", "gelu_backend", "add_layer_norm_backend")
 
 
-def _choose_again() -> None:
-    for model in list(_models):
-        _assign(model)
-
-
-def attention_backend_name(device: torch.device, dtype: torch.dtype, head_size: int) -> str:
+def attention_backend_name(device: torch.device, dtype: torch.dtype, head_size: int,
+                           rules: Rules | None = None) -> str:
     """"avx2" for fp32 CPU weights with a head size that is a multiple of 16 where the kernel runs (1.2-1.3x SDPA's
-    CPU flash kernel from 128 tokens), else "sdpa"; what `override` asks for where it applies."""
+    CPU flash kernel from 128 tokens on AVX2 CPUs), else "sdpa"; what the rules ask for where it applies."""
+    rules = block_rules.get() if rules is None else rules
     kernel_fits = device.type == "cpu" and dtype == torch.float32 and head_size % 16 == 0
-    if not ENABLED and _forced_attention != "eager":  # disabled() rules every fast path out, an override's too
+    if not rules.on and rules.attention != "eager":  # plain PyTorch rules every fast path out
         return "sdpa"
-    if _forced_attention is not None:
-        return _forced_attention if _forced_attention != "avx2" or kernel_fits else "sdpa"
-    return "avx2" if kernel_fits and cpu_backend() == "avx2" else "sdpa"
+    if rules.attention is not None:
+        return rules.attention if rules.attention != "avx2" or kernel_fits else "sdpa"
+    return "avx2" if kernel_fits and cpu_backend(rules) == "avx2" else "sdpa"
 
 
-def cpu_backend() -> str | None:
+def cpu_backend(rules: Rules | None = None) -> str | None:
     """The packed GEMM for fp32 CPU inference: "avx2" (avx2.c, built on first use) on an AVX2 CPU where it can run,
-    else "onednn" on x86, else None for plain `addmm`; BERTVIZ_LAB_CPU_GEMM picks one for comparisons."""
+    else "onednn" on x86, else None for plain `addmm`; BERTVIZ_LAB_CPU_GEMM, or the rules' cpu_gemm, picks one."""
     global _cpu_backend
+    rules = block_rules.get() if rules is None else rules
+    if rules.cpu_gemm is not None:
+        return None if rules.cpu_gemm == "off" else rules.cpu_gemm
     if _cpu_backend is _UNSET:
         _cpu_backend = cpu_gemm_from_environment()
-    return _cpu_backend
+    return _cpu_backend  # type: ignore[return-value]
 
 
 def wider_vectors_than_avx2() -> bool:
@@ -167,22 +213,25 @@ _UNSET = object()
 _cpu_backend: str | None | object = _UNSET
 
 
-def linear_backend_name(device: torch.device, dtype: torch.dtype) -> str | None:
+def linear_backend_name(device: torch.device, dtype: torch.dtype, rules: Rules | None = None) -> str | None:
     """The packed GEMM for a linear layer with fp32 CPU weights ("avx2" or "onednn", `cpu_backend()`), else None:
     F.linear (MKL's addmm, cuBLAS)."""
-    if not ENABLED or device.type != "cpu" or dtype != torch.float32:
+    rules = block_rules.get() if rules is None else rules
+    if not rules.on or device.type != "cpu" or dtype != torch.float32:
         return None
-    return cpu_backend()
+    return cpu_backend(rules)
 
 
-def gelu_backend_name(device: torch.device, dtype: torch.dtype, hidden_act: object) -> str | None:
+def gelu_backend_name(device: torch.device, dtype: torch.dtype, hidden_act: object,
+                      rules: Rules | None = None) -> str | None:
     """Where `gelu(linear(x))` runs as one GEMM with a bias + GELU epilogue: "avx2" (erf form, as exact as
     PyTorch's) for `hidden_act="gelu"` with fp32 CPU weights on the AVX2 GEMM; "cublaslt" on a GPU (tanh form: the
     tanh-GELU activations, and the erf GELU in bf16/fp16 within rounding, |erf - tanh form| < 1e-3); else None."""
-    if not ENABLED or not isinstance(hidden_act, str):
+    rules = block_rules.get() if rules is None else rules
+    if not rules.on or not isinstance(hidden_act, str):
         return None
     if device.type == "cpu":
-        return "avx2" if hidden_act == "gelu" and dtype == torch.float32 and cpu_backend() == "avx2" else None
+        return "avx2" if hidden_act == "gelu" and dtype == torch.float32 and cpu_backend(rules) == "avx2" else None
     if device.type != "cuda" or not hasattr(torch, "_addmm_activation"):
         return None
     if hidden_act in TANH_GELU_NAMES or (hidden_act == "gelu" and dtype in (torch.bfloat16, torch.float16)):
@@ -190,19 +239,13 @@ def gelu_backend_name(device: torch.device, dtype: torch.dtype, hidden_act: obje
     return None
 
 
-def cpu_reductions(device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether the AVX2 reductions over attention (`kernels.entropy`, `kernels.attention_statistics`) run for
-    tensors on `device` in `dtype` that autograd does not track: fp32 on the CPU, the fast paths on, the kernels
-    built. Elsewhere those functions compute the same numbers in PyTorch."""
-    return ENABLED and device.type == "cpu" and dtype == torch.float32 and build.library() is not None
-
-
-def add_layer_norm_backend_name(device: torch.device, dtype: torch.dtype) -> str | None:
+def add_layer_norm_backend_name(device: torch.device, dtype: torch.dtype, rules: Rules | None = None) -> str | None:
     """"triton" where residual add + LayerNorm may run as one kernel on a GPU (CUDA with Triton installed; the
     backend itself leaves fewer than MIN_FUSED_ELEMENTS activations to PyTorch); "avx2" for fp32 weights on a CPU
     that runs avx2.c's kernels (as GELU); else None."""
-    if not ENABLED:
+    rules = block_rules.get() if rules is None else rules
+    if not rules.on:
         return None
     if device.type == "cuda":
         return "triton" if triton is not None else None
-    return "avx2" if device.type == "cpu" and dtype == torch.float32 and cpu_backend() == "avx2" else None
+    return "avx2" if device.type == "cpu" and dtype == torch.float32 and cpu_backend(rules) == "avx2" else None

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from bertviz_lab.kernels import avx2, choice
+from bertviz_lab.kernels import avx2, rules
 
 
 def entropy(p: torch.Tensor) -> torch.Tensor:
     """-sum p ln p (nats) over the last dimension of p, shaped as p without it."""
     tracked = p.requires_grad and torch.is_grad_enabled()
-    if choice.cpu_reductions(p.device, p.dtype) and p.numel() > 0 and not tracked:
+    if rules.cpu_reductions(p.device, p.dtype) and p.numel() > 0 and not tracked:
         return avx2.entropy(p)
     return torch.special.entr(p).sum(-1)

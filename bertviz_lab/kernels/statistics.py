@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from bertviz_lab.kernels import avx2, choice
+from bertviz_lab.kernels import avx2, rules
 from bertviz_lab.kernels.entropy import entropy
 
 
@@ -19,7 +19,7 @@ def attention_statistics(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, 
     q, k (B, H, S, D) a self-attention layer's queries and keys; valid (B, S) float, 1 at real tokens; kinds
     (B, S, 3) float, which keys are [CLS], [SEP] and punctuation. float64 from the kernel, q's dtype elsewhere."""
     tracked = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
-    if choice.cpu_reductions(q.device, q.dtype) and q.shape[-1] > 0 and not tracked:
+    if rules.cpu_reductions(q.device, q.dtype) and q.shape[-1] > 0 and not tracked:
         return avx2.attention_statistics(q, k, valid.float(), kinds.float(), scale)
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
     scores = scores.masked_fill(valid[:, None, None, :] == 0, torch.finfo(scores.dtype).min)

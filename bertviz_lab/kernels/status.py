@@ -57,7 +57,7 @@ def status() -> KernelStatus:
 
 
 def _off_rows(device: str, plain: dict[str, str]) -> list[BackendChoice]:
-    reason = "every fast path is off (BERTVIZ_LAB_FUSED_KERNELS=0 or inside kernels.disabled())"
+    reason = "every fast path is off (BERTVIZ_LAB_FUSED_KERNELS=0, or inside kernels.disabled() on this thread)"
     return [BackendChoice(op, device, plain[op], "PyTorch's own", {"fast paths": reason}) for op in OPERATIONS]
 
 
@@ -82,14 +82,14 @@ def _why_not_onednn(backend: str | None) -> str:
 
 def _cpu_rows() -> list[BackendChoice]:
     plain = {"attention": "sdpa", "linear": "pytorch", "layer_norm": "pytorch", "gelu": "pytorch"}
-    if not choice.ENABLED:
+    if not choice.current_rules().on:
         return _off_rows("cpu", plain)
     cpu, fp32 = torch.device("cpu"), torch.float32
     backend = choice.linear_backend_name(cpu, fp32)
     on_avx2 = backend == "avx2"
     not_avx2 = {} if on_avx2 else {"avx2": _why_not_avx2()}
-    eager = ("the math written out in the model: a layer whose probabilities a hook may replace, or that the "
-             "backend cannot form them for")
+    eager = ("the math written out in the model: a layer whose probabilities a hook watches (it sees them and may "
+             "replace them), or one set to it (model.set_backend(attention='eager'))")
     if choice.attention_backend_name(cpu, fp32, 64) == "avx2":
         attention = BackendChoice("attention", "cpu", "avx2", "avx2.c's one-pass attention, chosen per model for "
                                   "fp32 weights with a head size that is a multiple of 16; it forms the "
@@ -124,7 +124,7 @@ def _cpu_rows() -> list[BackendChoice]:
 
 def _cuda_rows() -> list[BackendChoice]:
     plain = {"attention": "sdpa", "linear": "pytorch", "layer_norm": "pytorch", "gelu": "pytorch"}
-    if not choice.ENABLED:
+    if not choice.current_rules().on:
         return _off_rows("cuda", plain)
     cpu_only = {"avx2": "a CPU kernel"}
     rows = [BackendChoice("attention", "cuda", "sdpa", "PyTorch's scaled_dot_product_attention (flash or "

@@ -13,7 +13,8 @@ Names (relative to the model they are listed from; a task model prefixes the bac
 A hook is `hook(tensor, point) -> tensor | None`: what it returns (not None) replaces the tensor. As in
 TransformerLens a HookPoint is an identity module and a hook on it an ordinary forward hook, so anything that hooks
 modules can watch it too, and a handle removes exactly its own hook. A point nobody watches costs one module call;
-a watched `probs` point makes its layer form the probabilities (bertviz_lab.model.layers).
+a watched point makes its layer compute that tensor the plain way (a watched `probs` point: the attention written
+out; bertviz_lab.model.layers), so hooks see and may replace it.
 """
 
 from __future__ import annotations
@@ -25,23 +26,10 @@ from typing import Any, Union
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _module
 from torch.utils.hooks import RemovableHandle
 
 Hook = Callable[[torch.Tensor, "HookPoint"], "torch.Tensor | None"]
 NamesFilter = Union[str, Iterable[str], Callable[[str], bool], None]  # a name, names, a predicate, or None (all)
-
-
-class Reader:
-    """A hook that only reads (a cache, a trace). A point watched by readers alone lets its layer keep what it
-    computed beside the tensor (the CPU attention kernel's output: the traced forward equals the untraced one bit
-    for bit), and tells them when the tensor is `handed_over` (the layer drops it: it may be kept without a copy)."""
-
-    def __init__(self, read: Callable[[torch.Tensor, "HookPoint", bool], None]) -> None:
-        self.read = read
-
-    def __call__(self, tensor: torch.Tensor, point: "HookPoint") -> None:
-        self.read(tensor, point, False)
 
 
 class HookPoint(nn.Module):
@@ -50,39 +38,23 @@ class HookPoint(nn.Module):
     def __init__(self, name: str = "") -> None:
         super().__init__()
         self.name = name
-        self._reader_ids: set[int] = set()
 
-    def forward(self, x: torch.Tensor, *, handed_over: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
 
     def add_hook(self, hook: Hook) -> RemovableHandle:
         """Call `hook(x, self)` on every forward; what it returns (not None) replaces x. The handle's `remove()`
         takes it off again."""
-        reader = hook if isinstance(hook, Reader) else None
 
-        def forward_hook(point: HookPoint, args: tuple, kwargs: dict, output: torch.Tensor) -> torch.Tensor | None:
-            if reader is not None:
-                reader.read(output, point, kwargs.get("handed_over", False))
-                return None
+        def forward_hook(point: HookPoint, args: tuple, output: torch.Tensor) -> torch.Tensor | None:
             return hook(output, point)
 
-        handle = self.register_forward_hook(forward_hook, with_kwargs=True)
-        self._reader_ids &= self._forward_hooks.keys()  # forget readers removed since
-        if reader is not None:
-            self._reader_ids.add(handle.id)
-        return handle
+        return self.register_forward_hook(forward_hook)
 
     @property
     def is_watched(self) -> bool:
-        """True when any hook is registered on this point."""
+        """True when any hook is registered on this point (its layer then computes the tensor the plain way)."""
         return bool(self._forward_hooks or self._forward_pre_hooks)
-
-    @property
-    def is_read_only(self) -> bool:
-        """True when every hook on this point is a Reader (and no module-wide hook could change the tensor)."""
-        return (bool(self._forward_hooks) and not self._forward_pre_hooks
-                and self._reader_ids.issuperset(self._forward_hooks)
-                and not _module._global_forward_hooks and not _module._global_forward_pre_hooks)
 
     def extra_repr(self) -> str:
         return repr(self.name) if self.name else ""
@@ -154,16 +126,15 @@ class ActivationCache(dict):
         return f"ActivationCache({len(self)} hook points: {names})"
 
 
-def caching_hook(cache: dict[str, torch.Tensor], device: str | torch.device | None = None) -> Reader:
-    """A reader that keeps a detached copy of each tensor in `cache` under its point's name (on `device`, default
-    where it is); a tensor the layer hands over is kept without a copy where it already is on that device."""
+def caching_hook(cache: dict[str, torch.Tensor], device: str | torch.device | None = None) -> Hook:
+    """A hook that keeps a detached copy of each tensor in `cache` under its point's name (on `device`, default
+    where it is)."""
     target = None if device is None else torch.device(device)
 
-    def read(tensor: torch.Tensor, point: HookPoint, handed_over: bool) -> None:
-        where = target or tensor.device
-        cache[point.name] = tensor.detach().to(where, copy=not (handed_over and tensor.device == where))
+    def read(tensor: torch.Tensor, point: HookPoint) -> None:
+        cache[point.name] = tensor.detach().to(target or tensor.device, copy=True)
 
-    return Reader(read)
+    return read
 
 
 def run_with_cache(model: nn.Module, *model_args: Any, names_filter: NamesFilter = None,

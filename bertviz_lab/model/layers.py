@@ -22,6 +22,7 @@ from torch import nn
 from torch.nn.modules import module as _module
 
 from bertviz_lab import kernels
+from bertviz_lab.model.attention_statistics import StatisticsRequest, current_request
 from bertviz_lab.model.cache import Cache, EncoderDecoderCache
 from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.families import family_of
@@ -202,19 +203,14 @@ class BERTSelfAttention(nn.Module):
         q, k, v = self._project(hidden_states, encoder_hidden_states, cache, cache_position)
         q, k, v = self.q(q), self.k(k), self.v(v)
         dropout_p = self.dropout_p if self.training else 0.0
-        backend, watched = self.attention_backend, self.probs.is_watched
-        answer = None
-        if backend is not None and (not watched or self.probs.is_read_only):
-            # the backend given to this layer for its device and dtype computes what `attention` does, faster; for
-            # readers alone (a trace, a cache) it forms the probabilities in the same pass where it can, and its
-            # output stands: the traced forward equals the untraced one bit for bit
-            answer = backend(q, k, v, attention_mask, self.scale, dropout_p, probabilities=watched)
-        if answer is None:
+        backend, request = self.attention_backend, None if self.is_cross_attention else current_request()
+        if request is not None and request.wants(self.layer_idx):
+            y = self._with_statistics(q, k, v, attention_mask, dropout_p, request)
+        elif backend is None or self.probs.is_watched:
+            # the plain path: a hook on the probabilities sees them and may replace them
             y = self.attention(q, k, v, attention_mask, dropout_p)
-        else:
-            y, probs = answer
-            if watched:
-                self.probs(probs, handed_over=True)  # readers only: nothing they return is used
+        else:  # the backend given to this layer for its device and dtype computes what `attention` does, faster
+            y = backend(q, k, v, attention_mask, self.scale, dropout_p)
         y = self.context(y)  # (B, nh, T, hs)
         return y.transpose(1, 2).reshape(B, T, C)
 
@@ -222,11 +218,32 @@ class BERTSelfAttention(nn.Module):
                   dropout_p: float) -> torch.Tensor:
         """softmax(q @ k.T * scale + mask) @ v, the probabilities passed through the `probs` hook point (whose
         hooks may replace them)."""
+        probs = self.probs(self._softmax(q, k, mask).to(q.dtype))  # (B, nh, T, S)
+        return F.dropout(probs, dropout_p, training=dropout_p > 0) @ v  # (B, nh, T, hs)
+
+    def _softmax(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         scores = q @ k.transpose(-2, -1) * self.scale  # (B, nh, T, S)
         if mask is not None:
             scores = scores + mask  # 0 where a query may attend, very negative where not
-        probs = self.probs(scores.softmax(dim=-1, dtype=torch.float32).to(q.dtype))  # (B, nh, T, S)
-        return F.dropout(probs, dropout_p, training=dropout_p > 0) @ v  # (B, nh, T, hs)
+        return scores.softmax(dim=-1, dtype=torch.float32)
+
+    def _with_statistics(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                         dropout_p: float, request: StatisticsRequest) -> torch.Tensor | None:
+        """The attention output (None after the request's last layer) and, delivered to `request`, this layer's
+        per-head statistics: from the backend's `with_statistics` where it runs, else from the probabilities of the
+        plain path (reduced in float32)."""
+        output = request.needs_output(self.layer_idx)
+        backend = self.attention_backend
+        if backend is not None and not self.probs.is_watched and not self.is_decoder and not dropout_p:
+            y, statistics = backend.with_statistics(q, k, v, mask, self.scale, request.valid, request.kinds, output)
+        else:
+            exact = self._softmax(q.float(), k.float(), mask)
+            probs = self.probs(exact.to(q.dtype))  # hooks see the probabilities, and may replace them
+            reduced = probs.float() if self.probs.is_watched else exact  # what the layer attended with
+            statistics = request.from_probabilities(reduced)
+            y = F.dropout(probs, dropout_p, training=dropout_p > 0) @ v if output else None
+        request.deliver(self.layer_idx, statistics)  # raises StatisticsCollected after the last layer asked for
+        return y
 
 
 class BERTOutput(nn.Module):

@@ -1,11 +1,10 @@
-"""trace(): record what a BERT's forward passes leave at its hook points (through the model's own hooks API, as
-readers) and which modules they call; a Trace reads it back by layer.
+"""trace(): record what a BERT's forward passes leave at its hook points (through the model's own hooks API) and
+which modules they call; a Trace reads it back by layer.
 
 Which points are recorded is a names filter built from the options (attentions, hidden_states, qkv, context, mlp,
-layers). A watched `probs` point makes that layer alone form its probabilities (bertviz_lab.model.layers);
-unwatched layers keep the fast attention. The trace only reads, so on the CPU kernel the probabilities come from
-the same pass, handed over, and the layer keeps the kernel's output: the traced forward equals the untraced one
-bit for bit.
+layers). A watched `probs` point makes that layer alone write its attention out and form its probabilities
+(bertviz_lab.model.layers); unwatched layers keep the fast attention. The traced output equals the untraced one to
+float32 rounding (1e-5); the probabilities are softmax's own.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from bertviz_lab.model.hook_points import (
     ActivationCache,
     HookPoint,
     NamesFilter,
-    Reader,
     hook_points,
     hooks,
     names_matching,
@@ -65,8 +63,8 @@ class Trace:
     """What forward passes of a model did while traced: per pass an activation cache keyed by hook name (read
     here by layer as attentions, hidden states, q/k/v, ...), and every module call with its shapes.
 
-    Everything held is a detached CPU copy, or a tensor the model handed over and no longer holds (the CPU
-    kernel's attention probabilities, when this trace is the only hook on their point). Top-level views
+    Everything held is a detached CPU copy, or attention probabilities this trace alone watches, kept as the layer
+    made them (it never changes them and returns them to nobody). Top-level views
     (`cache`, `attentions`, `hidden_states`, `input_ids`, ...) show the first forward pass; every pass is in
     `passes`, every module call of every pass in `calls`.
     """
@@ -132,7 +130,7 @@ class Trace:
         if self.record_shapes:
             handles += self._calls.attach(model)
         try:
-            with hooks(model, [(self.names, Reader(self._record))], points=self._points):
+            with hooks(model, [(self.names, self._record)], points=self._points):
                 yield
         finally:
             for handle in handles:
@@ -172,7 +170,7 @@ class Trace:
         if self.record_shapes:
             self._calls.model_end(model, args, kwargs, output)
 
-    def _record(self, tensor: torch.Tensor, point: HookPoint, handed_over: bool) -> None:
+    def _record(self, tensor: torch.Tensor, point: HookPoint) -> None:
         """Keep what a chosen point holds in the running pass (a new pass when a submodule was called directly or
         this point already spoke in this one)."""
         name = self._point_names.get(id(point))
@@ -183,10 +181,11 @@ class Trace:
         kind, layer = self._sites.get(name, (name, -1))
         what = (("embeddings output" if layer == 0 else f"hidden state after layer {layer - 1}")
                 if kind == "hidden_states" else f"{_WHAT[kind]} of layer {layer}" if kind in _WHAT else name)
-        # handed over and no other hook to share it with: kept as it is (a 100 MB copy a layer at 8 x 512 saved)
-        mine = handed_over and len(point._forward_hooks) == 1
+        # attention maps this trace alone watches are kept as they are (a 100 MB copy a layer at 8 x 512 saved): the
+        # layer makes them afresh, never changes them and returns them to nobody; anything else is copied
+        alone = kind in ("attentions", "cross_attentions") and len(point._forward_hooks) == 1 and tensor._base is None
         self.passes[-1].cache[name] = self._storage.keep(tensor, what, batch_dim=True, heads=kind in _PER_HEAD,
-                                                         copy=not mine)
+                                                         copy=not alone)
 
     @property
     def nbytes(self) -> int:

@@ -50,48 +50,70 @@ def test_a_forward_on_another_thread_while_analyze_runs_is_left_alone(minilm, sm
     assert (shared.vectors(3) == plain.vectors(3)).all()
 
 
-@pytest.mark.usefixtures("avx2_forced")  # statistics from the kernel's attention pass
-def test_backends_chosen_again_mid_run_stop_analyze_with_a_line_saying_so(minilm, small_texts, tmp_path,
-                                                                          monkeypatch):
-    from bertviz_lab import kernels
-    from bertviz_lab.corpus.folder import SHARDS
-
-    model, tokenizer = minilm
-    real_batch_inputs = ShardWriter.batch_inputs
-
-    def choose_again(self, *args):
-        batch = real_batch_inputs(self, *args)
-        kernels.choose(model)  # what a model.to() or kernels.choose on another thread does to the layers
-        return batch
-
-    monkeypatch.setattr(ShardWriter, "batch_inputs", choose_again)
-    with pytest.raises(RuntimeError, match=r"layers \[0, 1, 2, 3, 4\] gave no statistics: their attention backend "
-                                           r"was replaced while analyze ran .* run analyze again, it resumes"):
-        analyze(model, tokenizer, small_texts, tmp_path / "c", batch_size=8, progress=False)
-    assert not list((tmp_path / "c" / SHARDS).glob("0*"))  # nothing half-written is published
-    monkeypatch.undo()
-    resumed = analyze(model, tokenizer, small_texts, tmp_path / "c", batch_size=8, progress=False)
-    assert resumed.num_texts == len(small_texts)
+def train_steps(model: torch.nn.Module, steps: int, started: threading.Event | None = None,
+                go_on: threading.Event | None = None) -> list[float]:
+    """Plain masked-LM training steps on fixed batches (no dropout: nothing random); the losses."""
+    generator = torch.Generator().manual_seed(3)
+    batches = [torch.randint(1000, 2000, (4, 24), generator=generator) for _ in range(steps)]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    model.train()
+    for step, ids in enumerate(batches):
+        loss = model.get_loss(ids, ids)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if step == 0 and started is not None:
+            started.set()  # analyze may start now; the next steps run beside it
+            go_on.wait(timeout=60)
+    return losses
 
 
-@pytest.mark.usefixtures("avx2_forced")  # statistics from the kernel's attention pass
-def test_a_backend_given_mid_run_is_kept_when_analyze_stops(minilm, small_texts, tmp_path, monkeypatch):
-    from bertviz_lab import kernels
-    from bertviz_lab.kernels.attention import BACKENDS
+def test_analyze_beside_a_model_training_on_another_thread_gives_both_the_results_of_running_alone(
+        minilm, small_texts, tmp_path):
+    """analyze and a training loop of the same model class, each on its own model, at once: analyze changes
+    nothing of the other model (its backends, its hooks, its numbers), and neither result moves a bit."""
+    from bertviz_lab.model import BERTForMaskedLM
+    from tiny_models import tiny_config
 
-    model, tokenizer = minilm
-    layers = [model.get_submodule(f"encoder.layer.{i}.attention.self") for i in range(model.config.num_hidden_layers)]
-    real_batch_inputs = ShardWriter.batch_inputs
+    _, tokenizer = minilm
+    config = tiny_config(vocab_size=tokenizer.vocab_size, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                         max_position_embeddings=128)
 
-    def give_sdpa(self, *args):
-        for layer in layers:  # what kernels.override(attention="sdpa") does to the layers
-            layer.attention_backend = BACKENDS["sdpa"]
-        return real_batch_inputs(self, *args)
+    def fresh() -> BERTForMaskedLM:
+        torch.manual_seed(0)
+        return BERTForMaskedLM(config)
 
-    monkeypatch.setattr(ShardWriter, "batch_inputs", give_sdpa)
+    alone_losses = train_steps(fresh(), 6)
+    alone_corpus = analyze(fresh(), tokenizer, small_texts, tmp_path / "alone", vectors=("hidden",), batch_size=8,
+                           progress=False)
+
+    trained, analysed = fresh(), fresh()
+    backends = [layer.attention.self.attention_backend for layer in trained.bert.encoder.layer]
+    started, go_on, result = threading.Event(), threading.Event(), {}
+
+    def training() -> None:
+        try:
+            result["losses"] = train_steps(trained, 6, started, go_on)
+        except BaseException as error:  # noqa: BLE001 - the test reports what the training thread met
+            result["error"] = error
+
+    thread = threading.Thread(target=training)
+    # the training thread goes on once analyze's first forward is under way: its steps run beside analyze's batches
+    under_way = analysed.bert.encoder.layer[0].register_forward_pre_hook(lambda module, args: go_on.set())
+    thread.start()
     try:
-        with pytest.raises(RuntimeError, match="gave no statistics"):
-            analyze(model, tokenizer, small_texts, tmp_path / "c", batch_size=8, progress=False)
-        assert all(layer.attention_backend is BACKENDS["sdpa"] for layer in layers)  # not put back to AVX2
+        assert started.wait(timeout=60)
+        beside = analyze(analysed, tokenizer, small_texts, tmp_path / "beside", vectors=("hidden",), batch_size=8,
+                         progress=False)
     finally:
-        kernels.choose(model)
+        under_way.remove()
+        go_on.set()
+        thread.join(timeout=120)
+    assert "error" not in result, result.get("error")
+    assert result["losses"] == alone_losses  # float for float
+    assert [layer.attention.self.attention_backend for layer in trained.bert.encoder.layer] == backends
+    assert not any(point.is_watched for point in trained.hook_points().values())
+    pd.testing.assert_frame_equal(beside.head_stats(), alone_corpus.head_stats())
+    assert (beside.vectors(1) == alone_corpus.vectors(1)).all()

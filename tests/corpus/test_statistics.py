@@ -103,42 +103,44 @@ def test_tokens_and_texts_are_what_the_model_saw(small_corpus, small_texts, mini
     assert small_corpus.layers == list(range(6)) and small_corpus.model_name == "default"
 
 
-@pytest.mark.usefixtures("avx2_forced")
-def test_statistics_from_the_attention_pass_and_from_queries_and_keys_equal_those_from_the_probabilities(
-        minilm, small_texts, tmp_path, monkeypatch):
-    """On the AVX2 kernels, analyze takes a layer's statistics from its attention pass, and the last layer's from
-    its queries and keys, projected from its input (the layer itself does not run); with the kernels off it reduces
-    the probabilities: the same numbers every way."""
+@pytest.mark.usefixtures("avx2_kernels")
+def test_statistics_from_the_attention_pass_equal_those_from_the_probabilities(minilm, small_texts, tmp_path,
+                                                                              monkeypatch):
+    """On the AVX2 kernels a layer answers the statistics request from its attention pass, and the last analysed
+    layer from its queries and keys alone (no layer after it runs); with the written-out attention and the
+    reductions in PyTorch, from the probabilities: the same numbers every way, and the model's backends as they
+    were."""
     from bertviz_lab import kernels
     from bertviz_lab.corpus import analyze
     from bertviz_lab.kernels import avx2
 
     model, tokenizer = minilm
     calls = []
-    for module, name in ((kernels, "attention_statistics"), (avx2, "attention_with_statistics")):
-        def spy(*args, kernel=getattr(module, name), name=name):
+    for name in ("attention_statistics", "attention_with_statistics"):
+        def spy(*args, kernel=getattr(avx2, name), name=name):
             calls.append((name, args[0].shape[1]))
             return kernel(*args)
 
-        monkeypatch.setattr(module, name, spy)
+        monkeypatch.setattr(avx2, name, spy)
     options = dict(layers=[1, 3], heads=[0, 5, 11], batch_size=7, progress=False)
     backends = [layer.attention.self.attention_backend for layer in model.encoder.layer]
     ran = []
-    watch = model.encoder.layer[3].register_forward_pre_hook(lambda module, args: ran.append(module))
+    watch = model.encoder.layer[4].register_forward_pre_hook(lambda module, args: ran.append(module))
     try:
-        fused = analyze(model, tokenizer, small_texts, tmp_path / "fused", **options).head_stats()
+        with kernels.override(model, attention="avx2", cpu_gemm="avx2"):
+            fused = analyze(model, tokenizer, small_texts, tmp_path / "fused", **options).head_stats()
     finally:
         watch.remove()
-    # 5 batches: layer 1 in its attention pass (12 heads), layer 3 from q and k
-    assert sorted(set(calls)) == [("attention_statistics", 3), ("attention_with_statistics", 12)]
+    # 5 batches: layer 1 in its attention pass, layer 3 from q and k; every head, the three kept afterwards
+    assert sorted(set(calls)) == [("attention_statistics", 12), ("attention_with_statistics", 12)]
     assert len(calls) == 10 and ran == []
     calls.clear()
-    with kernels.disabled():
+    with kernels.override(model, attention="eager"), kernels.disabled():
         plain = analyze(model, tokenizer, small_texts, tmp_path / "plain", **options).head_stats()
     assert calls == []
     assert list(fused["head"][:3]) == [0, 5, 11] and (fused["queries"] == plain["queries"]).all()
     assert np.abs(fused[list(STATISTICS)].to_numpy() - plain[list(STATISTICS)].to_numpy()).max() <= 1e-5
-    assert [layer.attention.self.attention_backend for layer in model.encoder.layer] == backends  # given back
+    assert [layer.attention.self.attention_backend for layer in model.encoder.layer] == backends
 
 
 def test_the_punctuation_table_is_is_punctuation_token_by_token(minilm):

@@ -16,9 +16,8 @@ from tiny_models import tiny_config
 from torch import nn
 
 from bertviz_lab import kernels
-from bertviz_lab.kernels import avx2, build, choice, layer_norm, linear
+from bertviz_lab.kernels import avx2, build, choice, layer_norm, linear, rules
 from bertviz_lab.model import BERT, BERTForMaskedLM
-from bertviz_lab.model.hook_points import Reader
 
 # large enough that every linear layer reaches the packed GEMMs (linear.MIN_PACKED_WORK) at 64 tokens
 PACKED_SIZES = dict(vocab_size=200, hidden_size=128, intermediate_size=512, max_position_embeddings=128)
@@ -35,12 +34,12 @@ def backend(request) -> Iterator[str]:
         yield request.param
 
 
-def test_disabled_restores_the_setting_after_an_error():
-    before = choice.ENABLED
+def test_disabled_restores_the_rules_after_an_error():
+    before = choice.current_rules()
     with pytest.raises(RuntimeError), kernels.disabled():
-        assert choice.ENABLED is False
+        assert not choice.current_rules().on
         raise RuntimeError("inside")
-    assert choice.ENABLED is before
+    assert choice.current_rules() == before
 
 
 def test_the_gpu_paths_are_never_given_for_cpu_weights_nor_take_cpu_tensors():
@@ -158,7 +157,7 @@ def test_a_model_on_packed_weights_matches_plain_pytorch(backend):
     with torch.inference_mode():
         packed = model(input_ids=ids, attention_mask=(ids > 20).long())
         assert linear.has_packed_copy(model.encoder.layer[0].intermediate.dense.weight) == backend
-        with kernels.disabled():
+        with kernels.disabled(model):
             assert {layer.attention.self.attention_backend.name for layer in model.encoder.layer} == {"sdpa"}
             assert {layer.output.linear_backend for layer in model.encoder.layer} == {None}
             plain = model(input_ids=ids, attention_mask=(ids > 20).long())
@@ -213,22 +212,41 @@ def test_the_cpu_gemm_can_be_chosen_by_environment(monkeypatch):
 
 
 def test_override_names_what_it_cannot_do_and_restores_the_choice_after_an_error():
-    with pytest.raises(ValueError, match="override\\(attention='flash'\\): use one of eager, sdpa, avx2"):
+    with pytest.raises(ValueError, match="attention='flash': use one of eager, sdpa, avx2 or 'auto'"):
         with kernels.override(attention="flash"):
             pass
-    with pytest.raises(ValueError, match="override\\(cpu_gemm='mkl'\\): use avx2, onednn or off"):
+    with pytest.raises(ValueError, match="cpu_gemm='mkl': use avx2, onednn, off or 'auto'"):
         with kernels.override(cpu_gemm="mkl"):
             pass
     model = BERT(tiny_config())
     before = model.encoder.layer[0].attention.self.attention_backend
-    with pytest.raises(RuntimeError), kernels.override(attention="eager"):
+    with pytest.raises(RuntimeError), kernels.override(model, attention="eager"):
         assert model.encoder.layer[0].attention.self.attention_backend is None
         raise RuntimeError("inside")
     assert model.encoder.layer[0].attention.self.attention_backend is before
+    model.set_backend(attention="eager")  # for good, and copies keep it
     copies = [copy.deepcopy(model), pickle.loads(pickle.dumps(model))]
-    with kernels.override(attention="eager"):  # copies are chosen for like the model they copy
-        assert all(twin.encoder.layer[1].attention.self.attention_backend is None for twin in copies)
-    assert all(twin.encoder.layer[1].attention.self.attention_backend is before for twin in copies)
+    assert all(twin.encoder.layer[1].attention.self.attention_backend is None for twin in copies)
+    model.set_backend(attention="auto")
+    assert model.encoder.layer[1].attention.self.attention_backend is before
+
+
+def test_a_models_backend_is_its_own_and_no_call_rewires_another_model():
+    """set_backend and override on one model leave every other model as it was; override without a model sets the
+    rules of the models built inside the block, and no live model is chosen for again."""
+    first, second = BERT(tiny_config()), BERT(tiny_config())
+    chosen = second.encoder.layer[0].attention.self.attention_backend
+    first.set_backend(attention="eager")
+    assert first.encoder.layer[0].attention.self.attention_backend is None
+    assert second.encoder.layer[0].attention.self.attention_backend is chosen
+    with kernels.override(attention="eager"):
+        assert second.encoder.layer[0].attention.self.attention_backend is chosen  # live: left alone
+        built = BERT(tiny_config())
+    assert built.encoder.layer[0].attention.self.attention_backend is None  # built in the block: keeps its rules
+    assert choice.rules_of(built).attention == "eager" and choice.rules_of(second).attention is None
+    with kernels.disabled(second):
+        assert first.encoder.layer[0].attention.self.attention_backend is None
+    assert second.encoder.layer[0].attention.self.attention_backend is chosen
 
 
 def test_attention_is_chosen_once_per_device_dtype_and_head_size():
@@ -245,14 +263,14 @@ def test_attention_is_chosen_once_per_device_dtype_and_head_size():
         assert choice.attention_backend_name(cpu, torch.float64, 32) == "sdpa"
         assert choice.attention_backend_name(torch.device("cuda"), fp32, 32) == "sdpa"
         model = BERT(tiny_config())
-        assert model.encoder.layer[0].attention.self.attention_backend.name == "avx2"
-        model.double()  # moved or cast: chosen again
+    assert model.encoder.layer[0].attention.self.attention_backend.name == "avx2"
+    model.double()  # moved or cast: chosen again, by its rules
+    assert model.encoder.layer[0].attention.self.attention_backend.name == "sdpa"
+    model.float()
+    assert model.encoder.layer[0].attention.self.attention_backend.name == "avx2"
+    with kernels.disabled(model):  # plain PyTorch, whatever its rules asked for
         assert model.encoder.layer[0].attention.self.attention_backend.name == "sdpa"
-        model.float()
-        assert model.encoder.layer[0].attention.self.attention_backend.name == "avx2"
-        with kernels.disabled():  # plain PyTorch, whatever an override asked for
-            assert model.encoder.layer[0].attention.self.attention_backend.name == "sdpa"
-        assert model.encoder.layer[0].attention.self.attention_backend.name == "avx2"
+    assert model.encoder.layer[0].attention.self.attention_backend.name == "avx2"
 
 
 def test_the_avx2_backend_hands_autograd_and_dropout_to_sdpa():
@@ -262,15 +280,11 @@ def test_the_avx2_backend_hands_autograd_and_dropout_to_sdpa():
     mask = torch.zeros(1, 1, 1, 5)
     sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.25)
     with torch.inference_mode():
-        out, probs = backend(q, k, v, mask, 0.25, probabilities=True)
-        assert probs.shape == (1, 2, 5, 5)
-        torch.testing.assert_close(out, sdpa, rtol=0, atol=1e-5)
-    out, probs = backend(q, k, v, mask, 0.25)  # autograd on: SDPA's
-    assert probs is None and torch.equal(out, sdpa)
-    assert backend(q, k, v, mask, 0.25, probabilities=True) is None  # SDPA forms no probabilities
+        torch.testing.assert_close(backend(q, k, v, mask, 0.25), sdpa, rtol=0, atol=1e-5)
+    assert torch.equal(backend(q, k, v, mask, 0.25), sdpa)  # autograd on: SDPA's
     torch.manual_seed(0)
     with torch.inference_mode():
-        dropped, _ = backend(q, k, v, mask, 0.25, 0.5)
+        dropped = backend(q, k, v, mask, 0.25, 0.5)
     torch.manual_seed(0)
     with torch.inference_mode():
         assert torch.equal(dropped, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.5,
@@ -301,7 +315,7 @@ def test_the_gelu_epilogue_is_given_for_gelu_models_and_a_hooked_dense_keeps_its
         torch.testing.assert_close(fused, F.gelu(F.linear(x, dense.weight, dense.bias)), rtol=1e-5, atol=1e-5)
         assert torch.equal(hooked, fused) and not torch.equal(seen[0], hooked)
     if choice.ONEDNN_PACKING:
-        with kernels.override(cpu_gemm="onednn"):
+        with kernels.override(model, cpu_gemm="onednn"):
             assert intermediate.gelu_backend is None
 
 
@@ -333,7 +347,7 @@ def test_the_output_layer_adds_and_normalises_in_one_pass_on_the_cpu_and_a_hooke
         summed = F.linear(y, output.dense.weight, output.dense.bias) + residual
         torch.testing.assert_close(seen[0][0], summed, rtol=0, atol=1e-5)
     assert torch.equal(output(y, residual), reference())  # autograd records it: PyTorch's own modules
-    with kernels.disabled():
+    with kernels.disabled(output):
         assert output.add_layer_norm_backend is None
         with torch.inference_mode():
             torch.testing.assert_close(output(y, residual), reference(), rtol=0, atol=1e-5)
@@ -385,32 +399,23 @@ def test_watched_attention_on_the_cpu_kernel_feeds_hooks_and_obeys_them(kernel_a
     assert (silenced - plain).abs().max() > 1e-2  # a hook's replacement is what the layer goes on with
 
 
-def test_observed_attention_keeps_the_kernel_output_and_in_place_changes_are_obeyed(kernel_attention):
-    """Observers (a trace) only read: the layer keeps the kernel's output, so the model's output is bit for bit the
-    unwatched one. Any other hook may change the probabilities in place, and the layer goes on with them."""
+def test_a_watched_probs_point_runs_the_plain_path_and_in_place_changes_are_obeyed(kernel_attention):
+    """A hook on the probabilities (a trace, a cache) makes its layer write the attention out: the probabilities
+    it sees are softmax's, the output within float32 rounding of the kernel's, and a change it makes in place is
+    what the layer goes on with."""
     model, ids, point = kernel_attention
     seen = []
     with torch.inference_mode():
         plain = model(input_ids=ids).last_hidden_state
-        handle = point.add_hook(Reader(lambda output, point, handed_over: seen.append(output.clone())))
+        handle = point.add_hook(lambda output, point: seen.append(output.clone()))
         observed = model(input_ids=ids).last_hidden_state
         zeroing = point.register_forward_hook(lambda module, args, output: output.zero_())
         changed = model(input_ids=ids).last_hidden_state
         zeroing.remove()
         handle.remove()
-    assert torch.equal(observed, plain)
+    torch.testing.assert_close(observed, plain, rtol=0, atol=1e-5)
     torch.testing.assert_close(seen[0].sum(-1), torch.ones(2, 2, 40), rtol=0, atol=1e-6)
     assert (changed - plain).abs().max() > 1e-2
-
-
-def test_attention_with_probabilities_gives_both_from_one_pass():
-    require_avx2_kernels()
-    q, k, v = (torch.randn(2, 3, 50, 32) for _ in range(3))
-    mask = torch.zeros(2, 1, 1, 50)
-    mask[1, ..., 40:] = torch.finfo(torch.float32).min
-    out, probs = avx2.attention(q, k, v, mask, 0.2, with_probabilities=True)
-    assert torch.equal(out, avx2.attention(q, k, v, mask, 0.2))
-    assert torch.equal(probs, avx2.attention_probabilities(q, k, mask, 0.2))
 
 
 def test_entropy_is_the_kernel_where_it_runs_and_torch_elsewhere_with_the_same_values(monkeypatch):
@@ -460,6 +465,6 @@ def test_the_reductions_over_attention_run_on_the_kernels_for_fp32_cpu_tensors_o
     calls = []
     monkeypatch.setattr(avx2, "entropy", lambda x, kernel=avx2.entropy: calls.append(x) or kernel(x))
     fast = kernels.entropy(p)
-    monkeypatch.setattr(choice, "cpu_reductions", lambda device, dtype: False)
+    monkeypatch.setattr(rules, "cpu_reductions", lambda device, dtype: False)
     plain = kernels.entropy(p)
     assert len(calls) == 1 and torch.allclose(fast, plain, atol=1e-6)

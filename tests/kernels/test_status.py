@@ -102,11 +102,11 @@ def test_status_says_what_a_forward_pass_then_runs():
     LayerNorm is what the model's layers were given."""
     from bertviz_lab.model import BERT
 
-    model = BERT(tiny_config()).eval()
     for gemm in ("avx2", "onednn"):
         if gemm == "onednn" and not choice.ONEDNN_PACKING:
             continue
-        with kernels.override(cpu_gemm=gemm):
+        with kernels.override(cpu_gemm=gemm):  # the rules of the models built in the block, and of the report
+            model = BERT(tiny_config()).eval()
             report = kernels.status()
             given = {layer.attention.self.attention_backend.name for layer in model.encoder.layer}
             assert given == {report["attention"].backend} == {"avx2" if gemm == "avx2" else "sdpa"}

@@ -1,44 +1,32 @@
-"""HookPoint: hooks that read or replace a tensor; readers (caches, traces) and the hand-over flag they are given."""
+"""HookPoint: an identity module whose hooks read or replace a tensor, and nothing else: no kernel concept in it; a
+watched probabilities point makes its layer write the attention out."""
 
 from __future__ import annotations
+
+import inspect
 
 import pytest
 import torch
 from tiny_models import tiny_config
-from torch import nn
 
+import bertviz_lab.model.hook_points as hooking
 from bertviz_lab.model import BERT
-from bertviz_lab.model.hook_points import HookPoint, Reader, hook_points
+from bertviz_lab.model.hook_points import HookPoint, hook_points
 
 
-def test_a_point_is_read_only_while_every_hook_on_it_is_a_reader():
+def test_a_point_is_watched_while_any_hook_is_on_it():
     point = HookPoint()
-    assert not point.is_watched and not point.is_read_only
-    reader = point.add_hook(Reader(lambda x, point, handed_over: None))
-    assert point.is_watched and point.is_read_only
-    plain = point.register_forward_hook(lambda module, args, output: None)
-    assert not point.is_read_only
-    plain.remove()
-    assert point.is_read_only
-    user = point.add_hook(lambda x, point: None)  # any user hook may replace the tensor
-    assert not point.is_read_only
-    user.remove()
+    assert not point.is_watched
+    handle = point.add_hook(lambda x, point: None)
+    assert point.is_watched
+    handle.remove()
     pre = point.register_forward_pre_hook(lambda module, args: None)
-    assert not point.is_read_only
+    assert point.is_watched
     pre.remove()
-    everywhere = nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
-    try:
-        assert not point.is_read_only
-    finally:
-        everywhere.remove()
-    reader.remove()
-    assert not point.is_watched and not point.is_read_only
-    for _ in range(3):  # traces one after another: the point forgets readers once removed
-        point.add_hook(Reader(lambda x, point, handed_over: None)).remove()
-    assert len(point._reader_ids) == 1
+    assert not point.is_watched
 
 
-def test_a_hook_replaces_the_tensor_and_a_reader_never_does():
+def test_a_hook_replaces_the_tensor_or_returns_none_to_let_it_stand():
     point, x = HookPoint("here"), torch.ones(3)
     seen = []
     handle = point.add_hook(lambda t, p: seen.append(p.name) or t * 2)
@@ -47,19 +35,29 @@ def test_a_hook_replaces_the_tensor_and_a_reader_never_does():
     handle = point.add_hook(lambda t, p: None)  # None: the tensor stands
     assert point(x) is x
     handle.remove()
-    handle = point.add_hook(Reader(lambda t, p, handed_over: t * 2))
-    assert point(x) is x
-    handle.remove()
 
 
-def test_readers_are_told_whether_the_tensor_is_handed_over():
-    point, seen = HookPoint(), []
-    point.add_hook(Reader(lambda t, point, handed_over: seen.append((point, handed_over))))
-    point(torch.ones(2))
-    point(torch.ones(2), handed_over=True)
-    assert seen == [(point, False), (point, True)]
-    with pytest.raises(TypeError):
-        point(torch.ones(2), True)  # the hand-over is a keyword, never a positional flag
+def test_the_hook_points_know_nothing_of_kernels():
+    source = inspect.getsource(hooking)
+    for concept in ("kernel", "Reader", "handed_over", "read_only", "backend", "avx2", "sdpa"):
+        assert concept not in source, concept
+    assert list(inspect.signature(HookPoint.forward).parameters) == ["self", "x"]
+
+
+def test_a_watched_probs_point_makes_its_layer_write_the_attention_out():
+    model = BERT(tiny_config(num_hidden_layers=1)).eval()
+    layer = model.encoder.layer[0].attention.self
+    calls = []
+    written_out = layer.attention
+    layer.attention = lambda *args: calls.append(1) or written_out(*args)
+    ids = torch.randint(5, 100, (1, 8))
+    with torch.inference_mode():
+        model(ids)
+        assert calls == [] or layer.attention_backend is None  # unwatched: the backend
+        calls.clear()
+        with model.hooks([("encoder.layer.0.attention.self.probs", lambda p, point: None)]):
+            model(ids)
+    assert calls == [1]
 
 
 def test_every_point_of_a_bert_by_name():

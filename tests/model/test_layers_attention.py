@@ -1,5 +1,6 @@
 """The attention written out in layers.py is the reference: every backend this machine can run gives the same
-outputs and probabilities on the same inputs (within 1e-5), in a model and called directly."""
+outputs on the same inputs (within 1e-5), in a model and called directly, and the same per-head statistics beside
+them as the probabilities of the written-out attention reduce to."""
 
 from __future__ import annotations
 
@@ -35,10 +36,10 @@ def test_every_backend_equals_the_written_out_attention(name):
     torch.manual_seed(0)
     model = BERT(tiny_config(**SIZES)).eval()
     ids, mask = padded_inputs()
-    with kernels.override(attention="eager"):
+    with kernels.override(model, attention="eager"):
         assert model.encoder.layer[0].attention.self.attention_backend is None
         reference, reference_probs = run(model, ids, mask)
-    with kernels.override(attention=name):
+    with kernels.override(model, attention=name):
         given = model.encoder.layer[0].attention.self.attention_backend
         assert (given.name if given is not None else "eager") == name
         output, probs = run(model, ids, mask)
@@ -55,16 +56,21 @@ def test_a_backend_called_alone_equals_the_layers_math(name):
     q, k, v = (torch.randn(2, 2, 9, 32) for _ in range(3))
     mask = torch.zeros(2, 1, 1, 9)
     mask[1, ..., 5:] = torch.finfo(torch.float32).min
+    valid = (mask[:, 0, 0] == 0).float()  # (B, S): the keys the mask lets through
+    kinds = (torch.rand(2, 9, 3, generator=torch.Generator().manual_seed(1)) > 0.6).float()
     with torch.inference_mode(), kernels.override(attention=name):
+        backend = kernels.attention.backend(name)
         want = layer.attention(q, k, v, mask, 0.0)
-        got, probs = layer.attention_backend(q, k, v, mask, layer.scale)
-        both = layer.attention_backend(q, k, v, mask, layer.scale, probabilities=True)
-    assert probs is None
+        got = backend(q, k, v, mask, layer.scale)
+        out, statistics = backend.with_statistics(q, k, v, mask, layer.scale, valid, kinds)
+        alone, only = backend.with_statistics(q, k, v, mask, layer.scale, valid, kinds, output=False)
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
-    if both is not None:  # a backend that forms the probabilities gives them with the same output
-        scores = (q @ k.transpose(-2, -1) * layer.scale + mask).softmax(-1)
-        torch.testing.assert_close(both[0], want, rtol=0, atol=1e-5)
-        torch.testing.assert_close(both[1], scores, rtol=0, atol=1e-5)
+    torch.testing.assert_close(out, want, rtol=0, atol=1e-5)
+    probs = (q.double() @ k.double().transpose(-2, -1) * layer.scale + mask.double()).softmax(-1)
+    reference = kernels.probability_statistics(probs, valid, kinds[:, None]).double()
+    assert statistics.shape == (2, 2, 7) and alone is None
+    torch.testing.assert_close(statistics.double(), reference, rtol=0, atol=1e-5)
+    torch.testing.assert_close(only.double(), reference, rtol=0, atol=1e-5)
 
 
 def test_a_hook_that_replaces_the_probabilities_is_obeyed_on_every_backend():
@@ -73,7 +79,7 @@ def test_a_hook_that_replaces_the_probabilities_is_obeyed_on_every_backend():
     ids, _ = padded_inputs()
     uniform = ("encoder.layer.0.attention.self.probs", lambda probs, point: torch.full_like(probs, 1 / probs.shape[-1]))
     for name in kernels.attention_backends():
-        with kernels.override(attention=name), torch.inference_mode(), model.hooks([uniform]):
+        with kernels.override(model, attention=name), torch.inference_mode(), model.hooks([uniform]):
             _, cache = model.run_with_cache(ids, names_filter=["encoder.layer.0.attention.self.v",
                                                                "encoder.layer.0.attention.self.context"])
         v, context = cache.values()
