@@ -6,6 +6,8 @@ against 2,000 (streaming); the folder's size per 1,000 texts with and without ve
     python benchmarks/corpus.py --quick    # 128 texts for the speed, 500 / 5,000 for RSS
     python benchmarks/corpus.py --only speed --device cuda   # both speed rows on a GPU
     python benchmarks/corpus.py --scale    # 10k, 100k and 1M tiny texts with hidden vectors: texts/s, peak RSS
+    python benchmarks/corpus.py --only speed --texts stdlib [--precision bf16]
+                                           # 1,000 sentences nobody here wrote: the standard library's docstrings
 
 Goals: analyze >= 3x the plain loop on CPU with MiniLM at 128 tokens; peak RSS at the larger corpus within 10% of
 the smaller one (the peak from the start of analyze, in a fresh process each; loading the model is not counted).
@@ -15,6 +17,11 @@ texts in their given order (padding to the longest) and reduces each text's (H, 
 statistics per head in NumPy, as code that dumps attention maps does; analyze sorts by length, reduces attention to
 the statistics on the device inside the forward (on a CPU with the AVX2 kernels within the attention pass, no map
 formed) and writes the folder (all included in its time).
+
+--texts stdlib takes, instead of the built-in sentences, the first 1,000 sentences of 6 to 60 words of the module
+docstrings of this Python's standard library (read from the .py files, in path order: real prose of mixed length
+that was not picked to flatter anything). --precision bf16 runs analyze's row in bf16 (where the CPU computes it
+natively); the plain loop stays fp32, as users run it.
 
 --scale analyses tiny texts (1 to 4 words of the built-in sentences, ~5 tokens with [CLS] and [SEP]) read from a
 text file, keeping hidden states (by default of the last layer only: every layer costs the same memory, one after
@@ -45,6 +52,28 @@ def varied_texts(count: int, seed: int = 0) -> list[str]:
     lines = SENTENCES.read_text(encoding="utf-8").splitlines()
     rng = random.Random(seed)
     return [" ".join(rng.sample(lines, rng.randint(1, 12))) for _ in range(count)]
+
+
+def stdlib_sentences(count: int = 1000) -> list[str]:
+    """The first `count` sentences of 6 to 60 words of the standard library's module docstrings, in path order."""
+    import ast
+    import re
+    import sysconfig
+
+    found: list[str] = []
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
+        if "site-packages" in path.parts or "test" in path.parts or "tests" in path.parts:
+            continue
+        try:
+            docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        for sentence in re.split(r"(?<=[.!?])\s+", " ".join((docstring or "").split())):
+            if 6 <= len(sentence.split()) <= 60:
+                found.append(sentence)
+                if len(found) == count:
+                    return found
+    return found
 
 
 def short_texts(count: int) -> list[str]:
@@ -103,7 +132,7 @@ def plain_loop(texts: list[str], batch_size: int, max_length: int, device: str =
 
 
 def ours(texts: list[str], batch_size: int, max_length: int, vectors: tuple = (),
-         device: str = "cpu") -> tuple[float, int]:
+         device: str = "cpu", precision: str = "fp32") -> tuple[float, int]:
     """(texts/s of analyze, the folder's size in bytes)."""
     from bertviz_lab.corpus import analyze
     from bertviz_lab.model import BERT, BERT_Weights, BERTTokenizerFast
@@ -113,7 +142,7 @@ def ours(texts: list[str], batch_size: int, max_length: int, vectors: tuple = ()
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
         analyze(model, tokenizer, texts, Path(folder) / "c", batch_size=batch_size, max_length=max_length,
-                vectors=vectors, progress=False)
+                vectors=vectors, progress=False, precision=precision)
         seconds = time.perf_counter() - start
         size = sum(p.stat().st_size for p in (Path(folder) / "c").rglob("*") if p.is_file())
     return len(texts) / seconds, size
@@ -213,6 +242,9 @@ def main() -> None:
     parser.add_argument("--only", choices=("speed", "rss", "size"), help="one of the three measurements")
     parser.add_argument("--device", default="cpu", help="where both speed rows run (e.g. cuda; RSS and size: CPU)")
     parser.add_argument("--rounds", type=int, default=3, help="speed rounds (the ratio is their median)")
+    parser.add_argument("--texts", choices=("builtin", "stdlib"), default="builtin",
+                        help="speed: built-in sentence groups, or 1,000 sentences of the standard library's docstrings")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="speed: analyze's precision")
     parser.add_argument("--scale", action="store_true", help="texts/s and peak RSS at 10k, 100k and 1M tiny texts")
     parser.add_argument("--counts", default="10000,100000,1000000", help="--scale: how many tiny texts, each run")
     parser.add_argument("--layers", default="last", help="--scale: layers whose hidden states to keep: 'last', "
@@ -228,30 +260,37 @@ def main() -> None:
         return scale_worker(args.scale_worker, args.layers)
     import torch
 
-    speed_texts = 128 if args.quick else 512
+    speed_texts = 128 if args.quick else (1000 if args.texts == "stdlib" else 512)
     small, large = (500, 5000) if args.quick else (2000, 20000)
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
     print(f"{where}, {torch.get_num_threads()} torch threads, torch {torch.__version__}; MiniLM (6 layers, 12 heads), "
           f"fp32, batches of 32, max_length 128")
     if args.only in (None, "speed"):
-        speed(speed_texts, args.device, args.rounds)
+        speed(speed_texts, args.device, args.rounds, args.texts, args.precision)
     if args.only in (None, "rss"):
         rss(small, large)
     if args.only in (None, "size"):
         size()
 
 
-def speed(count: int, device: str = "cpu", rounds: int = 3) -> None:
+def speed(count: int, device: str = "cpu", rounds: int = 3, source: str = "builtin", precision: str = "fp32") -> None:
     """Rounds of (plain loop, analyze) on the same texts; the ratio is the median of the rounds' own ratios (a round
     sees one phase of a shared machine; rates across rounds drift by 20% here)."""
-    texts = varied_texts(count)
-    ours(texts[:64], 32, 128, device=device)  # warm-up: kernels, caches
+    from bertviz_lab.kernels import machine
+
+    texts = varied_texts(count) if source == "builtin" else stdlib_sentences(count)
+    lengths = sorted(len(text.split()) for text in texts)
+    print(f"machine: {machine.describe()}")
+    kind = "built-in sentence groups" if source == "builtin" else "standard-library docstring sentences"
+    print(f"texts: {len(texts)} {kind}, {lengths[0]}-{lengths[-1]} words (median {lengths[len(lengths) // 2]}); "
+          f"analyze in {precision}")
+    ours(texts[:64], 32, 128, device=device, precision=precision)  # warm-up: kernels, caches
     rows = []
     for _ in range(rounds):
         reference = plain_loop(texts, 32, 128, device)
-        rows.append((ours(texts, 32, 128, device=device)[0], reference))
-    print(f"| {count} texts, 12-128 tokens | analyze (statistics only) | transformers output_attentions "
-          f"+ NumPy | ratio (goal >= 3x) |")
+        rows.append((ours(texts, 32, 128, device=device, precision=precision)[0], reference))
+    print(f"| {len(texts)} texts, up to 128 tokens | analyze ({precision}, statistics only) | transformers "
+          f"output_attentions + NumPy (fp32) | ratio (goal >= 3x fp32, 6x bf16 on AMX) |")
     for i, (rate, reference) in enumerate(rows, 1):
         print(f"| round {i}, texts/s | {rate:.1f} | {reference:.1f} | {rate / reference:.2f}x |")
     ratios = sorted(rate / reference for rate, reference in rows)
