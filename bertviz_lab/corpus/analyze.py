@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -312,6 +313,9 @@ def check_precision(precision: Any, device: torch.device) -> None:
         refusal = machine.bf16_refusal(device)
         if refusal is not None:
             raise ValueError(refusal)
+        caution = machine.bf16_caution(device)
+        if caution is not None:
+            warnings.warn(caution, stacklevel=3)
 
 
 def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_heads: int) -> None:

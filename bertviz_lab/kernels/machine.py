@@ -84,6 +84,15 @@ def bf16_refusal(device: torch.device | str) -> str | None:
     return f"bf16 runs on a CPU or a CUDA GPU here, not on {device.type}: use precision='fp32'."
 
 
+def bf16_caution(device: torch.device | str) -> str | None:
+    """Where bf16 runs natively but is not expected to be faster than fp32 (AVX-512 BF16 without AMX: PyTorch's
+    bf16 GEMMs measured 0.6-0.8x its fp32 ones on such a Xeon), one line saying so; else None."""
+    if torch.device(device).type == "cpu" and native_bf16() == "avx512_bf16":
+        return (f"this {cpu_name()} computes bf16 with AVX-512 BF16 but has no AMX: PyTorch's bf16 matrix products "
+                "measured 0.6-0.8x its fp32 ones on such a CPU, so fp32 may well be faster here.")
+    return None
+
+
 def describe() -> str:
     """One line for a benchmark's header: the CPU, PyTorch's ISA, bf16, threads."""
     bf16 = native_bf16() or "none"

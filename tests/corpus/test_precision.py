@@ -5,9 +5,11 @@ run on the packaged MiniLM; the folder records its precision; elsewhere bf16 is 
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
+import torch
 
 from bertviz_lab.__main__ import main
 from bertviz_lab.corpus import Corpus, analyze
@@ -25,7 +27,10 @@ def test_bf16_statistics_are_within_2e3_of_fp32_and_the_folder_says_bf16(minilm,
         assert not (tmp_path / "bf16").exists()
         return
     fp32 = analyze(model, tokenizer, small_texts, tmp_path / "fp32", batch_size=8, progress=False)
-    bf16 = analyze(model, tokenizer, small_texts, tmp_path / "bf16", batch_size=8, progress=False, precision="bf16")
+    with warnings.catch_warnings():  # an AVX-512 BF16 CPU without AMX says fp32 may be faster: true, not tested here
+        warnings.simplefilter("ignore")
+        bf16 = analyze(model, tokenizer, small_texts, tmp_path / "bf16", batch_size=8, progress=False,
+                       precision="bf16")
     assert (fp32.precision, bf16.precision) == ("fp32", "bf16")
     assert json.loads((tmp_path / "bf16" / "manifest.json").read_text())["precision"] == "bf16"
     want, got = fp32.head_stats(), bf16.head_stats()
@@ -34,7 +39,8 @@ def test_bf16_statistics_are_within_2e3_of_fp32_and_the_folder_says_bf16(minilm,
     entropy = np.abs(want["entropy"].to_numpy() - got["entropy"].to_numpy()).max()
     assert shares <= 2e-3 and entropy <= 1e-2, (shares, entropy)
     assert shares > 0  # the model did run in bf16
-    with pytest.raises(ValueError, match=r"other settings \(precision differ"):
+    with pytest.raises(ValueError, match=r"other settings \(precision differ"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         analyze(model, tokenizer, small_texts, tmp_path / "fp32", batch_size=8, progress=False, precision="bf16")
 
 
@@ -69,3 +75,16 @@ def test_an_fp32_folder_records_fp32_and_a_folder_from_before_reads_as_fp32(mini
     manifest.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="field 'precision' is 'fp8', not 'fp32' or 'bf16'"):
         Corpus.open(tmp_path / "c")
+
+
+def test_avx512_bf16_without_amx_is_allowed_with_a_line_saying_fp32_may_be_faster(monkeypatch):
+    from bertviz_lab.corpus.analyze import check_precision
+
+    monkeypatch.setattr(machine, "native_bf16", lambda: "avx512_bf16")
+    with pytest.warns(UserWarning, match="computes bf16 with AVX-512 BF16 but has no AMX: .* fp32 may well be faster"):
+        check_precision("bf16", torch.device("cpu"))
+    monkeypatch.setattr(machine, "native_bf16", lambda: "amx_bf16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_precision("bf16", torch.device("cpu"))
+        check_precision("fp32", torch.device("cpu"))
