@@ -147,17 +147,24 @@ def colorbar(x: float, y: float, height: float, palette: np.ndarray, ticks: Sequ
     return "".join(parts)
 
 
-def colorbar_across(x: float, y: float, width: float, height: float, palette: np.ndarray,
-                    ticks: Sequence[Sequence[Any]], title: str) -> str:
-    """A horizontal colour bar (code 0 at the left) with its title above and ticks (position 0..1 from the left,
-    label) below: for figures that have no room on their right."""
-    bands = 64  # stacked bands rather than a gradient: no element ids to clash between figures on one page
-    parts = [f'<g class="bvl-colorbar"><text class="bvl-colorbar-title" x="{x}" y="{y - 5}" '
-             f'font-size="{LABEL_FONT}">{escape(title)}</text><g shape-rendering="crispEdges">']
-    for band in range(bands):
-        red, green, blue = palette[round(band * D.TOP_CODE / (bands - 1))]
+def band_colors(palette: np.ndarray, bands: int = 64) -> list[str]:
+    """`bands` colours of a palette of codes, evenly from code 0 to the top one, as #rrggbb."""
+    return ["#%02x%02x%02x" % tuple(palette[round(band * D.TOP_CODE / (bands - 1))]) for band in range(bands)]
+
+
+def colorbar_across(x: float, y: float, width: float, height: float, colors: Sequence[str],
+                    ticks: Sequence[Sequence[Any]], title: str, title_x: float | None = None, title_gap: float = 5,
+                    title_font: int = LABEL_FONT) -> str:
+    """A horizontal colour bar of stacked bands of `colors` (left to right) with its title above (at `title_x`,
+    default the bar's left, `title_gap` px over it) and ticks (position 0..1 from the left, label) below: for
+    figures that have no room on their right. Stacked bands rather than a gradient: no element ids to clash between
+    figures on one page."""
+    bands = len(colors)
+    parts = [f'<g class="bvl-colorbar"><text class="bvl-colorbar-title" x="{x if title_x is None else title_x}" '
+             f'y="{y - title_gap}" font-size="{title_font}">{escape(title)}</text><g shape-rendering="crispEdges">']
+    for band, color in enumerate(colors):
         parts.append(f'<rect x="{x + width * band / bands:.2f}" y="{y}" width="{width / bands + 0.3:.2f}" '
-                     f'height="{height}" fill="#{red:02x}{green:02x}{blue:02x}"/>')
+                     f'height="{height}" fill="{color}"/>')
     parts.append(f'</g><rect class="bvl-rule" x="{x}" y="{y}" width="{width}" height="{height}" stroke-width="0.5"/>')
     for position, label in ticks:
         tx = x + width * position

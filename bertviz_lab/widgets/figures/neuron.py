@@ -31,6 +31,7 @@ from bertviz_lab.widgets.figures.heatmap import (
     CHAR_W,
     LABEL_FONT,
     NOTE_FONT,
+    band_colors,
     colorbar_across,
     figure_header,
     png,
@@ -214,10 +215,9 @@ def neuron_svg(rows: D.NeuronRows, key_tokens: Sequence[str], key_positions: Seq
     if 0 <= query_row < n and row_h >= 3:
         parts.append(f'<rect class="bvl-query-row" x="{box["k_x"] - 1}" y="{keys_top + query_row * row_h - 0.5}" '
                      f'width="{row_right - box["k_x"] + 2}" height="{row_h + 1}" fill="none" stroke-width="1"/>')
-    parts.append(colorbar_across(box["k_x"], box["scale_y"], SCALE_W, SCALE_H, D.DIVERGING, vector_ticks,
-                                 VECTOR_SCALE))
-    parts.append(colorbar_across(box["p_x"], box["scale_y"], SCALE_W, SCALE_H, D.DIVERGING, product_ticks,
-                                 PRODUCT_SCALE))
+    colors = band_colors(D.DIVERGING)
+    parts.append(colorbar_across(box["k_x"], box["scale_y"], SCALE_W, SCALE_H, colors, vector_ticks, VECTOR_SCALE))
+    parts.append(colorbar_across(box["p_x"], box["scale_y"], SCALE_W, SCALE_H, colors, product_ticks, PRODUCT_SCALE))
     parts.append("</svg>")
     return "".join(parts)
 

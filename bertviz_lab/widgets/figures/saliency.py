@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from bertviz_lab.widgets.figures.charts import nice_ticks
+from bertviz_lab.widgets.figures.heatmap import colorbar_across
 from bertviz_lab.widgets.figures.text import escape, minus, short_token, text_width
 
 FONT, TITLE_FONT, NOTE_FONT, TICK_FONT = 13, 14, 12, 11
@@ -192,22 +193,9 @@ def _header(lines: Sequence[tuple[str, str, int]]) -> list[str]:
 
 def colorbar_svg(box: dict[str, Any], ticks: Sequence[Sequence[Any]], title: str) -> str:
     """A horizontal colour bar, negative (blue) on the left, zero in the middle, with its ticks and title."""
-    x, y = box["bar_x"], box["bar_y"]
-    bands = 64  # stacked bands rather than a gradient: no element ids to clash between figures on one page
-    parts = [f'<g class="bvl-colorbar"><text class="bvl-colorbar-title" x="{MARGIN}" y="{box["bar_title_y"]}" '
-             f'font-size="{NOTE_FONT}">{escape(title)}</text><g shape-rendering="crispEdges">']
-    for band in range(bands):
-        code = round(band * (CODES - 1) / (bands - 1))
-        parts.append(f'<rect x="{x + BAR_W * band / bands:.2f}" y="{y}" width="{BAR_W / bands + 0.3:.2f}" '
-                     f'height="{BAR_H}" fill="{hex_color(code)}"/>')
-    parts.append(f'</g><rect class="bvl-rule" x="{x}" y="{y}" width="{BAR_W}" height="{BAR_H}" stroke-width="0.5"/>')
-    for position, label in ticks:
-        tx = x + BAR_W * position
-        parts.append(f'<line class="bvl-rule" x1="{tx:.1f}" y1="{y + BAR_H}" x2="{tx:.1f}" y2="{y + BAR_H + 4}"/>'
-                     f'<text class="bvl-colorbar-tick bvl-mono" x="{tx:.1f}" y="{y + BAR_H + 16}" '
-                     f'text-anchor="middle" font-size="{TICK_FONT}">{escape(label)}</text>')
-    parts.append("</g>")
-    return "".join(parts)
+    colors = [hex_color(round(band * (CODES - 1) / 63)) for band in range(64)]
+    return colorbar_across(box["bar_x"], box["bar_y"], BAR_W, BAR_H, colors, ticks, title, title_x=MARGIN,
+                           title_gap=box["bar_y"] - box["bar_title_y"], title_font=NOTE_FONT)
 
 
 def saliency_svg(state: SaliencyState) -> str:
