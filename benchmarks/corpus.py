@@ -204,9 +204,10 @@ def scale_worker(count: int, layers: str) -> None:
 
 def scale(counts: list[int], layers: str) -> None:
     import torch
-    from train_step import cpu_model  # this folder's scripts share it (the script's folder is on the path)
 
-    print(f"{cpu_model()} ({torch.backends.cpu.get_cpu_capability()}), {torch.get_num_threads()} torch threads, "
+    from bertviz_lab.kernels import machine
+
+    print(f"{machine.describe()}, "
           f"torch {torch.__version__}; MiniLM fp32, batches of 32; hidden states of layers: {layers}")
     rows = []
     print("| tiny texts | tokens (vectors a layer) | layers kept | index segments | texts/s | time | peak RSS | "

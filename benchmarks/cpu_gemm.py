@@ -86,7 +86,9 @@ def main() -> None:
 
     if build.library() is None:
         raise SystemExit(f"the AVX2 kernels cannot run here: {build.unsupported_reason() or build.failure()}")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {torch.backends.cpu.get_cpu_capability()}")
+    from bertviz_lab.kernels import machine
+
+    print(f"torch {torch.__version__}; {machine.describe()}")
     models = args.models.split(",")
     print("\n| model | rows | in | out | addmm GFLOP/s | oneDNN | AVX2 | oneDNN / addmm | AVX2 / addmm |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -94,7 +94,9 @@ def main() -> None:
     if (args.gpu or args.gpu_only) and not torch.cuda.is_available():
         parser.error("--gpu/--gpu-only: no CUDA device here (torch.cuda.is_available() is False).")
     cpu = torch.device("cpu")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    from bertviz_lab.kernels import machine
+
+    print(f"torch {torch.__version__}; {machine.describe()}")
     print("| model     | dtype         | batch | seq  | ours seq/s | HF seq/s   | ratio | max diff | pairs |")
     print("|-----------|---------------|-------|------|------------|------------|-------|----------|-------|")
     rounds = 3 if args.quick else 7

@@ -101,7 +101,9 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     models = build_models()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, bert-base fp32, ms per forward")
+    from bertviz_lab.kernels import machine
+
+    print(f"torch {torch.__version__}; {machine.describe()}; bert-base fp32, ms per forward")
     print("| batch | seq | ours plain | ours traced | ratio | traced+qkv | ratio | traced+shapes | ratio | HF plain "
           "| HF attentions | HF ratio | max diff |")
     print("|------:|----:|-----------:|------------:|------:|-----------:|------:|--------------:|------:|---------:"

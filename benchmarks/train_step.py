@@ -41,6 +41,7 @@ from typing import Callable
 
 import torch
 
+from bertviz_lab.kernels import machine
 from bertviz_lab.model import BERTConfig, BERTForPreTraining
 from bertviz_lab.train import TrainConfig, Trainer, create_nsp_pair_batch, synthetic_to_training_batch
 from bertviz_lab.train.trainer import parameter_groups, warmup_then_linear_decay
@@ -86,22 +87,12 @@ class Contender:
 
 
 # machine -----------------------------------------------------------------------------------------------
-def cpu_model() -> str:
-    """The CPU's name from /proc/cpuinfo (the platform's guess elsewhere)."""
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
-
-
 def describe_machine(devices: list[torch.device]) -> list[str]:
     """Lines that say where the numbers come from, so a table can be compared with another run."""
     import transformers
 
     lines = [f"command: {shlex.join(['python', *sys.argv])}",
-             f"CPU: {cpu_model()}, {torch.get_num_threads()} torch threads; torch {torch.__version__}, "
+             f"CPU: {machine.describe()}; torch {torch.__version__}, "
              f"transformers {transformers.__version__}, Python {platform.python_version()}"]
     if any(device.type == "cuda" for device in devices):
         lines.append(f"GPU: {torch.cuda.get_device_name()}, CUDA {torch.version.cuda}")

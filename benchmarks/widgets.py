@@ -215,7 +215,9 @@ def measure_live_curves(pairs: int = 9, seconds: float = 3.0, threads: int = 2) 
 
 
 def main() -> None:
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    from bertviz_lab.kernels import machine
+
+    print(f"torch {torch.__version__}; {machine.describe()}")
     from bertviz_lab.model import BERT, BERTConfig
     from bertviz_lab.widgets.panels.models import default_model_and_tokenizer
 
