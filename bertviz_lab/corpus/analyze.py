@@ -33,6 +33,7 @@ from bertviz_lab.model.attention_statistics import StatisticsCollected, attentio
 from bertviz_lab.model.hook_points import hook_points, hooks
 from bertviz_lab.train import distributed
 
+
 @dataclasses.dataclass
 class Encoded:
     """Every text's token ids and token types, flat, with offsets: small enough to keep for any corpus size."""

@@ -32,8 +32,8 @@ from bertviz_lab.kernels.linear import MIN_PACKED_WORK
 from bertviz_lab.kernels.rules import ENABLED, Rules, block_rules, cpu_reductions, current_rules
 from bertviz_lab.model.config import TANH_GELU_NAMES
 
-__all__ = ["MIN_FUSED_ELEMENTS", "MIN_PACKED_WORK", "Rules", "choose", "cpu_backend", "current_rules", "disabled",
-           "override", "rules_of", "set_backend", "triton"]
+__all__ = ["ENABLED", "MIN_FUSED_ELEMENTS", "MIN_PACKED_WORK", "Rules", "choose", "cpu_backend", "cpu_reductions",
+           "current_rules", "disabled", "override", "rules_of", "set_backend", "triton"]
 
 CPU_GEMM_CHOICES = ("auto", "avx2", "onednn", "off")  # BERTVIZ_LAB_CPU_GEMM
 ONEDNN_PACKING = (platform.machine().lower() in ("x86_64", "amd64") and torch.backends.mkldnn.is_available()

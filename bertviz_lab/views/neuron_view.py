@@ -61,7 +61,8 @@ def show(model: Any, model_type: str, tokenizer: Any, sentence_a: str, sentence_
 def _ours(model: Any, tokenizer: Any) -> tuple[BERTPreTrainedModel, BERTTokenizerFast]:
     """The model and tokenizer as this package's classes: as they are, or transformers' read from the files their
     save_pretrained writes."""
-    own_model, own_tokenizer = isinstance(model, BERTPreTrainedModel), isinstance(tokenizer, BERTTokenizerFast)  # the family's too
+    # (a family's tokenizer is a BERTTokenizerFast too)
+    own_model, own_tokenizer = isinstance(model, BERTPreTrainedModel), isinstance(tokenizer, BERTTokenizerFast)
     if not own_model and not callable(getattr(model, "save_pretrained", None)):
         raise TypeError(f"model must be a bertviz_lab model (bertviz_lab.load(name)) or a transformers BERT-family "
                         f"model, got {type(model).__name__}.")

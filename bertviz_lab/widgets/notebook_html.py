@@ -238,6 +238,10 @@ class CellTracking(ExecutePreprocessor):
         self.cell_index = index
         return super().preprocess_cell(cell, resources, index)
 
+    def setup_kernel(self, **kwargs):
+        """The kernel's own stderr (start-up warnings) stays off the command's one line of error."""
+        return super().setup_kernel(stderr=subprocess.DEVNULL, **kwargs)
+
     def _update_display_id(self, display_id: str, msg: dict[str, Any]) -> None:
         shown_in = self._display_id_map.get(display_id, {})
         earlier = [cell for cell in shown_in if cell != self.cell_index]

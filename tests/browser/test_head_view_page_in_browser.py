@@ -15,12 +15,15 @@ WAIT_MS = 60_000
 # What the page shows: the figure on screen (set, layer), how many lines of each head are displayed, and how many
 # of the shown figure's line groups (one per query and head) and lines are visible.
 SHOWN = """() => {
-  const shown = [...document.querySelectorAll('.bvl-page-figure')].filter((f) => getComputedStyle(f).display !== 'none');
+  const shown = [...document.querySelectorAll('.bvl-page-figure')]
+    .filter((f) => getComputedStyle(f).display !== 'none');
   const figure = shown[0];
   if (shown.length !== 1) return {count: shown.length};
   const visible = (el) => {  // not hidden itself, and no element around it inside the figure taken out of display
     if (getComputedStyle(el).visibility === 'hidden') return false;
-    for (let at = el; at && at !== figure; at = at.parentNode) if (getComputedStyle(at).display === 'none') return false;
+    for (let at = el; at && at !== figure; at = at.parentNode) {
+      if (getComputedStyle(at).display === 'none') return false;
+    }
     return true;
   };
   const heads = {};

@@ -70,7 +70,8 @@ NEURON_DRAWN = """(el) => {
   }
   const texts = (cls) => [...svg.querySelectorAll('text.' + cls)].map((t) => t.firstChild.nodeValue);
   const tip = el.querySelector('.bvl-tooltip');
-  const counted = (where) => Number(svg.querySelector(`text.bvl-off-window[data-where="${where}"]`)?.dataset.count || 0);
+  const counted = (where) => Number(
+    svg.querySelector(`text.bvl-off-window[data-where="${where}"]`)?.dataset.count || 0);
   return {rows: Number(svg.dataset.rows), query: Number(svg.dataset.query), title: svg.dataset.title || '', blocks,
           first: Number(svg.dataset.first), keys_all: Number(svg.dataset.keys), above: counted('above'),
           below: counted('below'),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 import pandas as pd
-import pytest
 import torch
 
 from bertviz_lab.corpus import analyze
@@ -74,8 +73,9 @@ def test_analyze_beside_a_model_training_on_another_thread_gives_both_the_result
         minilm, small_texts, tmp_path):
     """analyze and a training loop of the same model class, each on its own model, at once: analyze changes
     nothing of the other model (its backends, its hooks, its numbers), and neither result moves a bit."""
-    from bertviz_lab.model import BERTForMaskedLM
     from tiny_models import tiny_config
+
+    from bertviz_lab.model import BERTForMaskedLM
 
     _, tokenizer = minilm
     config = tiny_config(vocab_size=tokenizer.vocab_size, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,

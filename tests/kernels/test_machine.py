@@ -10,8 +10,10 @@ from bertviz_lab.kernels import machine
 
 def test_describe_names_the_cpu_pytorchs_isa_bf16_and_threads():
     line = machine.describe()
-    assert line.startswith(machine.cpu_name()) and f"PyTorch's kernels: {torch.backends.cpu.get_cpu_capability()}" in line
-    assert f"native bf16: {machine.native_bf16() or 'none'}" in line and f"{torch.get_num_threads()} torch threads" in line
+    assert line.startswith(machine.cpu_name())
+    assert f"PyTorch's kernels: {torch.backends.cpu.get_cpu_capability()}" in line
+    assert f"native bf16: {machine.native_bf16() or 'none'}" in line
+    assert f"{torch.get_num_threads()} torch threads" in line
     assert ("; AMX;" in line) == ("amx_tile" in machine.cpu_flags())
 
 

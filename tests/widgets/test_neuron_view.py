@@ -138,7 +138,8 @@ def test_the_numbers_sent_are_q_k_products_scores_and_softmax_of_the_trace(pair_
         vector_ticks, product_ticks = colorbar_ticks(svg)
         # negative ticks carry a true minus sign, not a hyphen that reads as a dash
         assert any(t.startswith("\u2212") for t in vector_ticks) and not any("-" in t for t in vector_ticks)
-        vector_ticks, product_ticks = ([t.replace("\u2212", "-") for t in ticks] for ticks in (vector_ticks, product_ticks))
+        vector_ticks, product_ticks = ([t.replace("\u2212", "-") for t in ticks]
+                                       for ticks in (vector_ticks, product_ticks))
         assert "0" in vector_ticks and max(abs(float(t)) for t in vector_ticks) <= vector_top
         assert "0" in product_ticks and max(abs(float(t)) for t in product_ticks) <= np.abs(rows.products).max()
         # a score bar and a weight bar per key: length and side from the exact numbers

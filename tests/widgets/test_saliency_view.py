@@ -279,7 +279,8 @@ def test_colours_follow_the_sign_of_the_scores_on_a_symmetric_scale(mlm_model, m
              if "bvl-colorbar-tick" in t.get("class", "")}
     assert ticks["0"] == pytest.approx(0.5, abs=1e-3)
     # a negative tick carries a true minus sign (U+2212), not a hyphen
-    assert ticks[f"\u2212{limit:.3g}"] == pytest.approx(0, abs=1e-3) and ticks[f"{limit:.3g}"] == pytest.approx(1, abs=1e-3)
+    assert ticks[f"\u2212{limit:.3g}"] == pytest.approx(0, abs=1e-3)
+    assert ticks[f"{limit:.3g}"] == pytest.approx(1, abs=1e-3)
 
 
 def test_ink_on_every_token_box_reads_and_every_other_text_takes_the_themes_colours(mlm_model, minilm_tokenizer):
