@@ -216,3 +216,25 @@ def test_the_copy_travels_in_messages_not_in_the_widget_state(displayed, monkeyp
     assert sent[1:] == [{"type": "html", "html": link.html}]
     link.html = link.html  # the same copy again: nothing to send
     assert len(sent) == 2
+
+
+def test_a_held_back_update_goes_out_when_the_cell_ends_with_one_callback_a_copy(displayed, monkeypatch):
+    """Changes held back for the interval are sent at the end of the cell that made them (an executed notebook keeps
+    each cell's figure), through one post_execute callback however many changes wait, removed once it ran."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+    monkeypatch.setattr(sc, "MIN_INTERVAL_S", 60)  # the timer alone would wait a minute
+    panel = Counter()
+    panel._ipython_display_()
+    handle, before = displayed[0][1], len(shell.events.callbacks["post_execute"])
+    panel.bump()
+    for _ in range(5):
+        panel.bump()  # held back
+    assert len(shell.events.callbacks["post_execute"]) == before + 1
+    sent = len(handle.sent)
+    shell.events.trigger("post_execute")
+    assert len(handle.sent) == sent + 1 and "<p class='count'>6</p>" in handle.sent[-1]["text/html"]
+    assert len(shell.events.callbacks["post_execute"]) == before and panel.static_copy._timer is None
+    panel.close()

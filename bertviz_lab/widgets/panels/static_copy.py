@@ -41,6 +41,7 @@ class StaticCopy:
         self._lock = threading.Lock()
         self._sent_at = 0.0
         self._timer: threading.Timer | None = None
+        self._flush_after_cell = False  # a post_execute callback is registered to send a pending update
 
     def html(self) -> str:
         """The panel's static HTML, computed once per change of its figure; a failure is shown, not raised."""
@@ -120,14 +121,16 @@ class StaticCopy:
         except ImportError:
             return
         shell = get_ipython()
-        if shell is None:
+        if shell is None or self._flush_after_cell:  # one callback a copy, however many changes wait
             return
 
         def flush_once(*_: Any) -> None:
             shell.events.unregister("post_execute", flush_once)
+            self._flush_after_cell = False
             if self._timer is not None:
                 self.flush()
 
+        self._flush_after_cell = True
         shell.events.register("post_execute", flush_once)
 
     def _cancel_timer(self) -> None:
