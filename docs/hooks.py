@@ -56,6 +56,9 @@ API_PAGES = {
                                                             "gradient x input on the word embeddings."),
     "api/widgets.md": ("bertviz_lab.widgets", "The panels users compose, and the workbench."),
     "api/views.md": ("bertviz_lab.views", "bertviz-style views from any model's attentions."),
+    "api/model.attention_statistics.md": ("bertviz_lab.model.attention_statistics", "The attention statistics a "
+                                                                                    "corpus analysis asks a forward "
+                                                                                    "for."),
     "api/views.neuron_view.md": ("bertviz_lab.views.neuron_view", "bertviz's one-line neuron view for a BERT-family "
                                                                   "model."),
     "api/corpus.md": ("bertviz_lab.corpus", "Corpus analysis: head statistics over many texts, nearest contexts, "

@@ -12,6 +12,7 @@ import subprocess
 import torch
 
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo's names, the faster first
+USE_FP32 = "use fp32 (precision='fp32', or --precision fp32)"
 
 
 @functools.cache
@@ -75,13 +76,13 @@ def bf16_refusal(device: torch.device | str) -> str | None:
     if device.type == "cpu":
         if native_bf16() is None:
             return (f"bf16 needs a CPU that computes it natively (AVX-512 BF16 or AMX on x86, BF16 on Arm); this "
-                    f"{cpu_name()} has none, and emulated bf16 is slower than fp32: use precision='fp32'.")
+                    f"{cpu_name()} has none, and emulated bf16 is slower than fp32: {USE_FP32}.")
         return None
     if device.type == "cuda":
         return None if torch.cuda.is_bf16_supported() else (
             f"bf16 needs a GPU of compute capability 8.0 or more; {torch.cuda.get_device_name(device)} has none: "
-            "use precision='fp32'.")
-    return f"bf16 runs on a CPU or a CUDA GPU here, not on {device.type}: use precision='fp32'."
+            f"{USE_FP32}.")
+    return f"bf16 runs on a CPU or a CUDA GPU here, not on {device.type}: {USE_FP32}."
 
 
 def bf16_caution(device: torch.device | str) -> str | None:

@@ -24,6 +24,8 @@ import torch
 
 from bertviz_lab import kernels
 
+__all__ = ["StatisticsCollected", "StatisticsRequest", "attention_statistics", "current_request"]
+
 
 class StatisticsCollected(Exception):
     """Raised by the layer `stop_after` names once its statistics are in: the rest of the forward is not needed."""

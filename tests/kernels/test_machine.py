@@ -34,6 +34,7 @@ def test_bf16_is_refused_in_one_line_where_it_is_not_native(monkeypatch):
     monkeypatch.setattr(machine, "native_bf16", lambda: None)
     refusal = machine.bf16_refusal("cpu")
     assert refusal.startswith("bf16 needs a CPU that computes it natively") and "\n" not in refusal
-    assert machine.bf16_refusal("meta") == "bf16 runs on a CPU or a CUDA GPU here, not on meta: use precision='fp32'."
+    assert machine.bf16_refusal("meta") == ("bf16 runs on a CPU or a CUDA GPU here, not on meta: use fp32 "
+                                            "(precision='fp32', or --precision fp32).")
     monkeypatch.setattr(machine, "native_bf16", lambda: "amx_bf16")
     assert machine.bf16_refusal("cpu") is None and machine.bf16_caution("cpu") is None
