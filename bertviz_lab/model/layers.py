@@ -8,7 +8,9 @@ LayerNorm and the activation, as plain nn.Linear / nn.LayerNorm / GELU. The mode
 for the device and dtype of its weights (bertviz_lab.kernels.choose: SDPA or the CPU attention kernel, a GEMM on
 packed CPU weights, GELU in that GEMM's epilogue, add + LayerNorm in one GPU kernel); each computes the same thing
 faster from tensors, is reached through one call, and stands aside (answers None) where it does not apply. A layer
-whose modules someone hooks calls them as modules. HookPoints mark the tensors a trace or a hook can read or replace.
+whose modules someone hooks calls them as modules. HookPoints mark the tensors a trace or a hook can read or replace;
+a watched `probs` point makes its layer write the attention out. Inside `attention_statistics(...)` a self-attention
+layer also answers its per-head statistics (attention_statistics.py), through the backend's `with_statistics`.
 """
 
 from __future__ import annotations
