@@ -221,9 +221,12 @@ def test_the_copy_travels_in_messages_not_in_the_widget_state(displayed, monkeyp
 def test_a_held_back_update_goes_out_when_the_cell_ends_with_one_callback_a_copy(displayed, monkeypatch):
     """Changes held back for the interval are sent at the end of the cell that made them (an executed notebook keeps
     each cell's figure), through one post_execute callback however many changes wait, removed once it ran."""
-    from IPython.core.interactiveshell import InteractiveShell
+    from types import SimpleNamespace
 
-    shell = InteractiveShell.instance()
+    from IPython.core.events import EventManager
+
+    shell = SimpleNamespace()  # what the copy uses of a kernel's shell: its events (no global shell is made)
+    shell.events = EventManager(shell, {"post_execute": None})
     monkeypatch.setattr("IPython.get_ipython", lambda: shell)
     monkeypatch.setattr(sc, "MIN_INTERVAL_S", 60)  # the timer alone would wait a minute
     panel = Counter()
