@@ -3,6 +3,7 @@
     python benchmarks/forward.py                 # CPU: MiniLM and bert-base, batch 1 and 8, seq 128 and 512,
                                                  #      and batch 1 seq 32 (one sentence, as the workbench sees it)
     python benchmarks/forward.py --quick         # 6 s per CPU row instead of 25 (noisier)
+    python benchmarks/forward.py --onnx          # also ONNX Runtime (CPU rows; pip install onnxruntime onnx)
     python benchmarks/forward.py --gpu           # also bf16, batch 256, seq 128 on CUDA (when present)
     python benchmarks/forward.py --gpu-only      # only the CUDA rows (a short check on a GPU machine)
     python benchmarks/forward.py --gpu-only --compile   # also both models under torch.compile (CUDA rows)
@@ -10,6 +11,8 @@
 Both models run fp32 (bf16 on GPU) under torch.inference_mode, transformers with its SDPA attention.
 Samples (one forward each on the CPU) alternate between the two models so that machine noise hits both alike,
 for at least 7 pairs and 25 s per row; the medians are reported, with the number of pairs.
+With --onnx, transformers' model exported to ONNX (opset 17, dynamic batch and length) runs in ONNX Runtime
+with every graph optimisation on and the same number of threads, as a third sample in each round.
 BERTVIZ_LAB_FUSED_KERNELS=0 runs ours as plain PyTorch (no packed CPU weights, no fused GPU paths) to compare.
 """
 
@@ -19,6 +22,7 @@ import argparse
 import statistics
 import tempfile
 import time
+import types
 
 import torch
 
@@ -56,29 +60,71 @@ def time_model(model, inputs: dict, repeats: int, device: torch.device) -> float
     return (time.perf_counter() - start) / repeats
 
 
+class OnnxRuntimeModel:
+    """transformers' model exported to ONNX and run by ONNX Runtime's CPU provider (all graph optimisations,
+    torch's thread count): called like the torch models, it answers `last_hidden_state`."""
+
+    def __init__(self, reference: torch.nn.Module, folder: str) -> None:
+        import onnxruntime
+
+        class Positional(torch.nn.Module):  # the exporter passes inputs by position
+            def __init__(self, model: torch.nn.Module) -> None:
+                super().__init__()
+                self.model = model
+
+            def forward(self, input_ids, attention_mask, token_type_ids):
+                return self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                                  return_dict=False)[0]
+
+        names = ["input_ids", "attention_mask", "token_type_ids"]
+        ids = torch.ones((2, 16), dtype=torch.long)
+        path = f"{folder}/model.onnx"
+        with torch.no_grad():
+            torch.onnx.export(Positional(reference).eval(), (ids, ids, torch.zeros_like(ids)), path,
+                              input_names=names, output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                              dynamic_axes={name: {0: "batch", 1: "sequence"} for name in names})
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads, options.inter_op_num_threads = torch.get_num_threads(), 1
+        self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+    def __call__(self, **inputs: torch.Tensor) -> types.SimpleNamespace:
+        feeds = {name: tensor.numpy() for name, tensor in inputs.items()}
+        return types.SimpleNamespace(last_hidden_state=torch.from_numpy(self.session.run(None, feeds)[0]))
+
+
 def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.dtype, rounds: int, repeats: int,
-            compiled: bool = False, seconds: float = 0.0):
+            compiled: bool = False, seconds: float = 0.0, onnx: bool = False):
     """Print one table row; samples alternate between the models, at least `rounds` pairs and `seconds` long."""
     ours, reference = build_pair(name, device, dtype)
+    runtime = None
+    if onnx:
+        with tempfile.TemporaryDirectory() as folder:
+            runtime = OnnxRuntimeModel(reference, folder)
     if compiled:  # both models alike, default mode; the warm-up below pays the compilation
         ours, reference = torch.compile(ours), torch.compile(reference)
     vocab = reference.config.vocab_size
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(1000, vocab, (batch, seq), generator=generator).to(device)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+    models = [ours, reference] if runtime is None else [ours, reference, runtime]
     with torch.inference_mode():
-        diff = (ours(**inputs).last_hidden_state.float() - reference(**inputs).last_hidden_state.float()).abs().max()
-    for model in (ours, reference):  # warm-up
+        expected = reference(**inputs).last_hidden_state.float()
+        diff = max((model(**inputs).last_hidden_state.float() - expected).abs().max().item()
+                   for model in models if model is not reference)
+    for model in models:  # warm-up
         time_model(model, inputs, 1, device)
-    ours_t, ref_t = [], []
+    times: list[list[float]] = [[] for _ in models]
     deadline = time.perf_counter() + seconds
-    while len(ours_t) < rounds or time.perf_counter() < deadline:
-        ours_t.append(time_model(ours, inputs, repeats, device))
-        ref_t.append(time_model(reference, inputs, repeats, device))
-    ours_sps, ref_sps = batch / statistics.median(ours_t), batch / statistics.median(ref_t)
+    while len(times[0]) < rounds or time.perf_counter() < deadline:
+        for model, samples in zip(models, times):
+            samples.append(time_model(model, inputs, repeats, device))
+    ours_sps, ref_sps, *ort_sps = (batch / statistics.median(samples) for samples in times)
     label = str(dtype).replace("torch.", "") + ("+compile" if compiled else "")
+    onnx_columns = f" {ort_sps[0]:10.1f} | {ours_sps / ort_sps[0]:5.2f}x |" if ort_sps else ""
     print(f"| {name:9s} | {label:13s} | {batch:5d} | {seq:4d} | {ours_sps:10.1f} | "
-          f"{ref_sps:10.1f} | {ours_sps / ref_sps:5.2f}x | {diff.item():.1e} | {len(ours_t):5d} |", flush=True)
+          f"{ref_sps:10.1f} | {ours_sps / ref_sps:5.2f}x |{onnx_columns} {diff:.1e} | {len(times[0]):5d} |",
+          flush=True)
     return ours_sps / ref_sps
 
 
@@ -89,7 +135,11 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="also run bf16 batch 256 seq 128 on CUDA")
     parser.add_argument("--gpu-only", action="store_true", help="only the CUDA rows")
     parser.add_argument("--compile", action="store_true", help="also the CUDA rows with both models torch.compile'd")
+    parser.add_argument("--onnx", action="store_true",
+                        help="also ONNX Runtime on the CPU rows (needs onnxruntime and onnx installed)")
     parser.add_argument("--models", default="minilm,bert-base")
+    parser.add_argument("--shapes", default="1x32,1x128,8x128,1x512,8x512",
+                        help="the CPU rows' batch x sequence length, comma-separated")
     args = parser.parse_args()
     if (args.gpu or args.gpu_only) and not torch.cuda.is_available():
         parser.error("--gpu/--gpu-only: no CUDA device here (torch.cuda.is_available() is False).")
@@ -97,14 +147,25 @@ def main() -> None:
     from bertviz_lab.kernels import machine
 
     print(f"torch {torch.__version__}; {machine.describe()}")
-    print("| model     | dtype         | batch | seq  | ours seq/s | HF seq/s   | ratio | max diff | pairs |")
-    print("|-----------|---------------|-------|------|------------|------------|-------|----------|-------|")
+    if args.onnx:
+        try:
+            import onnx  # noqa: F401  (the exporter needs it)
+            import onnxruntime
+        except ImportError as error:
+            parser.error(f"--onnx: {error.name} is not installed (pip install onnxruntime onnx).")
+        print(f"onnxruntime {onnxruntime.__version__}")
+    onnx_head = (" ORT seq/s  | / ORT |", "------------|-------|") if args.onnx else ("", "")
+    print("| model     | dtype         | batch | seq  | ours seq/s | HF seq/s   | ratio |"
+          f"{onnx_head[0]} max diff | pairs |")
+    print(f"|-----------|---------------|-------|------|------------|------------|-------|{onnx_head[1]}"
+          "----------|-------|")
     rounds = 3 if args.quick else 7
     # this CPU's speed drifts by ±15% over minutes: many short alternating samples, one forward each
     seconds = 6.0 if args.quick else 25.0
     for name in [] if args.gpu_only else args.models.split(","):
-        for batch, seq in ((1, 32), (1, 128), (8, 128), (1, 512), (8, 512)):
-            compare(name, batch, seq, cpu, torch.float32, rounds, 1, seconds=seconds)
+        for shape in args.shapes.split(","):
+            batch, seq = (int(n) for n in shape.lower().split("x"))
+            compare(name, batch, seq, cpu, torch.float32, rounds, 1, seconds=seconds, onnx=args.onnx)
     if args.gpu or args.gpu_only:
         print(f"CUDA: {torch.cuda.get_device_name()}")
         for compiled in (False, True) if args.compile else (False,):

@@ -70,11 +70,15 @@ def rules_of(model: nn.Module) -> Rules:
     return own if own is not None else block_rules.get()
 
 
+def _ruled(model: nn.Module) -> list[nn.Module]:
+    """The model and every model inside it: each keeps its rules (a task model's backbone moved on its own)."""
+    return [module for module in model.modules() if module is model or hasattr(module, "config")]
+
+
 def _keep_rules(model: nn.Module, rules: Rules) -> None:
-    """The rules go with the model and every model inside it (a task model's backbone moved on its own keeps them)."""
-    for module in model.modules():
-        if module is model or hasattr(module, "config"):
-            object.__setattr__(module, "_kernel_rules", rules)
+    """The rules go with the model and every model inside it."""
+    for module in _ruled(model):
+        object.__setattr__(module, "_kernel_rules", rules)
 
 
 def set_backend(model: nn.Module, *, attention: str | None = None, cpu_gemm: str | None = None,
@@ -115,16 +119,15 @@ def _rules_for(model: nn.Module | None, **changes: Any) -> Iterator[None]:
         finally:
             block_rules.reset(token)
         return
-    before = getattr(model, "_kernel_rules", None)
+    before = {module: getattr(module, "_kernel_rules", None) for module in _ruled(model)}
     _keep_rules(model, _checked(rules_of(model), changes.get("attention"), changes.get("cpu_gemm"),
                                 changes.get("fast")))
     choose(model)
     try:
         yield
     finally:
-        for module in model.modules():
-            if module is model or hasattr(module, "config"):
-                object.__setattr__(module, "_kernel_rules", before)
+        for module, rules in before.items():  # each its own, an inner model's set_backend included
+            object.__setattr__(module, "_kernel_rules", rules)
         choose(model)
 
 
@@ -134,17 +137,23 @@ def choose(model: nn.Module) -> None:
     `linear_backend`, GELU in the GEMM's epilogue to those with `gelu_backend` (from `model.config.hidden_act`) and
     residual add + LayerNorm to those with `add_layer_norm_backend`; called when a model is built or moved. Packed
     weight copies that no longer match their weight are dropped. A model built inside an override or disabled block
-    keeps that block's rules."""
+    keeps that block's rules; a model inside it with rules of its own (a backbone's set_backend) keeps them."""
     rules = rules_of(model)
     if getattr(model, "_kernel_rules", None) is None and rules != Rules():
         _keep_rules(model, rules)
     for parameter in model.parameters():
         linear.release(parameter)
     hidden_act = getattr(getattr(model, "config", None), "hidden_act", None)
-    for module in model.modules():
+    ruled = {"": rules}  # module name -> the rules of a model inside this one that has its own
+    for name, module in model.named_modules():
+        own = getattr(module, "_kernel_rules", None)
+        if name and own is not None and hasattr(module, "config"):
+            ruled[name] = own
+    for name, module in model.named_modules():
         given = vars(module)
-        if not any(name in given for name in BACKEND_ATTRIBUTES):
+        if not any(attribute in given for attribute in BACKEND_ATTRIBUTES):
             continue
+        rules = ruled[max((owner for owner in ruled if not owner or name.startswith(owner + ".")), key=len)]
         weight = next(module.parameters(), None)
         device, dtype = (torch.device("cpu"), torch.float32) if weight is None else (weight.device, weight.dtype)
         if "attention_backend" in given and hasattr(module, "head_size"):

@@ -65,7 +65,11 @@ _REQUEST: contextvars.ContextVar[StatisticsRequest | None] = contextvars.Context
 
 
 def current_request() -> StatisticsRequest | None:
-    """The request of the running block on this thread, if any (what a self-attention layer asks)."""
+    """The request of the running block on this thread, if any (what a self-attention layer asks). A compiled
+    graph has none: requests are answered eagerly, and torch.compile cannot read a ContextVar without breaking its
+    graph at every layer."""
+    if torch.compiler.is_compiling():
+        return None
     return _REQUEST.get()
 
 

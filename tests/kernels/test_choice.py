@@ -249,6 +249,19 @@ def test_a_models_backend_is_its_own_and_no_call_rewires_another_model():
     assert second.encoder.layer[0].attention.self.attention_backend is chosen
 
 
+def test_an_override_on_a_task_model_gives_its_backbone_back_its_own_rules():
+    """The backbone's own set_backend outlives a block that overrides the whole task model."""
+    model = BERTForMaskedLM(tiny_config())
+    model.bert.set_backend(attention="eager")
+    with kernels.override(model, attention="sdpa"):
+        assert model.bert.encoder.layer[0].attention.self.attention_backend.name == "sdpa"
+    assert choice.rules_of(model.bert).attention == "eager"
+    assert model.bert.encoder.layer[0].attention.self.attention_backend is None
+    assert choice.rules_of(model).attention is None
+    model.float()  # the task model moved or cast: chosen again, the backbone by its own rules
+    assert model.bert.encoder.layer[0].attention.self.attention_backend is None
+
+
 def test_attention_is_chosen_once_per_device_dtype_and_head_size():
     cpu, fp32 = torch.device("cpu"), torch.float32
     with kernels.override(attention="sdpa"):
