@@ -97,8 +97,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "seed": Key(int, None, "seeds model init, dropout, batch order and masking (default: data.random_seed)",
                     nullable=True, ge=0),
         "device": Key(str, "auto", "auto | cpu | cuda | cuda:N | gpu | mps (under torchrun: each process' GPU)"),
-        "precision": Key(str, "auto", "auto (bf16 on CUDA when supported, else fp16; fp32 elsewhere) | fp32 | bf16 | "
-                                      "fp16", choices=("auto", "fp32", "bf16", "fp16")),
+        "precision": Key(str, "auto", "auto (bf16 on CUDA when supported, else fp16; fp32 elsewhere) | fp32 | bf16 "
+                                      "(CUDA, or a CPU with native bf16) | fp16 (CUDA)",
+                         choices=("auto", "fp32", "bf16", "fp16")),
         "compile": Key(bool, False, "torch.compile the training step"),
         "num_threads": Key(int, None, "CPU threads for torch (null: torch's default; at most 4 x the CPUs); 1 "
                                       "helps on busy machines", nullable=True, ge=1),

@@ -3,8 +3,9 @@
 One optimizer step = `gradient_accumulation_steps` micro-batches on each of the torchrun processes. Losses are
 normalised by the predictions of the whole global batch, so a run on N processes follows the same path as one
 process with the same global batch. AdamW with linear warmup and linear decay, gradient clipping, bf16/fp16
-autocast on CUDA, optional torch.compile, DistributedDataParallel under torchrun (rank 0 writes checkpoints and
-logs), evaluation every `eval_interval` steps, and atomic checkpoints that resume bit-exactly on CPU.
+autocast on CUDA (bf16 also on CPUs that compute it natively), optional torch.compile, DistributedDataParallel
+under torchrun (rank 0 writes checkpoints and logs), evaluation every `eval_interval` steps, and atomic checkpoints
+that resume bit-exactly on CPU.
 Ctrl-C or SIGTERM ends a fit() after the step in flight with a checkpoint (a second signal ends it at once); a step
 that goes NaN/inf is a NonFiniteLossError naming the step, what went wrong and the last good checkpoint.
 """
@@ -20,6 +21,7 @@ import random
 import signal
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -29,6 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from bertviz_lab.device import select_device
+from bertviz_lab.kernels import machine
 from bertviz_lab.model.fields import Field, check_fields, setting
 from bertviz_lab.model.files import FolderInUse, clip, one_writer, shown
 from bertviz_lab.model.heads import BERTForPreTraining
@@ -199,14 +202,25 @@ def interrupt_handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """"auto" -> bf16 (fp16 without bf16 support) on CUDA, fp32 elsewhere; bf16/fp16 off CUDA is an error."""
+    """"auto" -> bf16 (fp16 without bf16 support) on CUDA, fp32 elsewhere (bf16 on a CPU is asked for: it is only
+    faster with AMX). bf16 on a CPU runs where the CPU computes it natively (AMX, AVX-512 BF16, Arm BF16) and is
+    refused in one line elsewhere; fp16 is for CUDA only."""
     if precision == "auto":
         if device.type != "cuda":
             return "fp32"
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if precision == "bf16" and device.type == "cpu":
+        refusal = machine.bf16_refusal(device)
+        if refusal is not None:
+            raise ValueError(f"precision='bf16': {refusal}")
+        caution = machine.bf16_caution(device)
+        if caution is not None:
+            warnings.warn(f"precision='bf16': {caution}", stacklevel=3)
+        return precision
     if precision in ("bf16", "fp16") and device.type != "cuda":
-        raise ValueError(f"precision={precision!r} needs a CUDA device (mixed precision is used on CUDA only), but "
-                         f"training runs on {device}; use 'fp32' or 'auto'.")
+        raise ValueError(f"precision={precision!r} needs a CUDA device{' or a CPU' if precision == 'bf16' else ''}"
+                         f" (fp16 mixed precision runs on CUDA only), but training runs on {device}; use 'fp32' or "
+                         "'auto'.")
     return precision
 
 
@@ -361,7 +375,7 @@ class Trainer:
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self._autocast_dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(device_type="cuda", dtype=self._autocast_dtype)
+        return torch.autocast(device_type=self.device.type, dtype=self._autocast_dtype)
 
     # one step --------------------------------------------------------------------------------------------
     def _train_step(self, clock_start: float) -> MetricsRecord:

@@ -256,13 +256,32 @@ def test_trains_on_synthetic_batches(make_model):
     assert set(trainer.evaluate()) == EVAL_KEYS
 
 
+def test_bf16_on_a_cpu_trains_under_autocast_where_native_and_is_refused_in_one_line_elsewhere(
+        monkeypatch, pairs, wordpiece_tokenizer, make_model):
+    from bertviz_lab.kernels import machine
+
+    train, _ = pairs
+    monkeypatch.setattr(machine, "native_bf16", lambda: None)
+    with pytest.raises(ValueError, match=r"precision='bf16': bf16 needs a CPU that computes it natively") as error:
+        Trainer(make_model(len(wordpiece_tokenizer)), train, None, _config(precision="bf16", device="cpu"))
+    assert "\n" not in str(error.value)
+    monkeypatch.setattr(machine, "native_bf16", lambda: "amx_bf16")  # the products are bf16 on any CPU's kernels
+    model = make_model(len(wordpiece_tokenizer))
+    seen = []
+    model.bert.encoder.layer[0].intermediate.dense.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    history = Trainer(model, train, None, _config(precision="bf16", device="cpu", max_steps=2)).fit()
+    assert seen and set(seen) == {torch.bfloat16}  # under autocast
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # the weights stay fp32
+    assert all(math.isfinite(record.train_loss) for record in history)
+
+
 def test_errors_name_the_bad_value(pairs, wordpiece_tokenizer, make_model, tiny_config):
     train, _ = pairs
     model = make_model(len(wordpiece_tokenizer))
     with pytest.raises(TypeError, match="BERTForPreTraining"):
         Trainer(BERTForMaskedLM(tiny_config(vocab_size=50)), train)
-    with pytest.raises(ValueError, match="needs a CUDA device"):
-        Trainer(model, train, None, _config(precision="bf16", device="cpu"))
+    with pytest.raises(ValueError, match="fp16 mixed precision runs on CUDA only"):
+        Trainer(model, train, None, _config(precision="fp16", device="cpu"))
     with pytest.raises(ValueError, match="TrainConfig.learning_rate"):
         TrainConfig(learning_rate=0)
     with pytest.raises(ValueError, match="TrainConfig.precision"):
