@@ -11,7 +11,9 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
-VIEWS = ("attention", "masking", "architecture", "training", "device", "all", "neuron", "saliency")
+from bertviz_lab.widgets.registry import magic_names
+
+VIEWS = magic_names()
 WARM_UP_THREAD = "bertviz_lab warm-up"
 
 

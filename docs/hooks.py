@@ -9,6 +9,8 @@
   code and says so.
 - `api/NAME.md` for each module of API_PAGES: mkdocstrings renders every name of the module's `__all__`.
 - `<!-- yaml-keys -->` in a page becomes the table of the run config's keys (bertviz_lab.train.schema_table).
+- `<!-- views -->` and `<!-- view-keys -->` become the tables of the views and of their keys
+  (bertviz_lab.widgets.registry).
 - `stylesheets/notebook.css`: JupyterLab's theme variables the static copies use, for Material's light and dark
   schemes (bertviz_lab.widgets.figures.theme).
 
@@ -41,6 +43,7 @@ PACKAGE = ROOT / "bertviz_lab"
 CACHE = Path(os.environ.get("BERTVIZ_LAB_CACHE", Path.home() / ".cache" / "bertviz_lab")) / "docs-notebooks"
 EXECUTE_ENV = "BERTVIZ_LAB_DOCS_EXECUTE"
 YAML_KEYS = "<!-- yaml-keys -->"
+VIEWS, VIEW_KEYS = "<!-- views -->", "<!-- view-keys -->"
 NOTEBOOK_CSS = "stylesheets/notebook.css"
 
 # page -> (module, what the page says first); each renders every name of the module's __all__
@@ -158,6 +161,10 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         from bertviz_lab.train.schema_table import markdown as keys_table
 
         markdown = markdown.replace(YAML_KEYS, keys_table())
+    if VIEWS in markdown or VIEW_KEYS in markdown:
+        from bertviz_lab.widgets import registry
+
+        markdown = markdown.replace(VIEWS, registry.views_table()).replace(VIEW_KEYS, registry.keys_table())
     return markdown
 
 

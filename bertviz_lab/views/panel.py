@@ -13,6 +13,7 @@ import ipywidgets as widgets
 import numpy as np
 
 from bertviz_lab.views.inputs import AttentionSet, check_heads
+from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.panels.controls import LABEL_STYLE, labelled, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
@@ -21,7 +22,7 @@ from bertviz_lab.widgets.views.head_view import HeadView
 from bertviz_lab.widgets.views.heatmap import HeatmapView
 from bertviz_lab.widgets.views.model_view import ModelView
 
-VIEWS = ("heatmap", "head view", "model view")
+VIEWS = tuple(view.name for view in registry.REGISTRY if view.bertviz)  # drawn from attentions alone
 HEAD_VIEW_K = 16  # lines drawn per query token in the head view: its 16 strongest keys
 THUMBNAIL_SIZE = 24  # the model view pools a map to at most 24 × 24 cells
 

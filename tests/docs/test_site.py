@@ -42,6 +42,18 @@ def test_the_yaml_keys_page_shows_the_table_the_schema_generates(site):
     assert "<!-- yaml-keys -->" not in page
 
 
+def test_the_workbench_page_shows_the_registered_views_and_their_keys(site):
+    from bertviz_lab.widgets import registry
+
+    page = (site / "guides" / "workbench.html").read_text(encoding="utf-8")
+    assert "<!-- views -->" not in page and "<!-- view-keys -->" not in page
+    for view in registry.REGISTRY:
+        assert f"<td>{view.label}</td>" in page, view.name
+        if view.magic:
+            assert f"<code>--view {view.magic}</code>" in page
+    assert page.count("Home/End to the ends") == 1  # the neuron view's keys, from the registry
+
+
 def test_bertvizs_names_find_the_migration_guide_and_the_views_first(site):
     """head_view and model_view are also attribute names of the panels: the pages about bertviz's calls carry a search
     boost, so a search for them lists those pages before an attribute."""

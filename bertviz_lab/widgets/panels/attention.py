@@ -13,6 +13,7 @@ import torch
 
 from bertviz_lab.model.encoding import Truncation
 from bertviz_lab.trace.hooks import Trace
+from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.ablation_bar import AblationBar, AblationSource, check_ablation_mode
@@ -28,12 +29,8 @@ from bertviz_lab.widgets.views.heatmap import HeatmapView
 from bertviz_lab.widgets.views.model_view import ModelView
 from bertviz_lab.widgets.views.neuron import NeuronView
 
-VIEWS = ("heatmap", "head view", "model view", "neuron view", "saliency")
-VIEW_WIDGETS = {"heatmap": "heatmap", "head view": "head_view", "model view": "model_view",
-                "neuron view": "neuron_view"}  # a view's name -> the panel's attribute holding its widget
-TOOLBARS = {"heatmap": ("layer", "head", "aggregation", "direction", "scale", "special"),
-            "head view": ("layer", "direction", "hide_special"), "model view": ("special",),
-            "neuron view": ("layer", "head", "query", "hide_special"), "saliency": ()}  # the controls of each view
+VIEWS = tuple(view.name for view in registry.views(registry.ATTENTION))  # the switcher's, in order
+TOOLBARS = {view.name: view.controls for view in registry.views(registry.ATTENTION)}  # the controls of each view
 SCALE_OPTIONS = (("linear", "linear"), ("per row", "row"), ("log", "log"))
 SCALE_TITLES = {"linear": "linear scale", "row": "each row scaled to its max", "log": "log scale"}
 SALIENCY_NEEDS = "the saliency view needs the model and the text: build the panel with model=, tokenizer= and text="
@@ -100,8 +97,7 @@ class AttentionPanel(Panel):
                  ablation_mode: str = "zero") -> None:
         if run is not None:  # a forward someone else ran (a Workbench's): shown as is, its text changeable after
             trace, model, tokenizer, text, text_b = run.trace, run.model, run.tokenizer, run.text, run.text_b
-        if view not in VIEWS:
-            raise ValueError(f"view must be one of {VIEWS}, got {view!r}.")
+        registry.view(view, registry.ATTENTION)  # a one-line error naming the views
         self.model, self.tokenizer, self.row, self.head_view_k = model, tokenizer, row, head_view_k
         if scale not in D.SCALES:
             raise ValueError(f"scale must be one of {D.SCALES}, got {scale!r}.")
@@ -118,7 +114,8 @@ class AttentionPanel(Panel):
         self.truncation = run.truncation if run is not None else None
         self.text, self.text_b = text, text_b
         self.truncation_notice = lean(widgets.HTML, notice_html(self.truncation))
-        self.view = toggle_buttons(VIEWS, view, label="view")
+        self.view = toggle_buttons([(v.label, v.name) for v in registry.views(registry.ATTENTION)], view,
+                                   label="view")
         self.layer, self.head, self.query = (
             lean(widgets.Dropdown, description=name, style=LABEL_STYLE, layout={"width": "auto"})
             for name in ("layer", "head", "query token"))
@@ -483,7 +480,7 @@ class AttentionPanel(Panel):
         SaliencyPanel: its note while there is none)."""
         if self.view.value == "saliency":
             return self.saliency if self.saliency is not None else self.saliency_note
-        return getattr(self, VIEW_WIDGETS[self.view.value])
+        return getattr(self, registry.view(self.view.value, registry.ATTENTION).attribute)
 
     def save(self, path: str | Path, scale: float = 1, theme: str = "light", caption: bool | str = False,
              window: tuple[int, int] | None = None) -> Path:

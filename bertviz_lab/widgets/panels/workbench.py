@@ -8,6 +8,7 @@ import ipywidgets as widgets
 import torch
 
 from bertviz_lab.model.encoding import check_texts, encode_text
+from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.architecture import ArchitecturePanel
 from bertviz_lab.widgets.panels.attention import AttentionPanel
@@ -22,7 +23,7 @@ from bertviz_lab.widgets.panels.text_run import TextRun, run_text
 from bertviz_lab.widgets.panels.training import TrainingPanel
 
 DEFAULT_TEXT = "The cat sat on the mat because it was warm."
-TABS = ("attention", "masking", "architecture", "training", "device")
+TABS = tuple(view.name for view in registry.views(registry.TAB) if not view.on_request)  # in order
 
 
 class Workbench(Panel):
@@ -55,14 +56,14 @@ class Workbench(Panel):
         self.masking.offer_model_from(self.training.ensure_trainer)  # a model with an MLM head, on request
         self.training.on_new_trainer.append(self._training_restarted)
         self.device = DevicePicker(self.model, on_change=self._rerun)
-        self.tabs = widgets.Tab(children=[self.attention, self.masking, self.architecture, self.training, self.device])
-        for index, title in enumerate(("Attention", "Masking", "Architecture", "Training", "Device")):
-            self.tabs.set_title(index, title)
+        self.tabs = widgets.Tab(children=[getattr(self, name) for name in TABS])
+        for index, name in enumerate(TABS):
+            self.tabs.set_title(index, registry.view(name, registry.TAB).label)
         self.corpus = None
         if corpus is not None:  # a Corpus tab (a Corpus or its folder): the texts it opens show in the Attention tab
             self.corpus = CorpusPanel(corpus, self.model, self.tokenizer, on_open=self.open_corpus_text)
             self.tabs.children = (*self.tabs.children, self.corpus)
-            self.tabs.set_title(len(TABS), "Corpus")
+            self.tabs.set_title(len(TABS), registry.view("corpus", registry.TAB).label)
         self.tabs.selected_index = (*TABS, "corpus").index(tab)
         for panel in self.panels().values():
             panel.on_figure_changed(self.figure_changed)
@@ -140,30 +141,31 @@ def header_html(model: torch.nn.Module) -> str:
 def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None, text: str = DEFAULT_TEXT,
               text_b: str | None = None, view: str = "all", layer: int | None = None, head: int | None = None,
               device: str | None = None, corpus: Any = None) -> Panel:
-    """One panel (or the whole workbench) on a text: what %bert_inspect shows; "neuron" and "saliency" are the
-    attention panel opened on that view; a corpus (or its folder) opens the workbench on its Corpus tab."""
-    if corpus is not None and view != "all":
+    """One panel (or the whole workbench) on a text: what %bert_inspect shows. `view` is a `--view` name of the
+    registry: a workbench tab, or a view of the attention panel (opened on it); a corpus (or its folder) opens the
+    workbench on its Corpus tab."""
+    shown = registry.by_magic_name(view)
+    if corpus is not None and shown is not None:
         raise ValueError(f"a corpus opens the workbench's Corpus tab; leave out the {view} view.")
-    if view not in ("all", "attention", "neuron") and (layer is not None or head is not None):
+    takes_layer = shown is None or shown.name == "attention" or "layer" in shown.controls
+    if not takes_layer and (layer is not None or head is not None):
         raise ValueError(f"layer and head choose what the attention view shows; the {view} view has none.")
     model, tokenizer = model_and_tokenizer(model, tokenizer)
     if device is not None:
         model.to(device)
     layer, head = layer or 0, head or 0
-    if view == "all":
+    if shown is None:
         return Workbench(model, tokenizer, text, text_b, layer=layer, head=head,
                          **({"corpus": corpus, "tab": "corpus"} if corpus is not None else {}))
-    if view in ("attention", "neuron", "saliency"):
-        shown = {"attention": "heatmap", "neuron": "neuron view", "saliency": "saliency"}[view]
+    if shown.place == registry.ATTENTION or shown.name == "attention":
         return AttentionPanel(model=model, tokenizer=tokenizer, text=text, text_b=text_b, layer=layer, head=head,
-                              view=shown)
-    if view == "masking":
+                              view="heatmap" if shown.place == registry.TAB else shown.name)
+    if shown.name == "masking":
         return MaskingPreview(tokenizer, text, model=model, text_b=text_b)
-    if view == "architecture":
+    if shown.name == "architecture":
         return ArchitecturePanel(model, inputs=encode_text(model, tokenizer, text, text_b)[1])
-    if view == "training":
+    if shown.name == "training":
         return TrainingPanel()
-    if view == "device":
+    if shown.name == "device":
         return DevicePicker(model)
-    raise ValueError(f"view must be one of all, attention, neuron, saliency, masking, architecture, training, "
-                     f"device; got {view!r}.")
+    raise ValueError(f"the {shown.name} tab does not open on its own; use the workbench.")

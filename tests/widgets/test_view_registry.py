@@ -1,0 +1,85 @@
+"""The registry of views is what every consumer reads: the attention panel's switcher, toolbars and widgets, the
+workbench's tabs, %bert_inspect --view, the bertviz-style panel and the docs' tables."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from bertviz_lab.magics import BertInspectMagics
+from bertviz_lab.views.panel import AttentionMapsPanel
+from bertviz_lab.widgets import registry
+from bertviz_lab.widgets.panels.attention import AttentionPanel
+from bertviz_lab.widgets.panels.workbench import Workbench
+
+TEXT = "The cat sat on the mat."
+
+
+@pytest.fixture(scope="module")
+def magics(minilm_tokenizer, pretraining_model):
+    return BertInspectMagics(shell=types.SimpleNamespace(
+        user_ns={"m": pretraining_model, "tok": minilm_tokenizer}, configurables=[]))
+
+
+def test_the_attention_panel_switches_between_the_registered_views_with_their_controls(pretraining_model,
+                                                                                       minilm_tokenizer):
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT)
+    attention_views = registry.views(registry.ATTENTION)
+    assert [label for label, _ in panel.view.options] == [v.label for v in attention_views]
+    for view in attention_views:
+        panel.view.value = view.name
+        if view.name != "saliency":  # the saliency view brings its own panel and controls
+            assert panel.on_screen is getattr(panel, view.attribute)
+            assert list(panel.toolbar.children[0].children) == [getattr(panel, name) for name in view.controls]
+    assert panel.on_screen is panel.saliency
+    with pytest.raises(ValueError, match="view must be one of 'heatmap', 'head view'.*got 'graph'"):
+        AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT, view="graph")
+
+
+def test_the_workbench_has_the_registered_tabs_in_order(pretraining_model, minilm_tokenizer):
+    bench = Workbench(pretraining_model, minilm_tokenizer, TEXT)
+    tabs = [v for v in registry.views(registry.TAB) if not v.on_request]
+    assert [bench.tabs.get_title(i) for i in range(len(bench.tabs.children))] == [v.label for v in tabs]
+    assert list(bench.tabs.children) == [getattr(bench, v.attribute) for v in tabs]
+
+
+@pytest.mark.parametrize("view", [v for v in registry.REGISTRY if v.magic is not None], ids=lambda v: v.magic)
+def test_every_magic_name_opens_its_view(magics, view):
+    shown = magics.bert_inspect(f'm tok --view {view.magic} "{TEXT}"')
+    if view.place == registry.ATTENTION:
+        assert isinstance(shown, AttentionPanel) and shown.view.value == view.name
+    elif view.name == "attention":
+        assert isinstance(shown, AttentionPanel) and shown.view.value == "heatmap"
+    else:
+        assert type(shown).__name__ == {"masking": "MaskingPreview", "architecture": "ArchitecturePanel",
+                                        "training": "TrainingPanel", "device": "DevicePicker"}[view.name]
+
+
+def test_layer_and_head_only_where_the_view_has_them(magics):
+    panel = magics.bert_inspect(f'm tok --view head --layer 2 "{TEXT}"')
+    assert panel.view.value == "head view" and panel.layer.value == 2
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="the model view has none"):
+        magics.bert_inspect(f'm tok --view model --layer 2 "{TEXT}"')
+
+
+def test_the_bertviz_panel_offers_the_views_drawn_from_attentions_alone():
+    from bertviz_lab.views import attention_sets
+
+    attention = tuple(torch.rand(1, 2, 4, 4).softmax(-1) for _ in range(2))  # bertviz's input: per layer
+    panel = AttentionMapsPanel(attention_sets(attention, ["[CLS]", "a", "b", "[SEP]"]))
+    assert panel.view.options == tuple(v.name for v in registry.REGISTRY if v.bertviz)
+    assert panel.view.options == ("heatmap", "head view", "model view")
+
+
+def test_the_docs_tables_list_every_view_and_its_keys():
+    keys = registry.keys_table().splitlines()
+    assert keys[:2] == ["| view | keys |", "| --- | --- |"]
+    assert [row.split(" | ")[0].lstrip("| ") for row in keys[2:]] == [v.label for v in registry.REGISTRY if v.keys]
+    table = registry.views_table()
+    for view in registry.REGISTRY:
+        assert f"| {view.label} |" in table
+    assert "`--view neuron`" in table and "`--view all`" not in table
