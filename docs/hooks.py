@@ -9,6 +9,8 @@
   code and says so.
 - `api/NAME.md` for each module of API_PAGES: mkdocstrings renders every name of the module's `__all__`.
 - `<!-- yaml-keys -->` in a page becomes the table of the run config's keys (bertviz_lab.train.schema_table).
+- `<!-- head-statistics -->` in a page becomes the table of the corpus head statistics, from their registry
+  (bertviz_lab.kernels.head_statistics).
 - `stylesheets/notebook.css`: JupyterLab's theme variables the static copies use, for Material's light and dark
   schemes (bertviz_lab.widgets.figures.theme).
 
@@ -41,6 +43,7 @@ PACKAGE = ROOT / "bertviz_lab"
 CACHE = Path(os.environ.get("BERTVIZ_LAB_CACHE", Path.home() / ".cache" / "bertviz_lab")) / "docs-notebooks"
 EXECUTE_ENV = "BERTVIZ_LAB_DOCS_EXECUTE"
 YAML_KEYS = "<!-- yaml-keys -->"
+HEAD_STATISTICS = "<!-- head-statistics -->"
 NOTEBOOK_CSS = "stylesheets/notebook.css"
 
 # page -> (module, what the page says first); each renders every name of the module's __all__
@@ -152,12 +155,23 @@ def notebook_title(notebook: Path) -> str:
     return notebook.name
 
 
+def head_statistics_table() -> str:
+    """The corpus head statistics as a Markdown table (column, what it measures, unit, per query), in their order."""
+    from bertviz_lab.kernels.head_statistics import STATISTICS
+
+    lines = ["| column | measures | unit | per query i |", "|---|---|---|---|"]
+    lines += [f"| `{s.name}` | {s.label} | {s.unit} | {s.description.replace('|', '&#124;')} |" for s in STATISTICS]
+    return "\n".join(lines) + "\n"
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """The run config's keys where a page asks for them."""
+    """The run config's keys and the head statistics where a page asks for them."""
     if YAML_KEYS in markdown:
         from bertviz_lab.train.schema_table import markdown as keys_table
 
         markdown = markdown.replace(YAML_KEYS, keys_table())
+    if HEAD_STATISTICS in markdown:
+        markdown = markdown.replace(HEAD_STATISTICS, head_statistics_table())
     return markdown
 
 
