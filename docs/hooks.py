@@ -11,6 +11,8 @@
 - `<!-- yaml-keys -->` in a page becomes the table of the run config's keys (bertviz_lab.train.schema_table).
 - `<!-- views -->` and `<!-- view-keys -->` become the tables of the views and of their keys
   (bertviz_lab.widgets.registry).
+- `<!-- head-statistics -->` in a page becomes the table of the corpus head statistics, from their registry
+  (bertviz_lab.kernels.head_statistics).
 - `stylesheets/notebook.css`: JupyterLab's theme variables the static copies use, for Material's light and dark
   schemes (bertviz_lab.widgets.figures.theme).
 
@@ -44,6 +46,7 @@ CACHE = Path(os.environ.get("BERTVIZ_LAB_CACHE", Path.home() / ".cache" / "bertv
 EXECUTE_ENV = "BERTVIZ_LAB_DOCS_EXECUTE"
 YAML_KEYS = "<!-- yaml-keys -->"
 VIEWS, VIEW_KEYS = "<!-- views -->", "<!-- view-keys -->"
+HEAD_STATISTICS = "<!-- head-statistics -->"
 NOTEBOOK_CSS = "stylesheets/notebook.css"
 
 # page -> (module, what the page says first); each renders every name of the module's __all__
@@ -155,8 +158,17 @@ def notebook_title(notebook: Path) -> str:
     return notebook.name
 
 
+def head_statistics_table() -> str:
+    """The corpus head statistics as a Markdown table (column, what it measures, unit, per query), in their order."""
+    from bertviz_lab.kernels.head_statistics import STATISTICS
+
+    lines = ["| column | measures | unit | per query i |", "|---|---|---|---|"]
+    lines += [f"| `{s.name}` | {s.label} | {s.unit} | {s.description.replace('|', '&#124;')} |" for s in STATISTICS]
+    return "\n".join(lines) + "\n"
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """The run config's keys where a page asks for them."""
+    """The run config's keys and the head statistics where a page asks for them."""
     if YAML_KEYS in markdown:
         from bertviz_lab.train.schema_table import markdown as keys_table
 
@@ -165,6 +177,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         from bertviz_lab.widgets import registry
 
         markdown = markdown.replace(VIEWS, registry.views_table()).replace(VIEW_KEYS, registry.keys_table())
+    if HEAD_STATISTICS in markdown:
+        markdown = markdown.replace(HEAD_STATISTICS, head_statistics_table())
     return markdown
 
 

@@ -1,7 +1,8 @@
 """Per-head attention statistics reduced on the device inside the forward: a hook at each layer's `probs` turns the
 (B, H, T, S) map into per-(text, head) sums, so no attention map ever reaches the CPU.
 
-For every non-padding query position i of a text and every head: the entropy of its attention (nats), the weight on
+For every non-padding query position i of a text and every head, the statistics of kernels/head_statistics.py
+(STATISTICS here are their names, the tables' columns, in order): the entropy of its attention (nats), the weight on
 [CLS], the total weight on [SEP], the weight on itself (i), on the previous (i-1) and next (i+1) token (0 where that
 position does not exist or is padding, the query still counted) and the total weight on punctuation keys (tokens
 made only of Unicode punctuation, P*; special tokens are not punctuation). Means are token-weighted: sum over
@@ -17,7 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-STATISTICS = ("entropy", "cls", "sep", "self", "prev", "next", "punct")
+from bertviz_lab.kernels.head_statistics import STATISTIC_NAMES
+
+STATISTICS = STATISTIC_NAMES  # the tables' statistic columns, in the order the kernels write them
 
 
 def is_punctuation(token: str) -> bool:

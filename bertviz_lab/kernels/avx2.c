@@ -24,7 +24,7 @@
 #define MIN_TASK_FLOPS (1 << 21) /* none smaller than this */
 #define CHUNK 128  /* steps summed in registers before they are added to the tile */
 
-int64_t bvl_abi_version(void) { return 8; }
+int64_t bvl_abi_version(void) { return 9; }
 
 /* Depth of each K block: K split into equal blocks no deeper than KC_MAX. */
 int64_t bvl_k_block(int64_t K) {
@@ -564,6 +564,10 @@ static void block_scores(const float *q, int64_t ldq, int64_t rows, int64_t D, c
 }
 
 #define STATISTICS 7 /* entropy, weight on [CLS], on [SEP], on itself, on the previous and next key, on punctuation */
+
+/* The names of the statistics add_statistics writes, in its order, comma-separated: build.py compares them with
+ * bertviz_lab/kernels/head_statistics.py when it loads the library, so the two cannot drift apart unnoticed. */
+const char *bvl_statistics_names(void) { return "entropy,cls,sep,self,prev,next,punct"; }
 
 /* out[b, t, h, :] = softmax(scale * q[b, h, t] . k[b, h, :] + mask[b, h, t, :]) @ v[b, h, :, :], for every batch
  * row b, head h and query t: BERT's attention without dropout. q, k, v and mask are given by strides (in

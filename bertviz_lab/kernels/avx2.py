@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from bertviz_lab.kernels import build
+from bertviz_lab.kernels.head_statistics import STATISTICS
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:
@@ -144,13 +145,13 @@ def _statistics_inputs(q: torch.Tensor, valid: torch.Tensor, kinds: torch.Tensor
 
 def attention_with_statistics(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                               scale: float, valid: torch.Tensor, kinds: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """`attention(q, k, v, mask, scale)` of a self-attention layer and, from the same pass, its (B, H, 7) float64
-    statistics (`attention_statistics`: queries weighted by `valid`, keys of `kinds`); the mask hides what it hides
-    (valid does not mask keys here)."""
+    """`attention(q, k, v, mask, scale)` of a self-attention layer and, from the same pass, its
+    (B, H, len(STATISTICS)) float64 statistics (`attention_statistics`: queries weighted by `valid`, keys of
+    `kinds`); the mask hides what it hides (valid does not mask keys here)."""
     B, H, T, D = q.shape
     valid, by_kind = _statistics_inputs(q, valid, kinds)
     out = torch.empty(B, T, H * D, dtype=torch.float32)
-    blocks = torch.empty(B, H, -(-T // ATTENTION_QUERY_BLOCK), 7, dtype=torch.float64)
+    blocks = torch.empty(B, H, -(-T // ATTENTION_QUERY_BLOCK), len(STATISTICS), dtype=torch.float64)
     _attend(q, k, v, mask, scale, out, None, (valid, by_kind, blocks))
     return out, blocks.sum(2)
 
@@ -160,16 +161,17 @@ ATTENTION_QUERY_BLOCK = 48  # MQ in avx2.c: the statistics come a block of queri
 
 def attention_statistics(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, kinds: torch.Tensor,
                          scale: float) -> torch.Tensor:
-    """(B, H, 7) float64: the seven statistics of softmax(scale * q @ k.T), keys where `valid` is 0 masked out,
-    summed over the queries weighted by `valid`, for fp32 CPU (B, H, S, D) q and k, valid (B, S) and kinds
-    (B, S, 3) (which keys are [CLS], [SEP], punctuation); the probabilities are never formed."""
+    """(B, H, len(STATISTICS)) float64: the statistics of softmax(scale * q @ k.T) in STATISTICS' order (build.py
+    checks avx2.c's order at load), keys where `valid` is 0 masked out, summed over the queries weighted by `valid`,
+    for fp32 CPU (B, H, S, D) q and k, valid (B, S) and kinds (B, S, 3) (which keys are [CLS], [SEP],
+    punctuation); the probabilities are never formed."""
     B, H, S, D = q.shape
     if any(x.dtype != torch.float32 or x.device.type != "cpu" for x in (q, k)) or k.shape != q.shape:
         raise ValueError(f"AVX2 attention statistics need float32 CPU tensors and q, k of one shape, got q "
                          f"{q.dtype} {q.device.type} {tuple(q.shape)}, k {k.dtype} {k.device.type} {tuple(k.shape)}")
     valid, by_kind = _statistics_inputs(q, valid, kinds)
     q, k = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k))
-    out = torch.empty(B, H, 7, dtype=torch.float64)
+    out = torch.empty(B, H, len(STATISTICS), dtype=torch.float64)
     failed = build.library().bvl_attention_statistics(
         q.data_ptr(), _strides(q), k.data_ptr(), _strides(k), valid.data_ptr(), by_kind.data_ptr(), B, H, S, D, scale,
         out.data_ptr(), torch.get_num_threads())

@@ -37,10 +37,12 @@ from pathlib import Path
 
 import torch
 
+from bertviz_lab.kernels.head_statistics import STATISTIC_NAMES
+
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("avx2.c")
-ABI_VERSION = 8
+ABI_VERSION = 9
 # -falign-loops=64: where the GEMM's inner loop happens to start moves its speed by ~8% (measured on Zen 3)
 FLAGS = ["-O3", "-mavx2", "-mfma", "-falign-loops=64", "-fopenmp", "-fPIC", "-shared", "-std=gnu11", "-lm"]
 BUILD_TIMEOUT_S = 120
@@ -62,6 +64,20 @@ def cache_dir() -> Path:
 class CacheError(RuntimeError):
     """The cache folder or a library in it that must not be loaded (someone else could have written it, or it
     changed since it was built) or that does not load: said in a warning, never a quiet fallback."""
+
+
+class StatisticsOrderError(RuntimeError):
+    """avx2.c writes its statistics in another order than head_statistics.STATISTICS names them: a mistake in the
+    package's own sources, which the kernel must not run with (its columns would carry the wrong names)."""
+
+
+def check_statistics_order(names: str) -> None:
+    """Raise StatisticsOrderError, in one line, unless the kernel's comma-separated statistic names are the
+    registry's, in its order."""
+    found = tuple(names.split(","))
+    if found != STATISTIC_NAMES:
+        raise StatisticsOrderError(f"avx2.c writes the statistics as {', '.join(found)} but head_statistics.py "
+                                   f"names them {', '.join(STATISTIC_NAMES)}: put them in one order")
 
 
 def _compiler() -> list[str]:
@@ -225,10 +241,12 @@ def _dlopen(fd: int, path: Path) -> ctypes.CDLL:
 
 
 def _bind(lib: ctypes.CDLL, path: Path) -> ctypes.CDLL:
-    """Declare the C signatures; CacheError where `lib` is not this version of avx2.c."""
+    """Declare the C signatures; CacheError where `lib` is not this version of avx2.c, StatisticsOrderError where
+    it writes the statistics in another order than the registry names them."""
     i64, ptr, c_int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
     for name, restype, argtypes in (
         ("bvl_abi_version", i64, []),
+        ("bvl_statistics_names", ctypes.c_char_p, []),
         ("bvl_packed_floats", i64, [i64, i64]),
         ("bvl_pack_weight", None, [ptr, i64, i64, i64, ptr, c_int]),
         ("bvl_linear", c_int, [ptr, i64, i64, i64, ptr, i64, ptr, c_int, ptr, i64, c_int]),
@@ -248,6 +266,7 @@ def _bind(lib: ctypes.CDLL, path: Path) -> ctypes.CDLL:
     if lib.bvl_abi_version() != ABI_VERSION:
         raise CacheError(f"{path} is another build of the AVX2 kernels (ABI {lib.bvl_abi_version()}, "
                          f"expected {ABI_VERSION})")
+    check_statistics_order(lib.bvl_statistics_names().decode())
     return lib
 
 
@@ -342,7 +361,8 @@ def load(directory: Path | None = None) -> ctypes.CDLL:
 @functools.cache
 def library() -> ctypes.CDLL | None:
     """The kernel for this process, or None where it cannot run or did not build. Said in a warning where the cache
-    is unsafe or BERTVIZ_LAB_CPU_GEMM=avx2 asked for the kernel, else logged at INFO (no AVX2 here is normal)."""
+    is unsafe, the kernel disagrees with the statistics' registry or BERTVIZ_LAB_CPU_GEMM=avx2 asked for the kernel,
+    else logged at INFO (no AVX2 here is normal)."""
     with _loading:  # %load_ext's warm-up and a first forward may ask at once: one builds, the other then loads
         try:
             return load()
@@ -350,7 +370,8 @@ def library() -> ctypes.CDLL | None:
             global _failure
             _failure = str(error)
             message = f"bertviz_lab's AVX2 kernels are off, the layers use PyTorch's: {error}"
-            if isinstance(error, CacheError) or os.environ.get("BERTVIZ_LAB_CPU_GEMM") == "avx2":
+            loud = isinstance(error, (CacheError, StatisticsOrderError))
+            if loud or os.environ.get("BERTVIZ_LAB_CPU_GEMM") == "avx2":
                 warnings.warn(message, RuntimeWarning, stacklevel=2)
             else:
                 log.info(message)

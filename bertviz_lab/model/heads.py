@@ -147,7 +147,7 @@ class BERTTaskModel(BERTPreTrainedModel):
         return {k: encoded[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
 
     def _masked(self, tokenizer: Any, encoded: dict[str, torch.Tensor], seed: int | None,
-                mlm_probability: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
+                mlm_probability: float = P.MASK_PROBABILITY) -> tuple[torch.Tensor, torch.Tensor]:
         return P.create_masked_lm_inputs(
             encoded["input_ids"], vocab_size=self.config.vocab_size, mask_token_id=tokenizer.mask_token_id,
             special_token_ids=tokenizer.all_special_ids, attention_mask=encoded["attention_mask"],
@@ -155,8 +155,9 @@ class BERTTaskModel(BERTPreTrainedModel):
 
     def create_masked_lm_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                                 special_tokens_mask: torch.Tensor | None = None, *, mask_token_id: int = 103,
-                                special_token_ids: tuple[int, ...] = (), mlm_probability: float = 0.15,
-                                mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,
+                                special_token_ids: tuple[int, ...] = (), mlm_probability: float = P.MASK_PROBABILITY,
+                                mask_replace_prob: float = P.MASK_REPLACE_PROBABILITY,
+                                random_replace_prob: float = P.RANDOM_REPLACE_PROBABILITY,
                                 ignore_index: int = P.IGNORE_INDEX, generator: torch.Generator | None = None,
                                 seed: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """80/10/10 masking for this model's vocabulary: (masked_input_ids, labels)."""
@@ -241,7 +242,7 @@ class BERTForPreTraining(BERTTaskModel):
         return mlm_acc, nsp_acc, weighted
 
     def get_loss_from_text(self, tokenizer: Any, text_a: str, text_b: str | None = None, nsp_label: int = 0, *,
-                           device: str | torch.device | None = None, mlm_probability: float = 0.15,
+                           device: str | torch.device | None = None, mlm_probability: float = P.MASK_PROBABILITY,
                            mlm_weight: float = 1.0, nsp_weight: float = 1.0, seed: int | None = None) -> torch.Tensor:
         """Tokenize, mask (80/10/10, seeded when `seed` is given) and return the weighted pretraining loss."""
         encoded = self._encode(tokenizer, text_a, text_b, device)
@@ -290,7 +291,7 @@ class BERTForMaskedLM(BERTTaskModel):
                                  labels, ignore_index)
 
     def get_loss_from_text(self, tokenizer: Any, text_a: str, text_b: str | None = None, *,
-                           device: str | torch.device | None = None, mlm_probability: float = 0.15,
+                           device: str | torch.device | None = None, mlm_probability: float = P.MASK_PROBABILITY,
                            seed: int | None = None) -> torch.Tensor:
         encoded = self._encode(tokenizer, text_a, text_b, device)
         masked, labels = self._masked(tokenizer, encoded, seed, mlm_probability)

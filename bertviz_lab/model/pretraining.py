@@ -10,6 +10,19 @@ import torch.nn.functional as F
 from bertviz_lab.model.bert import check_tensor, value_range
 
 IGNORE_INDEX = -100
+# BERT's masking (Devlin et al. 2019): select this share of the eligible tokens, then replace a selected one by [MASK]
+# with MASK_REPLACE_PROBABILITY, by a random token with RANDOM_REPLACE_PROBABILITY, else keep it. Every default
+# of the package (heads, run config schema, synthetic batches, masking panel) reads these.
+MASK_PROBABILITY = 0.15
+MASK_REPLACE_PROBABILITY = 0.8
+RANDOM_REPLACE_PROBABILITY = 0.1
+
+
+def masking_split_label(mask_token: str = "[MASK]") -> str:
+    """'80% [MASK], 10% random, 10% kept': the replacement split in words, from the constants above."""
+    kept = 1.0 - MASK_REPLACE_PROBABILITY - RANDOM_REPLACE_PROBABILITY
+    return (f"{MASK_REPLACE_PROBABILITY:.0%} {mask_token}, {RANDOM_REPLACE_PROBABILITY:.0%} random, "
+            f"{kept:.0%} kept")
 
 
 class MaskingPlan(NamedTuple):
@@ -43,9 +56,12 @@ def check_masking_probabilities(mlm_probability: float, mask_replace_prob: float
 
 def sample_masking(input_ids: torch.Tensor, *, vocab_size: int, special_token_ids: Iterable[int] = (),
                    attention_mask: torch.Tensor | None = None, special_tokens_mask: torch.Tensor | None = None,
-                   mlm_probability: float = 0.15, mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,
+                   mlm_probability: float = MASK_PROBABILITY,
+                   mask_replace_prob: float = MASK_REPLACE_PROBABILITY,
+                   random_replace_prob: float = RANDOM_REPLACE_PROBABILITY,
                    generator: torch.Generator | None = None, seed: int | None = None) -> MaskingPlan:
-    """Decide BERT's masking: each eligible token is selected with p, then [MASK] 80%, random 10%, kept 10%.
+    """Decide BERT's masking: each eligible token is selected with p, then [MASK], random or kept (80/10/10 by
+    default).
 
     Randomness is drawn on the CPU from `generator` (or a new one seeded with `seed`) so a seed gives the
     same plan on every device. Special ids, special_tokens_mask positions and padding are never eligible.
@@ -96,8 +112,10 @@ def apply_masking(input_ids: torch.Tensor, plan: MaskingPlan, mask_token_id: int
 
 def create_masked_lm_inputs(input_ids: torch.Tensor, *, vocab_size: int, mask_token_id: int,
                             special_token_ids: Iterable[int] = (), attention_mask: torch.Tensor | None = None,
-                            special_tokens_mask: torch.Tensor | None = None, mlm_probability: float = 0.15,
-                            mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,
+                            special_tokens_mask: torch.Tensor | None = None,
+                            mlm_probability: float = MASK_PROBABILITY,
+                            mask_replace_prob: float = MASK_REPLACE_PROBABILITY,
+                            random_replace_prob: float = RANDOM_REPLACE_PROBABILITY,
                             ignore_index: int = IGNORE_INDEX, generator: torch.Generator | None = None,
                             seed: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's dynamic masking in one call: (masked_input_ids, labels)."""

@@ -50,11 +50,6 @@ def iter_tensors(value: Any, name: str = "", _level: int = 0) -> Iterator[tuple[
         yield from iter_tensors(item, prefix + key, _level + 1)
 
 
-def specs_of(value: Any, name: str = "") -> tuple[TensorSpec, ...]:
-    """TensorSpecs of every tensor inside `value`."""
-    return tuple(TensorSpec.of(n, t) for n, t in iter_tensors(value, name))
-
-
 def call_arguments(args: tuple, kwargs: Mapping[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
     """Tensors of a call: positional ones named arg0, arg1, ...; keyword ones by their keyword."""
     for i, arg in enumerate(args):

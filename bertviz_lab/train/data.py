@@ -22,7 +22,7 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 import torch
 
-from bertviz_lab.model.pretraining import IGNORE_INDEX, create_masked_lm_inputs
+from bertviz_lab.model.pretraining import MASK_PROBABILITY, create_masked_lm_inputs
 from bertviz_lab.train import schema
 from bertviz_lab.train.synthetic import (  # noqa: F401  (data.py is where DESIGN.md lists synthetic batches)
     create_mlm_batch,
@@ -32,8 +32,7 @@ from bertviz_lab.train.synthetic import (  # noqa: F401  (data.py is where DESIG
 )
 
 BUILTIN_CORPUS = "builtin"
-MASK_PROBABILITY = schema.key("data.mask_probability").default  # the run config's defaults: one per setting
-SHORT_SEQ_PROB = schema.key("data.short_seq_prob").default
+SHORT_SEQ_PROB = schema.key("data.short_seq_prob").default  # the run config's defaults: one per setting
 NEXT_SENTENCE, RANDOM_SENTENCE = 0, 1
 BATCH_KEYS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "nsp_labels")
 
@@ -412,8 +411,3 @@ def evaluation_batches(data: SentencePairDataset | Sequence[dict[str, torch.Tens
         if shard["input_ids"].shape[0]:
             shards.append(shard)
     return shards
-
-
-def count_predictions(batch: dict[str, torch.Tensor]) -> int:
-    """Masked positions the MLM loss is computed on."""
-    return int((batch["mlm_labels"] != IGNORE_INDEX).sum())

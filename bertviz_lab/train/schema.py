@@ -16,6 +16,7 @@ from typing import Any
 
 from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.fields import Field, fields_of, setting
+from bertviz_lab.model.pretraining import MASK_PROBABILITY, masking_split_label
 
 Key = Field  # a run config key is a Field: the name the run config's modules have always used
 
@@ -57,8 +58,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
                           ge=16),
         "sequence_length": Key(int, 128, "tokens per pair, [CLS]/[SEP] included", ge=8),
         "max_seq_length": _alias("data.sequence_length"),
-        "mask_probability": Key(float, 0.15, "share of tokens selected for MLM (then 80% [MASK], 10% random, 10% "
-                                             "kept)", gt=0.0, le=1.0),
+        "mask_probability": Key(float, MASK_PROBABILITY, f"share of tokens selected for MLM (then "
+                                                         f"{masking_split_label()})", gt=0.0, le=1.0),
         "batch_size": Key(int, 32, "sequences per optimizer step, over all processes and accumulation steps", ge=1),
         "test_fraction": Key(float, 0.1, "share of documents held out for evaluation and the test_* results",
                              ge=0.0, lt=1.0),

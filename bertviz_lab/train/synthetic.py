@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import torch
 
-from bertviz_lab.model.pretraining import IGNORE_INDEX, create_masked_lm_inputs
+from bertviz_lab.model.pretraining import IGNORE_INDEX, MASK_PROBABILITY, create_masked_lm_inputs
 
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4
 FIRST_TEXT_ID = 5
@@ -68,7 +68,7 @@ def _mask(input_ids: torch.Tensor, vocab_size: int, mask_prob: float,
     return masked, positions, labels
 
 
-def create_mlm_batch(batch_size: int, seq_len: int, vocab_size: int, mask_prob: float = 0.15,
+def create_mlm_batch(batch_size: int, seq_len: int, vocab_size: int, mask_prob: float = MASK_PROBABILITY,
                      random_seed: int | None = None) -> SyntheticBatch:
     """Single-segment `[CLS] random text [SEP]` rows, masked 80/10/10; nsp_labels are all 0 (one segment = "next")."""
     _check_sizes(batch_size, seq_len, vocab_size, 3)
@@ -101,7 +101,8 @@ def create_nsp_pair_batch(batch_size: int, seq_len: int, vocab_size: int, random
 
 
 def generate_synthetic_bert_batches(num_batches: int, batch_size: int, seq_len: int, vocab_size: int,
-                                    mask_prob: float = 0.15, random_seed: int | None = None) -> list[SyntheticBatch]:
+                                    mask_prob: float = MASK_PROBABILITY,
+                                    random_seed: int | None = None) -> list[SyntheticBatch]:
     """`num_batches` batches, each an MLM batch or an NSP pair batch with equal odds, reproducible from random_seed."""
     if isinstance(num_batches, bool) or not isinstance(num_batches, int) or num_batches < 0:
         raise ValueError(f"num_batches must be an int >= 0, got {num_batches!r}.")

@@ -52,6 +52,27 @@ def test_the_workbench_page_shows_the_registered_views_and_their_keys(site):
         if view.magic:
             assert f"<code>--view {view.magic}</code>" in page
     assert page.count("Home/End to the ends") == 1  # the neuron view's keys, from the registry
+def test_the_corpus_page_shows_the_head_statistics_registry(site):
+    from bertviz_lab.kernels.head_statistics import STATISTICS
+
+    page = (site / "guides" / "corpus-at-scale.html").read_text(encoding="utf-8")
+    assert all(f"<code>{s.name}</code>" in page and s.label in page for s in STATISTICS)
+    assert "<!-- head-statistics -->" not in page
+
+
+def test_the_head_statistics_table_has_a_row_per_statistic_in_order():
+    import importlib.util
+
+    from bertviz_lab.kernels.head_statistics import STATISTIC_NAMES
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", REPO / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    markdown = hooks.on_page_markdown("before\n\n<!-- head-statistics -->\n\nafter", None, None, None)
+    rows = [line for line in markdown.splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == list(STATISTIC_NAMES)
+    assert all(row.count(" | ") == 3 for row in rows)  # no cell breaks the table
+    assert "<!-- head-statistics -->" in (REPO / "docs" / "guides" / "corpus-at-scale.md").read_text(encoding="utf-8")
 
 
 def test_bertvizs_names_find_the_migration_guide_and_the_views_first(site):

@@ -8,27 +8,30 @@ import torch
 
 from bertviz_lab import kernels
 from bertviz_lab.kernels import avx2, build
+from bertviz_lab.kernels.head_statistics import STATISTIC_NAMES
 
 needs_kernel = pytest.mark.usefixtures("avx2_kernels")
 
 
 def reference(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, kinds: torch.Tensor,
               scale: float) -> torch.Tensor:
-    """(B, H, 7) in float64, query by query from the probabilities (entropy, cls, sep, self, prev, next, punct)."""
+    """(B, H, 7) in float64, query by query from the probabilities, in the registry's order (so the kernel's
+    columns are checked against the names build.py compares at load)."""
     scores = (q.double() @ k.double().transpose(-2, -1)) * scale
     p = scores.masked_fill(valid[:, None, None, :] == 0, float("-inf")).softmax(-1)  # (B, H, S, S)
     p = torch.where(valid[:, None, :, None] > 0, p, 0.0)  # padding queries (NaN rows for an empty text) count 0
     S = p.shape[-1]
     eye, below = torch.eye(S, dtype=torch.float64), torch.ones(max(S - 1, 0), dtype=torch.float64)
-    per_query = torch.stack([
-        torch.special.entr(p).sum(-1),
-        (p * kinds[:, None, None, :, 0].double()).sum(-1),
-        (p * kinds[:, None, None, :, 1].double()).sum(-1),
-        (p * eye).sum(-1),
-        (p * torch.diag(below, -1)).sum(-1),  # p[i, i-1]
-        (p * torch.diag(below, 1)).sum(-1),  # p[i, i+1]
-        (p * kinds[:, None, None, :, 2].double()).sum(-1),
-    ], dim=-1)  # (B, H, S, 7)
+    by_name = {
+        "entropy": torch.special.entr(p).sum(-1),
+        "cls": (p * kinds[:, None, None, :, 0].double()).sum(-1),
+        "sep": (p * kinds[:, None, None, :, 1].double()).sum(-1),
+        "self": (p * eye).sum(-1),
+        "prev": (p * torch.diag(below, -1)).sum(-1),  # p[i, i-1]
+        "next": (p * torch.diag(below, 1)).sum(-1),  # p[i, i+1]
+        "punct": (p * kinds[:, None, None, :, 2].double()).sum(-1),
+    }
+    per_query = torch.stack([by_name[name] for name in STATISTIC_NAMES], dim=-1)  # (B, H, S, 7)
     return (per_query * valid[:, None, :, None].double()).sum(2)
 
 

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 from widgets_testlib import XSS
 
+from bertviz_lab.kernels.head_statistics import STATISTIC_NAMES
 from bertviz_lab.widgets.figures import attention_data as D
-from bertviz_lab.widgets.figures.atlas import STATISTICS, atlas_svg, bar_title, scale_top
+from bertviz_lab.widgets.figures.atlas import atlas_svg, bar_title, scale_top
 from bertviz_lab.widgets.figures.nearest import HISTOGRAM_TOKENS, MATCH_COLOR, nearest_svg
 from bertviz_lab.widgets.figures.qk_map import KIND_COLORS, PLOT_H, PLOT_W, position_bins, qk_map_svg
 from bertviz_lab.widgets.figures.text import short_token
@@ -32,8 +33,8 @@ def parsed(svg: str) -> ET.Element:
 def head_stats(layers: int = 3, heads: int = 4, seed: int = 0) -> pd.DataFrame:
     """A head_stats()-shaped table of random statistics (entropy in nats, shares in 0..1)."""
     rng = np.random.default_rng(seed)
-    rows = [{"layer": layer, "head": head, "entropy": rng.uniform(0, 3), **{s: rng.uniform(0, 1) for s in STATISTICS
-                                                                             if s != "entropy"},
+    shares = [name for name in STATISTIC_NAMES if name != "entropy"]
+    rows = [{"layer": layer, "head": head, "entropy": rng.uniform(0, 3), **{s: rng.uniform(0, 1) for s in shares},
              "queries": int(rng.integers(1, 10_000))} for layer in range(layers) for head in range(heads)]
     return pd.DataFrame(rows)
 

@@ -13,8 +13,8 @@ from IPython.core.error import UsageError
 from widgets_testlib import XSS
 
 from bertviz_lab.corpus import Corpus, analyze
+from bertviz_lab.kernels.head_statistics import statistic
 from bertviz_lab.widgets import CorpusPanel, Workbench
-from bertviz_lab.widgets.figures.atlas import STAT_NAMES
 from bertviz_lab.widgets.panels.corpus import in_context, longest_word
 
 TEXTS = ["The cat sat on the mat.", "A dog ran home, and the cat followed.", "Rivers flow to the sea.",
@@ -49,7 +49,8 @@ def test_atlas_shows_the_corpus_head_statistics(panel, corpus):
         grid = panel.atlas.grid()
         for layer, head, value in zip(stats["layer"], stats["head"], stats[stat]):
             assert grid[int(layer), int(head)] == pytest.approx(float(value), rel=1e-6, abs=1e-7)
-        assert panel.atlas.stat_name == STAT_NAMES[stat] and STAT_NAMES[stat] in panel.to_svg()
+        label = statistic(stat).label
+        assert panel.atlas.stat_name == label and label in panel.to_svg()
     assert panel.export_bar.name == "corpus-atlas-entropy"  # named when the view was shown
 
 

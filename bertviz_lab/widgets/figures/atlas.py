@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from bertviz_lab.kernels.head_statistics import statistic
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.caption import shortened
 from bertviz_lab.widgets.figures.contrast import ink_class, ink_on
@@ -27,18 +28,6 @@ from bertviz_lab.widgets.figures.heatmap import BAR_W, LABEL_FONT, NOTE_FONT, TI
 from bertviz_lab.widgets.figures.tables import require_columns
 from bertviz_lab.widgets.figures.text import escape, text_width
 
-STATISTICS = ("entropy", "cls", "sep", "self", "prev", "next", "punct")
-# what each statistic measures (the colour bar's title) and its unit
-STAT_NAMES = {
-    "entropy": "entropy of its attention",
-    "cls": "weight on [CLS]",
-    "sep": "weight on [SEP]",
-    "self": "weight on itself",
-    "prev": "weight on the previous token",
-    "next": "weight on the next token",
-    "punct": "weight on punctuation",
-}
-STAT_UNITS = {name: "share of attention" for name in STATISTICS} | {"entropy": "nats"}
 MAX_GRID, MIN_CELL, MAX_CELL = 600, 14, 40  # the grid is at most MAX_GRID px a side
 LABELLED_CELL = 30  # px: from this cell size up a cell carries its value as text
 TOP_TEXT_CHARS = 70  # a listed text is cut to about this many characters (hover and the tooltip keep it whole)
@@ -46,15 +35,14 @@ ROW_H = 20  # px per listed text
 
 
 def check_stat(stat: Any) -> str:
-    """`stat` when it is one of STATISTICS; else a one-line error naming them."""
-    if stat not in STATISTICS:
-        raise ValueError(f"stat must be one of {', '.join(STATISTICS)}; got {stat!r}.")
-    return stat
+    """`stat` when it names one of kernels.head_statistics.STATISTICS; else a one-line error naming them."""
+    return statistic(stat).name
 
 
 def bar_title(stat: str) -> str:
     """The colour bar's title: what the statistic measures and its unit, e.g. "weight on [CLS] (share of attention)"."""
-    return f"{STAT_NAMES[check_stat(stat)]} ({STAT_UNITS[stat]})"
+    shown = statistic(stat)
+    return f"{shown.label} ({shown.unit})"
 
 
 def value_text(value: float) -> str:
@@ -122,7 +110,8 @@ def atlas_svg(stats: Any, stat: str, title: str = "", note: str = "", selected: 
     top = scale_top(values)
     codes = colour_codes(values, top)
     cell = cell_side(len(layers), len(heads))
-    title = title or f"head atlas · {STAT_NAMES[stat]}"
+    shown = statistic(stat)
+    title = title or f"head atlas · {shown.label}"
     bar_ticks = _bar_ticks(top)
     tick_w = math.ceil(max(text_width(label, LABEL_FONT, monospace=True) for _, label in bar_ticks))
     label_w = math.ceil(text_width(str(max(layers, default=0)), LABEL_FONT, monospace=True)) + 8
@@ -158,7 +147,7 @@ def atlas_svg(stats: Any, stat: str, title: str = "", note: str = "", selected: 
         for c, head in enumerate(heads):
             value, fill = float(values[r, c]), _hex(int(codes[r, c]))
             x, y = left + c * cell, top_y + r * cell
-            tip = (f"layer {layer} · head {head}\n{STAT_NAMES[stat]}: {value_text(value)} {STAT_UNITS[stat]}"
+            tip = (f"layer {layer} · head {head}\n{shown.label}: {value_text(value)} {shown.unit}"
                    f"\nmean over {int(queries[r, c]):,} queries")
             parts.append(f'<rect class="bvl-atlas-cell" x="{x}" y="{y}" width="{cell}" height="{cell}" '
                          f'fill="{fill}" data-layer="{layer}" data-head="{head}" data-value="{value:.6g}">'
@@ -193,7 +182,7 @@ def top_texts_list(rows: Sequence[tuple[int, str, float]], layer: int, head: int
                    y: float, width: float) -> str:
     """The chosen head's texts as rows (value, text id, the text cut to fit), under a heading that says which."""
     which = "most" if largest else "least"
-    heading = f"texts where layer {layer} · head {head} has the {which} {STAT_NAMES[stat]}"
+    heading = f"texts where layer {layer} · head {head} has the {which} {statistic(stat).label}"
     parts = [f'<g class="bvl-top-texts" data-layer="{layer}" data-head="{head}">',
              f'<text class="bvl-top-texts-title" x="8" y="{y:g}" font-size="12" font-weight="bold">'
              f"{escape(heading)}</text>"]

@@ -267,15 +267,6 @@ def pooled_maps(maps: Sequence[torch.Tensor], size: int = 24) -> tuple[np.ndarra
     return np.rint(stacked / (scale or 1.0)).clip(0, TOP_CODE).astype(np.uint8), scale
 
 
-def top_lines(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each query row, the k strongest keys: (indices uint16 (Q, k), weights uint8 (Q, k), 255 = probability 1)."""
-    k = max(1, min(k, matrix.shape[1]))
-    index = np.argpartition(-matrix, k - 1, axis=1)[:, :k] if matrix.shape[1] > k else np.tile(
-        np.arange(matrix.shape[1]), (matrix.shape[0], 1))
-    weights = np.take_along_axis(matrix, index, axis=1)
-    return index.astype(np.uint16), np.rint(weights.clip(0, 1) * 255).astype(np.uint8)
-
-
 # neuron view: one query against every shown key, inside one head --------------------------------------------
 # ColorBrewer "RdBu" reversed (diverging, colour-blind safe): blue below zero, white at zero, red above
 _RDBU = ("#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d", "#b2182b")

@@ -15,8 +15,9 @@ from typing import Any, Callable
 import ipywidgets as widgets
 import torch
 
+from bertviz_lab.kernels.head_statistics import STATISTICS
 from bertviz_lab.model.encoding import encode_text
-from bertviz_lab.widgets.figures.atlas import STAT_NAMES, STATISTICS, check_stat
+from bertviz_lab.widgets.figures.atlas import check_stat
 from bertviz_lab.widgets.figures.caption import shortened
 from bertviz_lab.widgets.figures.export import save_figure
 from bertviz_lab.widgets.figures.text import escape
@@ -92,7 +93,7 @@ class CorpusPanel(Panel):
         self.message = lean(widgets.HTML)
         self.view = toggle_buttons([(VIEW_NAMES[v], v) for v in VIEWS], view)
         # the atlas
-        self.stat = lean(widgets.Dropdown, options=[(STAT_NAMES[s], s) for s in STATISTICS], value=stat,
+        self.stat = lean(widgets.Dropdown, options=[(s.label, s.name) for s in STATISTICS], value=stat,
                          description="statistic", style=LABEL_STYLE, layout={"width": "auto"})
         self.order = toggle_buttons((("most", True), ("least", False)), True,
                                     ["texts where the head does most of it", "texts where it does least"])

@@ -15,9 +15,13 @@ import torch
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text
 from bertviz_lab.model.pretraining import (
     IGNORE_INDEX,
+    MASK_PROBABILITY,
+    MASK_REPLACE_PROBABILITY,
+    RANDOM_REPLACE_PROBABILITY,
     MaskingPlan,
     apply_masking,
     check_masking_probabilities,
+    masking_split_label,
     sample_masking,
 )
 from bertviz_lab.model.weights import initialised_head_note
@@ -76,7 +80,9 @@ class MaskingPreview(Panel):
     model (the one given, the Training tab's, or one by name) predicts every masked position."""
 
     def __init__(self, tokenizer: Any, text: str, model: torch.nn.Module | None = None, text_b: str | None = None,
-                 mlm_probability: float = 0.15, mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,
+                 mlm_probability: float = MASK_PROBABILITY,
+                 mask_replace_prob: float = MASK_REPLACE_PROBABILITY,
+                 random_replace_prob: float = RANDOM_REPLACE_PROBABILITY,
                  seed: int = 0, top_k: int = 5, run: TextRun | None = None, mode: str | None = None) -> None:
         if mode is not None and mode not in MODES:
             raise ValueError(f"mode must be one of {MODES} (or None: choose when the text has a [MASK]), "
@@ -96,7 +102,7 @@ class MaskingPreview(Panel):
         mask = getattr(tokenizer, "mask_token", None) or "[MASK]"  # the model's own: RoBERTa's is <mask>
         self.mode = toggle_buttons([("choose", "choose"), ("sample 80/10/10", "sample")], "choose",
                                    [f"mask the tokens you click and the {mask}s you type",
-                                    f"BERT's random masking: select p, then 80% {mask}, 10% random, 10% kept"])
+                                    f"BERT's random masking: select p, then {masking_split_label(mask)}"])
         self.probability = widgets.FloatSlider(value=mlm_probability, min=0.0, max=1.0, step=0.01,
                                                description="select p", readout_format=".2f", style=LABELLED)
         self.mask_share = widgets.FloatSlider(value=mask_replace_prob, min=0.0, max=1.0, step=0.05,

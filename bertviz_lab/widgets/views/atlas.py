@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import traitlets
 
-from bertviz_lab.widgets.figures.atlas import STAT_NAMES, STAT_UNITS, atlas_svg, check_stat, stat_grid
+from bertviz_lab.kernels.head_statistics import statistic
+from bertviz_lab.widgets.figures.atlas import atlas_svg, check_stat, stat_grid
 from bertviz_lab.widgets.views.front_end import css, esm
 from bertviz_lab.widgets.views.opens_text import OpensText
 
@@ -60,7 +61,7 @@ class AtlasView(OpensText):
             self.values = np.ascontiguousarray(values, dtype=np.float32).tobytes()
             self.queries = np.ascontiguousarray(queries, dtype=np.int32).tobytes()
             self.layers, self.heads = layers, heads
-            self.stat_name, self.unit = STAT_NAMES[stat], STAT_UNITS[stat]
+            self.stat_name, self.unit = statistic(stat).label, statistic(stat).unit
             self._draw()
 
     def show_top(self, top: Any, largest: bool = True) -> None:
@@ -103,5 +104,5 @@ class AtlasView(OpensText):
                         top_texts=self._top if chosen is not None else None, largest=self._largest)
         with self.hold_sync():
             self.svg = svg
-            self.title = f"head atlas · {STAT_NAMES[self._stat]}" + (
+            self.title = f"head atlas · {statistic(self._stat).label}" + (
                 f" · layer {chosen[0]} · head {chosen[1]}" if chosen else "")
