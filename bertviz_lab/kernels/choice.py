@@ -3,7 +3,7 @@ first feed-forward layer's GELU, and where the reductions over attention run on 
 fast paths obey is here.
 
 Each is chosen per model (`choose`: when a model is built or moved), from the device and dtype of a layer's weights,
-its head size, the config's `hidden_act` and the model's Rules, and given to the layer as a function of tensors
+its head size, the config's `gelu_form` and the model's Rules, and given to the layer as a function of tensors
 (attention.py, linear.py, layer_norm.py); None leaves the layer its plain modules and math. A backend computes the
 same function as those and answers only where it is faster and nobody could tell it apart (inference: no autograd,
 no active dropout, not inside a torch.compile trace); the layer runs the plain path wherever a hook watches it.
@@ -30,7 +30,6 @@ from bertviz_lab.kernels import attention, build, layer_norm, linear
 from bertviz_lab.kernels.layer_norm import MIN_FUSED_ELEMENTS, triton
 from bertviz_lab.kernels.linear import MIN_PACKED_WORK
 from bertviz_lab.kernels.rules import ENABLED, Rules, block_rules, cpu_reductions, current_rules
-from bertviz_lab.model.config import TANH_GELU_NAMES
 
 __all__ = ["ENABLED", "MIN_FUSED_ELEMENTS", "MIN_PACKED_WORK", "Rules", "choose", "cpu_backend", "cpu_reductions",
            "current_rules", "disabled", "override", "rules_of", "set_backend", "triton"]
@@ -134,7 +133,7 @@ def _rules_for(model: nn.Module | None, **changes: Any) -> Iterator[None]:
 def choose(model: nn.Module) -> None:
     """Give every layer of `model` its backends for the device and dtype of its weights now, under the model's
     rules: attention to modules with `attention_backend` (and `head_size`), the packed GEMM to those with
-    `linear_backend`, GELU in the GEMM's epilogue to those with `gelu_backend` (from `model.config.hidden_act`) and
+    `linear_backend`, GELU in the GEMM's epilogue to those with `gelu_backend` (from `model.config.gelu_form`) and
     residual add + LayerNorm to those with `add_layer_norm_backend`; called when a model is built or moved. Packed
     weight copies that no longer match their weight are dropped. A model built inside an override or disabled block
     keeps that block's rules; a model inside it with rules of its own (a backbone's set_backend) keeps them."""
@@ -143,7 +142,7 @@ def choose(model: nn.Module) -> None:
         _keep_rules(model, rules)
     for parameter in model.parameters():
         linear.release(parameter)
-    hidden_act = getattr(getattr(model, "config", None), "hidden_act", None)
+    gelu_form = getattr(getattr(model, "config", None), "gelu_form", None)
     ruled = {"": rules}  # module name -> the rules of a model inside this one that has its own
     for name, module in model.named_modules():
         own = getattr(module, "_kernel_rules", None)
@@ -163,13 +162,14 @@ def choose(model: nn.Module) -> None:
             name = linear_backend_name(device, dtype, rules)
             module.linear_backend = None if name is None else linear.packed_linear(name)
         if "gelu_backend" in given:
-            name = gelu_backend_name(device, dtype, hidden_act, rules)
+            name = gelu_backend_name(device, dtype, gelu_form, rules)
             module.gelu_backend = None if name is None else linear.gelu_backend(name)
         if "add_layer_norm_backend" in given:
             name = add_layer_norm_backend_name(device, dtype, rules)
             module.add_layer_norm_backend = None if name is None else layer_norm.add_layer_norm_backend(name)
 
 
+GELU_FORMS = ("erf", "tanh")  # what a config's `gelu_form` may say
 BACKEND_ATTRIBUTES = ("attention_backend", "linear_backend", "gelu_backend", "add_layer_norm_backend")
 
 
@@ -231,19 +231,20 @@ def linear_backend_name(device: torch.device, dtype: torch.dtype, rules: Rules |
     return cpu_backend(rules)
 
 
-def gelu_backend_name(device: torch.device, dtype: torch.dtype, hidden_act: object,
+def gelu_backend_name(device: torch.device, dtype: torch.dtype, gelu_form: str | None,
                       rules: Rules | None = None) -> str | None:
-    """Where `gelu(linear(x))` runs as one GEMM with a bias + GELU epilogue: "avx2" (erf form, as exact as
-    PyTorch's) for `hidden_act="gelu"` with fp32 CPU weights on the AVX2 GEMM; "cublaslt" on a GPU (tanh form: the
-    tanh-GELU activations, and the erf GELU in bf16/fp16 within rounding, |erf - tanh form| < 1e-3); else None."""
+    """Where `gelu(linear(x))` runs as one GEMM with a bias + GELU epilogue, for a model whose activation is GELU
+    in `gelu_form` ("erf" or "tanh"; None for any other activation, as the model's config says): "avx2" (erf form,
+    as exact as PyTorch's) with fp32 CPU weights on the AVX2 GEMM; "cublaslt" on a GPU (tanh form: the tanh GELU,
+    and the erf GELU in bf16/fp16 within rounding, |erf - tanh form| < 1e-3); else None."""
     rules = block_rules.get() if rules is None else rules
-    if not rules.on or not isinstance(hidden_act, str):
+    if not rules.on or gelu_form not in GELU_FORMS:
         return None
     if device.type == "cpu":
-        return "avx2" if hidden_act == "gelu" and dtype == torch.float32 and cpu_backend(rules) == "avx2" else None
+        return "avx2" if gelu_form == "erf" and dtype == torch.float32 and cpu_backend(rules) == "avx2" else None
     if device.type != "cuda" or not hasattr(torch, "_addmm_activation"):
         return None
-    if hidden_act in TANH_GELU_NAMES or (hidden_act == "gelu" and dtype in (torch.bfloat16, torch.float16)):
+    if gelu_form == "tanh" or dtype in (torch.bfloat16, torch.float16):
         return "cublaslt"
     return None
 

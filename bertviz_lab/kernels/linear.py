@@ -1,5 +1,5 @@
 """Linear-layer backends: functions of tensors that `choice.choose` gives a model's layers once, for the device and
-dtype of their weights (and, for GELU, the config's `hidden_act`).
+dtype of their weights (and, for GELU, the config's `gelu_form`).
 
 `PackedLinear` answers x @ W.T + b from a copy of W packed for a faster CPU GEMM (avx2.c's or oneDNN's); the copies
 live here, one per weight, made on first use and made again when the weight changes in place or moves (its data

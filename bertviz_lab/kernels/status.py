@@ -114,7 +114,7 @@ def _cpu_rows() -> list[BackendChoice]:
     else:
         layer_norm = BackendChoice("layer_norm", "cpu", "pytorch", "nn.LayerNorm after the residual add, as the "
                                    "model writes it", {**not_avx2, "triton": "a GPU kernel"})
-    if choice.gelu_backend_name(cpu, fp32, "gelu") == "avx2":
+    if choice.gelu_backend_name(cpu, fp32, "erf") == "avx2":
         gelu = BackendChoice("gelu", "cpu", "avx2", "GELU (erf form) in the packed GEMM's epilogue, given per model "
                              "whose hidden_act is gelu")
     else:

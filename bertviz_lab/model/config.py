@@ -164,6 +164,14 @@ class BERTConfig:
         """The feed-forward activation as a function."""
         return self.hidden_act if callable(self.hidden_act) else ACTIVATIONS[self.hidden_act]
 
+    @property
+    def gelu_form(self) -> str | None:
+        """"erf" or "tanh" where the activation is GELU in that form, else None (a callable, ReLU, ...): what the
+        kernels' GEMM epilogues need to know to compute the activation themselves."""
+        if isinstance(self.hidden_act, str) and self.hidden_act in TANH_GELU_NAMES:
+            return "tanh"
+        return "erf" if self.hidden_act == "gelu" else None
+
     # presets -----------------------------------------------------------------------------------------
     @classmethod
     def base(cls, **overrides: Any) -> "BERTConfig":

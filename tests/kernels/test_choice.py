@@ -46,8 +46,8 @@ def test_the_gpu_paths_are_never_given_for_cpu_weights_nor_take_cpu_tensors():
     cpu = torch.device("cpu")
     assert choice.add_layer_norm_backend_name(cpu, torch.float32) in (None, "avx2")
     assert choice.add_layer_norm_backend_name(cpu, torch.bfloat16) is None
-    assert choice.gelu_backend_name(cpu, torch.float32, "gelu_pytorch_tanh") is None
-    assert choice.gelu_backend_name(cpu, torch.bfloat16, "gelu") is None
+    assert choice.gelu_backend_name(cpu, torch.float32, "tanh") is None
+    assert choice.gelu_backend_name(cpu, torch.bfloat16, "erf") is None
     x, weight, bias = torch.randn(2, 3, 8), torch.randn(8, 8), torch.randn(8)
     with torch.inference_mode():
         assert layer_norm.TRITON(x, x, torch.ones(8), torch.zeros(8), 1e-12) is None
@@ -308,10 +308,9 @@ def test_the_gelu_epilogue_is_given_for_gelu_models_and_a_hooked_dense_keeps_its
     require_avx2_kernels()
     cpu, fp32 = torch.device("cpu"), torch.float32
     with kernels.override(cpu_gemm="avx2"):
-        assert choice.gelu_backend_name(cpu, fp32, "gelu") == "avx2"
-        assert choice.gelu_backend_name(cpu, fp32, "gelu_new") is None  # the tanh form: PyTorch's own
-        assert choice.gelu_backend_name(cpu, fp32, "relu") is None
-        assert choice.gelu_backend_name(cpu, fp32, F.gelu) is None  # a callable: the model's own
+        assert choice.gelu_backend_name(cpu, fp32, "erf") == "avx2"
+        assert choice.gelu_backend_name(cpu, fp32, "tanh") is None  # the tanh form: PyTorch's own
+        assert choice.gelu_backend_name(cpu, fp32, None) is None  # another activation: the model's own
         assert BERT(tiny_config(hidden_act="relu")).encoder.layer[0].intermediate.gelu_backend is None
         model = BERT(tiny_config(**PACKED_SIZES)).eval()
         intermediate = model.encoder.layer[0].intermediate
@@ -453,7 +452,7 @@ def test_a_cpu_with_avx512_gets_onednn_and_sdpa_unless_avx2_is_asked_for(monkeyp
     assert choice.cpu_gemm_from_environment() == ("onednn" if choice.ONEDNN_PACKING else None)
     with choice.override(cpu_gemm="onednn" if choice.ONEDNN_PACKING else "off"):
         assert choice.attention_backend_name(torch.device("cpu"), torch.float32, 32) == "sdpa"
-        assert choice.gelu_backend_name(torch.device("cpu"), torch.float32, "gelu") is None
+        assert choice.gelu_backend_name(torch.device("cpu"), torch.float32, "erf") is None
         assert "PyTorch's own kernels use AVX512 here" in str(kernels.status())
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "avx2")
     assert choice.cpu_gemm_from_environment() == ("avx2" if build.library() is not None else None)

@@ -176,3 +176,10 @@ def test_invalid_values_in_file_are_rejected(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(data))
     with pytest.raises(ValueError, match="must be divisible by num_attention_heads"):
         BERTConfig.from_pretrained(tmp_path)
+
+
+def test_gelu_form_tells_the_kernels_which_gelu_the_activation_is():
+    assert BERTConfig(hidden_act="gelu").gelu_form == "erf"
+    assert BERTConfig(hidden_act="gelu_new").gelu_form == BERTConfig(hidden_act="gelu_pytorch_tanh").gelu_form == "tanh"
+    assert BERTConfig(hidden_act="relu").gelu_form is None
+    assert BERTConfig(hidden_act=torch.nn.functional.gelu).gelu_form is None  # a callable: computed as given
