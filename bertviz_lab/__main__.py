@@ -1,21 +1,10 @@
-"""`python -m bertviz_lab` and the `bertviz-lab` console script."""
+"""`python -m bertviz_lab`: the `bertviz-lab` command (bertviz_lab/cli.py)."""
 
 from __future__ import annotations
 
 import sys
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Dispatch: `html` writes a notebook as an offline page; everything else is the training CLI."""
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["html"]:
-        from bertviz_lab.widgets.notebook_html import main as html
-
-        return html(argv[1:])
-    from bertviz_lab.train.runner import main as run_cli
-
-    return run_cli(argv)
-
+from bertviz_lab.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

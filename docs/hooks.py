@@ -15,10 +15,6 @@
   (bertviz_lab.kernels.head_statistics).
 - `stylesheets/notebook.css`: JupyterLab's theme variables the static copies use, for Material's light and dark
   schemes (bertviz_lab.widgets.figures.theme).
-
-`bertviz_lab/widgets/{figures,views,panels}` are namespace packages (no `__init__.py`), which Python imports but
-griffe (mkdocstrings' reader) skips inside a regular package; `read_namespace_subpackages` lets it read them, so the
-names `bertviz_lab.widgets` re-exports from them resolve.
 """
 
 from __future__ import annotations
@@ -94,36 +90,9 @@ def on_files(files: Files, config: Any) -> Files:
     return files
 
 
-def read_namespace_subpackages() -> None:
-    """Let griffe create a module for a folder without `__init__.py` inside a package, as Python's import does."""
-    from griffe._internal.exceptions import UnimportableModuleError
-    from griffe._internal.loader import GriffeLoader
-
-    original = GriffeLoader._get_or_create_parent_module
-    if getattr(original, "reads_namespace_subpackages", False):
-        return
-
-    def parent_module(self, module, subparts, subpath):
-        try:
-            return original(self, module, subparts, subpath)
-        except UnimportableModuleError:
-            parent, folders = module, list(subpath.parents)[:len(subparts) - 1][::-1]
-            for part, folder in zip(subparts[:-1], folders):
-                if part not in parent.members:
-                    if not folder.is_dir():
-                        raise
-                    parent.set_member(part, self._create_module(part, [folder]))
-                parent = parent.get_member(part)
-            return parent
-
-    parent_module.reads_namespace_subpackages = True
-    GriffeLoader._get_or_create_parent_module = parent_module
-
-
 def on_config(config: Any) -> Any:
     """The nav's Notebooks section titles each listed notebook by its first heading; the notebook stylesheet on
     every page (notebook pages are the ones that use it)."""
-    read_namespace_subpackages()
     if NOTEBOOK_CSS not in config["extra_css"]:
         config["extra_css"].append(NOTEBOOK_CSS)
     notebooks = project_notebooks(config)
@@ -246,7 +215,6 @@ def static_package() -> Any:
     again (~2 s each), and the API pages ask for a dozen modules."""
     import griffe
 
-    read_namespace_subpackages()
     return griffe.load(PACKAGE.name, search_paths=[str(ROOT)], resolve_aliases=False)
 
 

@@ -128,6 +128,50 @@ def test_widget_tiers_import_downwards_only():
     for name, targets in graph.items():
         if name.startswith("bertviz_lab.widgets.figures"):
             assert not {t for t in targets if t.startswith(("bertviz_lab.widgets.views", "bertviz_lab.widgets.panels"))}
-            assert not {"ipywidgets", "anywidget"} & imported_modules(PACKAGE.parent / (name.replace(".", "/") + ".py"))
+            path = PACKAGE.parent / name.replace(".", "/")
+            assert not {"ipywidgets", "anywidget"} & imported_modules(
+                path / "__init__.py" if path.is_dir() else path.with_suffix(".py"))
         if name.startswith("bertviz_lab.widgets.views"):
             assert not {t for t in targets if t.startswith("bertviz_lab.widgets.panels")}, name
+
+
+# kernels < model < trace < {corpus, train} < widgets < views < the command line; util and device under all of them
+PACKAGE_ORDER = {"util": 0, "device": 0, "kernels": 1, "model": 2, "trace": 3, "corpus": 4, "train": 4,
+                 "widgets": 5, "views": 6, "cli": 7, "magics": 7, "__main__": 8}
+
+
+def package_of(module: str) -> str:
+    """bertviz_lab.train.runner -> train; bertviz_lab (the package's own __init__) -> ""."""
+    return module.split(".")[1] if "." in module else ""
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """"a -> b" for every import of a module from a package above its own, or beside it (corpus and train)."""
+    found = []
+    for name, targets in sorted(graph.items()):
+        home = package_of(name)
+        if not home:
+            continue  # the package's __init__ re-exports the API: it stands above everything
+        for target in sorted(targets):
+            there = package_of(target)
+            if there != home and (not there or PACKAGE_ORDER[there] >= PACKAGE_ORDER[home]):
+                found.append(f"{name} -> {target}")
+    return found
+
+
+def test_every_package_has_its_place_in_the_order():
+    packages = {package_of(name) for name in import_graph()} - {""}
+    assert packages <= set(PACKAGE_ORDER), sorted(packages - set(PACKAGE_ORDER))
+
+
+def test_packages_import_downwards_only():
+    """Imports inside functions count: a late import hides an upward dependency, it does not remove it."""
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_order_check_finds_an_upward_or_sideways_import():
+    graph = {"bertviz_lab.kernels.choice": {"bertviz_lab.model.config"},
+             "bertviz_lab.corpus.analyze": {"bertviz_lab.train.trainer", "bertviz_lab.util.files"},
+             "bertviz_lab.cli": {"bertviz_lab.train.runner"}, "bertviz_lab.__main__": {"bertviz_lab.cli"}}
+    assert upward_imports(graph) == ["bertviz_lab.corpus.analyze -> bertviz_lab.train.trainer",
+                                     "bertviz_lab.kernels.choice -> bertviz_lab.model.config"]

@@ -31,7 +31,7 @@ from bertviz_lab.corpus.vectors import VECTOR_KINDS
 from bertviz_lab.kernels import machine
 from bertviz_lab.model.attention_statistics import StatisticsCollected, attention_statistics
 from bertviz_lab.model.hook_points import hook_points, hooks
-from bertviz_lab.train import distributed
+from bertviz_lab.util import distributed
 
 
 @dataclasses.dataclass

@@ -72,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
     from bertviz_lab.corpus.extra import require_corpus_extra
     from bertviz_lab.device import select_device
     from bertviz_lab.model.auto import load, load_default
-    from bertviz_lab.model.files import named
-    from bertviz_lab.train.paths import folder_problem, write_failure
-    from bertviz_lab.train.trainer import interrupt_handlers
+    from bertviz_lab.util.files import named
+    from bertviz_lab.util.interrupts import interrupt_handlers
+    from bertviz_lab.util.paths import folder_problem, write_failure
 
     try:
         require_corpus_extra()  # before anything is written or loaded

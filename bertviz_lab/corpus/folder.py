@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
-from bertviz_lab.model.files import WRITER_LOCK, WRITER_NOTE, named, one_writer, write_atomically
+from bertviz_lab.util.files import WRITER_LOCK, WRITER_NOTE, named, one_writer, write_atomically
 
 FORMAT = 1
 SETTINGS = "settings.json"

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from bertviz_lab.corpus import folder, vectors
-from bertviz_lab.model.files import first_line, named, shown
+from bertviz_lab.util.files import first_line, named, shown
 
 MAX_MANIFEST_BYTES = 64 << 20  # ~1,000 times the manifest of a million texts in shards of 1,024
 MAX_LAYERS = 1024

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bertviz_lab.model.files import clip
+from bertviz_lab.util.files import clip
 
 Item = tuple[str, "str | None"]
 FILE_KINDS = (".txt", ".jsonl", ".csv", ".parquet")

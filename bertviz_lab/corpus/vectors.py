@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from bertviz_lab.corpus.folder import DAMAGED
-from bertviz_lab.model.files import first_line, named
+from bertviz_lab.util.files import first_line, named
 
 VECTOR_KINDS = ("hidden", "qk")  # what a corpus may store: hidden states, queries and keys
 EXACT_UP_TO = 200_000  # vectors of a layer searched by brute force, with no HNSW graph built

@@ -20,7 +20,6 @@ from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.factory import TASK_CLASSES
 from bertviz_lab.model.families import family_of
 from bertviz_lab.model.family_tokenizer import load_tokenizer
-from bertviz_lab.model.files import read_json_object
 from bertviz_lab.model.heads import (
     BERTForCausalLM,
     BERTForMaskedLM,
@@ -43,6 +42,7 @@ from bertviz_lab.model.weights import (
     is_hub_name,
     read_state_dict,
 )
+from bertviz_lab.util.files import read_json_object
 
 # the classifier models (one label per text or per token), by transformers class name: those only `architectures`
 # tells apart, as their weights are alike

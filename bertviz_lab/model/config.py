@@ -12,8 +12,8 @@ from typing import Any, Callable
 import torch
 
 from bertviz_lab.model.families import MODEL_TYPES, family_of
-from bertviz_lab.model.fields import MAX_INT, Field, check_fields, setting
-from bertviz_lab.model.files import as_path, json_kind, named, present, read_json, shown
+from bertviz_lab.util.fields import MAX_INT, Field, check_fields, setting
+from bertviz_lab.util.files import as_path, json_kind, named, present, read_json, shown
 
 TANH_GELU_NAMES = ("gelu_new", "gelu_pytorch_tanh")  # Hugging Face's names for GELU's tanh approximation
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {

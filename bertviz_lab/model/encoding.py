@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from bertviz_lab.model.files import shown
+from bertviz_lab.util.files import shown
 
 UNLIMITED = 10**9  # "no limit" for the tokenizer: count every token of a long text before cutting it
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")

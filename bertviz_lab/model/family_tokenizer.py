@@ -16,7 +16,6 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from bertviz_lab.model.families import ROBERTA
-from bertviz_lab.model.files import named, present, read_json_object
 from bertviz_lab.model.tokenizer import (
     _SPECIAL_ATTRS,
     _UNSET_MAX_LENGTH,
@@ -33,6 +32,7 @@ from bertviz_lab.model.tokenizer import (
     _tokenizer_source,
 )
 from bertviz_lab.model.weights import HubOptions
+from bertviz_lab.util.files import named, present, read_json_object
 
 __all__ = ["TokenizerFast", "load_tokenizer"]
 

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bertviz_lab.model.config import BERTConfig
-from bertviz_lab.model.fields import fields_of
-from bertviz_lab.model.files import clip, shown
 from bertviz_lab.model.tasks import BY_ARCHITECTURE
+from bertviz_lab.util.fields import fields_of
+from bertviz_lab.util.files import clip, shown
 
 MEMORY_LIMIT_VARIABLE = "BERTVIZ_LAB_MEMORY_LIMIT"
 OVERRIDE_HINT = f"set {MEMORY_LIMIT_VARIABLE} to override (a size such as 64GB, or off)"

@@ -22,7 +22,8 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 
 from bertviz_lab.device import select_device
-from bertviz_lab.model.files import (
+from bertviz_lab.model.weights import HubOptions, hub_files, is_hub_name
+from bertviz_lab.util.files import (
     as_path,
     first_line,
     named,
@@ -32,7 +33,6 @@ from bertviz_lab.model.files import (
     read_text,
     shown,
 )
-from bertviz_lab.model.weights import HubOptions, hub_files, is_hub_name
 
 __all__ = ["BERTTokenizerFast", "BatchEncoding", "load_vocab"]
 

@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 
 from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.families import MODEL_TYPES, Family, family_of
-from bertviz_lab.model.files import (
+from bertviz_lab.util.files import (
     as_path,
     clip,
     first_line,

@@ -31,8 +31,8 @@ from torch import nn
 from bertviz_lab.model import footprint
 from bertviz_lab.model.bert import BERT
 from bertviz_lab.model.factory import TASK_CLASSES
-from bertviz_lab.model.files import shown
 from bertviz_lab.model.tasks import TASK_MODELS
+from bertviz_lab.util.files import shown
 
 __all__ = ["saliency"]
 

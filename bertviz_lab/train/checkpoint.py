@@ -32,7 +32,6 @@ from typing import Any
 import torch
 
 from bertviz_lab.model.families import family_of
-from bertviz_lab.model.files import write_atomically
 from bertviz_lab.model.weights import (
     LATEST_POINTER,
     SAFETENSORS_NAME,
@@ -41,8 +40,9 @@ from bertviz_lab.model.weights import (
     read_state_dict,
     save_pretrained,
 )
-from bertviz_lab.train.paths import TEMP_PREFIX, WriteError, fsync_path, write_failure
 from bertviz_lab.train.run_config import clip
+from bertviz_lab.util.files import write_atomically
+from bertviz_lab.util.paths import TEMP_PREFIX, WriteError, fsync_path, write_failure
 
 logger = logging.getLogger("bertviz_lab.train")
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from bertviz_lab.model.files import write_atomically
-from bertviz_lab.train.paths import WriteError, write_failure
 from bertviz_lab.train.run_config import clip
+from bertviz_lab.util.files import write_atomically
+from bertviz_lab.util.paths import WriteError, write_failure
 
 EVAL_KEYS = ("eval_mlm_loss", "eval_nsp_loss", "eval_mlm_accuracy", "eval_nsp_accuracy")
 

@@ -18,13 +18,13 @@ import yaml
 from bertviz_lab.device import select_device
 from bertviz_lab.model import footprint
 from bertviz_lab.model.config import BERTConfig
-from bertviz_lab.model.fields import check
-from bertviz_lab.model.files import ECHO_LIMIT, clip, shown
 from bertviz_lab.train.presets import config_path, preset_names
 from bertviz_lab.train.schema import MODEL_FIELDS, SCHEMA, Key
+from bertviz_lab.util.fields import check
+from bertviz_lab.util.files import ECHO_LIMIT, clip, shown
 
 __all__ = ["ECHO_LIMIT", "SCHEMA", "ConfigError", "Key", "RunConfig", "clip", "load_config", "parse_override",
-           "parse_yaml", "shown", "validate_config"]  # clip and shown (model.files) are used from here too
+           "parse_yaml", "shown", "validate_config"]  # clip and shown (util.files) are used from here too
 
 
 class ConfigError(ValueError):

@@ -16,13 +16,10 @@ import torch
 
 from bertviz_lab.device import select_device
 from bertviz_lab.model.config import BERTConfig
-from bertviz_lab.model.files import FolderInUse
 from bertviz_lab.model.heads import BERTForPreTraining
 from bertviz_lab.model.tokenizer import BERTTokenizerFast
 from bertviz_lab.train import checkpoint as ckpt
 from bertviz_lab.train.data import SentencePairDataset, load_documents, split_documents
-from bertviz_lab.train.distributed import DistributedContext, broadcast_object, init_distributed
-from bertviz_lab.train.paths import file_problem, folder_problem
 from bertviz_lab.train.presets import preset_names
 from bertviz_lab.train.run_config import PRESETS, ConfigError, RunConfig, clip, load_config
 from bertviz_lab.train.schema import DEFAULT_EPOCHS, MODEL_FIELDS
@@ -32,9 +29,12 @@ from bertviz_lab.train.trainer import (
     TrainConfig,
     Trainer,
     TrainingInterrupted,
-    interrupt_handlers,
     run_config_keys,
 )
+from bertviz_lab.util.distributed import DistributedContext, broadcast_object, init_distributed
+from bertviz_lab.util.files import FolderInUse
+from bertviz_lab.util.interrupts import interrupt_handlers
+from bertviz_lab.util.paths import file_problem, folder_problem
 
 logger = logging.getLogger("bertviz_lab.train")
 
@@ -355,10 +355,9 @@ class BertRunner:
             self.trainer.close()
 
 
-# the CLI ---------------------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bertviz-lab", description="bertviz_lab command line.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+# the train command ----------------------------------------------------------------------------------------
+def add_train_parser(commands: Any) -> argparse.ArgumentParser:
+    """`bertviz-lab train`'s arguments, as a subcommand of the CLI (bertviz_lab/cli.py)."""
     train = commands.add_parser("train", help="pretrain BERT (MLM + NSP) from a YAML config",
                                 description="Pretrain BERT on MLM + NSP as a YAML file describes; prints the "
                                             "results and writes them as JSON. Runs under torchrun as well.")
@@ -370,12 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override one config key (value read as YAML); repeatable")
     train.add_argument("--log", choices=("tensorboard",), help="also log to TensorBoard (logging.log_to; event "
                        "files in logging.log_dir, by default TensorBoard's runs/<date>_<host>)")
-    commands.add_parser("html", add_help=False, help="write a notebook as an offline page, its scripts and "
-                                                            "remote content removed (bertviz-lab html --help)")
-    from bertviz_lab.corpus.cli import add_corpus_parser
-
-    add_corpus_parser(commands)
-    return parser
+    return train
 
 
 def format_results(results: Mapping[str, Any]) -> str:
@@ -422,28 +416,14 @@ def _resumes_from(resume_from: str, checkpoint: Path) -> bool:
         return False
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`bertviz-lab train --config CFG.yaml --output results.json`; exit 0 ok, 1 training failed, 2 bad usage/config,
+def run_train(args: argparse.Namespace) -> int:
+    """`bertviz-lab train --config CFG.yaml --output results.json`; exit 0 ok, 1 training failed, 2 bad config,
     128 + the signal's number on Ctrl-C (130) or SIGTERM (143).
 
     Every error is one line on stderr: `bertviz-lab train: error: ...` (exit 2: the config, a path it names, the
     checkpoint to resume; exit 1: a non-finite loss, or an OS error while training, e.g. a full disk). Ctrl-C or
     SIGTERM while training ends after the step in flight with a checkpoint saved (see Trainer.fit); at any other
     time, or the second time, it stops at once. Either way one line says what was kept."""
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["html"]:  # its own parser (widgets/notebook_html.py); listed here so --help names it
-        from bertviz_lab.widgets.notebook_html import main as html
-
-        return html(argv[1:])
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # argparse exits 2 on bad usage, 0 on --help
-        return int(exit_.code or 0)
-    if args.command == "corpus":
-        from bertviz_lab.corpus.cli import run as run_corpus
-
-        return run_corpus(args)
     stream = logging.StreamHandler(sys.stderr)
     stream.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     logger.addHandler(stream)

@@ -15,8 +15,8 @@ import dataclasses
 from typing import Any
 
 from bertviz_lab.model.config import BERTConfig
-from bertviz_lab.model.fields import Field, fields_of, setting
 from bertviz_lab.model.pretraining import MASK_PROBABILITY, masking_split_label
+from bertviz_lab.util.fields import Field, fields_of, setting
 
 Key = Field  # a run config key is a Field: the name the run config's modules have always used
 

@@ -32,13 +32,16 @@ from tqdm.auto import tqdm
 
 from bertviz_lab.device import select_device
 from bertviz_lab.kernels import machine
-from bertviz_lab.model.fields import Field, check_fields, setting
-from bertviz_lab.model.files import FolderInUse, clip, one_writer, shown
 from bertviz_lab.model.heads import BERTForPreTraining
 from bertviz_lab.train import checkpoint as ckpt
 from bertviz_lab.train import schema
 from bertviz_lab.train.data import FixedBatches, PairBatches, SentencePairDataset, evaluation_batches
-from bertviz_lab.train.distributed import (
+from bertviz_lab.train.metrics import MetricsRecord, append_record, rewrite_records
+from bertviz_lab.train.objective import MODEL_INPUTS, PretrainingObjective, prediction_targets
+from bertviz_lab.train.progress import log_above
+from bertviz_lab.train.schema import run_setting
+from bertviz_lab.train.tensorboard_log import TensorBoardLog
+from bertviz_lab.util.distributed import (
     DistributedContext,
     all_reduce_sum,
     any_process,
@@ -49,12 +52,10 @@ from bertviz_lab.train.distributed import (
     largest,
     launched_by_torchrun,
 )
-from bertviz_lab.train.metrics import MetricsRecord, append_record, rewrite_records
-from bertviz_lab.train.objective import MODEL_INPUTS, PretrainingObjective, prediction_targets
-from bertviz_lab.train.paths import file_problem, folder_problem
-from bertviz_lab.train.progress import log_above
-from bertviz_lab.train.schema import run_setting
-from bertviz_lab.train.tensorboard_log import TensorBoardLog
+from bertviz_lab.util.fields import Field, check_fields, setting
+from bertviz_lab.util.files import FolderInUse, clip, one_writer, shown
+from bertviz_lab.util.interrupts import interrupt_handlers
+from bertviz_lab.util.paths import file_problem, folder_problem
 
 logger = logging.getLogger("bertviz_lab.train")
 
@@ -161,7 +162,6 @@ class TrainingInterrupted(KeyboardInterrupt):
         return 128 + self.signal_number
 
 
-INTERRUPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name))
 REPEAT_GRACE_S = 1.0  # a repeat within this time is the same request (torchrun forwards a Ctrl-C its workers got)
 
 
@@ -184,21 +184,6 @@ class StepBoundarySignals:
         """This object's handlers for the block (see interrupt_handlers)."""
         self.received = None
         return interrupt_handlers(self._handle)
-
-
-@contextlib.contextmanager
-def interrupt_handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
-    """`handler` for SIGINT and SIGTERM during the block, the previous handlers put back after it. Elsewhere than on
-    the main thread nothing is installed: Python runs signal handlers on the main thread only."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {number: signal.signal(number, handler) for number in INTERRUPT_SIGNALS}
-    try:
-        yield
-    finally:
-        for number, earlier in previous.items():
-            signal.signal(number, signal.SIG_DFL if earlier is None else earlier)  # None: one installed outside Python
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from bertviz_lab.model.files import shown
+from bertviz_lab.util.files import shown
 from bertviz_lab.views.head_view_page import head_view_page
 from bertviz_lab.views.inputs import AttentionSet, attention_sets, check_html_action, pretty_token
 from bertviz_lab.views.page import html_object, offline_page

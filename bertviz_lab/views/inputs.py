@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from bertviz_lab.model.files import shown
+from bertviz_lab.util.files import shown
 
 ENCODER_DECODER = ("encoder_attention", "decoder_attention", "cross_attention", "encoder_tokens", "decoder_tokens")
 PAIR_SETS = (("all", "all", "all"), ("sentence A → sentence A", "a", "a"), ("sentence B → sentence B", "b", "b"),

@@ -17,8 +17,8 @@ import torch
 from bertviz_lab.model.auto import load
 from bertviz_lab.model.bert import BERTPreTrainedModel
 from bertviz_lab.model.family_tokenizer import load_tokenizer
-from bertviz_lab.model.files import shown
 from bertviz_lab.model.tokenizer import BERTTokenizerFast
+from bertviz_lab.util.files import shown
 from bertviz_lab.views.inputs import check_html_action
 from bertviz_lab.views.page import html_object, offline_page
 from bertviz_lab.widgets.panels.attention import AttentionPanel

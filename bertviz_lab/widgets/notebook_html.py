@@ -43,7 +43,7 @@ from nbformat.corpus.words import generate_corpus_id
 from nbformat.v4 import output_from_msg
 from nbformat.validator import get_validator
 
-from bertviz_lab.model.files import clip, first_line, json_kind, kind, named, present, shown, write_atomically
+from bertviz_lab.util.files import clip, first_line, json_kind, kind, named, present, shown, write_atomically
 from bertviz_lab.widgets.page_sanitizer import sanitize_html, sanitize_svg
 
 TEMPLATES = Path(__file__).with_name("templates")

@@ -14,7 +14,7 @@ import pytest
 import torch
 from tiny_models import tiny_config
 
-from bertviz_lab.__main__ import main
+from bertviz_lab.cli import main
 from bertviz_lab.model import BERT_Weights, BERTForPreTraining, BERTTokenizerFast
 from bertviz_lab.widgets import AttentionPanel
 from bertviz_lab.widgets.notebook_html import POLICY_META

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bertviz_lab.corpus import SENTENCES, Corpus, analyze
-from bertviz_lab.model.files import WRITER_LOCK
+from bertviz_lab.util.files import WRITER_LOCK
 
 TEXTS = SENTENCES.read_text(encoding="utf-8").splitlines()[:20]
 

@@ -18,7 +18,7 @@ from test_folder import assert_same_tables
 from test_scale_out import CLI
 
 from bertviz_lab.corpus import SENTENCES, Corpus, analyze, folder
-from bertviz_lab.model.files import WRITER_NOTE
+from bertviz_lab.util.files import WRITER_NOTE
 
 OPTIONS = ["--shard-size", "20", "--batch-size", "10", "--layers", "0,3", "--vectors", "hidden"]
 SETTINGS = dict(layers=[0, 3], vectors=["hidden"], batch_size=10, shard_size=20, progress=False,
@@ -160,7 +160,7 @@ def test_a_write_that_fails_mid_run_is_one_line_and_the_rerun_resumes(tmp_path, 
     command afterwards finishes the corpus."""
     import pyarrow.parquet as pq
 
-    from bertviz_lab.train.runner import main
+    from bertviz_lab.cli import main
 
     real_write = pq.write_table
     written: list = []
@@ -187,8 +187,8 @@ def test_a_missing_corpus_package_is_one_line_naming_the_extra_and_nothing_is_wr
                                                                                       capsys):
     import sys
 
+    from bertviz_lab.cli import main
     from bertviz_lab.corpus import Corpus, analyze
-    from bertviz_lab.train.runner import main
 
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # what find_spec reports for a package that is not installed
     out = tmp_path / "out"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertviz_lab.__main__ import main
+from bertviz_lab.cli import main
 from bertviz_lab.corpus import Corpus, analyze
 from bertviz_lab.corpus.statistics import STATISTICS
 from bertviz_lab.kernels import machine

@@ -20,10 +20,10 @@ from IPython.core.error import UsageError
 from tiny_models import tiny_config
 
 import bertviz_lab
-from bertviz_lab.__main__ import main as console_main
+from bertviz_lab.cli import main as console_main
 from bertviz_lab.magics import BertInspectMagics
 from bertviz_lab.model import BERT, BERTConfig, BERTForMaskedLM, BERTTokenizerFast
-from bertviz_lab.model.files import MAX_TEXT_MB_VARIABLE
+from bertviz_lab.util.files import MAX_TEXT_MB_VARIABLE
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(95))]  # tiny_config's 100 ids
 LONG_NAME = "x" * 10_000
@@ -377,7 +377,7 @@ CHILD = textwrap.dedent("""
     memory = int(sys.argv[2])
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     import bertviz_lab
-    from bertviz_lab.__main__ import main
+    from bertviz_lab.cli import main
     from bertviz_lab.model import BERT, BERTTokenizerFast
 
     def cli(config):

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from bertviz_lab.model import files
+from bertviz_lab.util import files
 
 
 def test_text_and_bytes_replace_the_file_and_leave_nothing_beside_it(tmp_path):

@@ -251,7 +251,7 @@ def test_a_second_training_into_a_checkpoint_dir_in_use_stops_before_its_first_s
     one line naming it and leaves the other's checkpoints alone; once it is free, the same trainer trains."""
     import threading
 
-    from bertviz_lab.model.files import FolderInUse, one_writer
+    from bertviz_lab.util.files import FolderInUse, one_writer
 
     train, test = pairs
     first = Trainer(make_model(len(wordpiece_tokenizer)), train, test, _config(tmp_path, keep_checkpoints=1))

@@ -25,12 +25,12 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from bertviz_lab.model.files import WRITER_LOCK
+from bertviz_lab.cli import main
 from bertviz_lab.train import TrainConfig, Trainer
 from bertviz_lab.train import checkpoint as ckpt
 from bertviz_lab.train import trainer as trainer_module
-from bertviz_lab.train.runner import main
 from bertviz_lab.train.trainer import TrainingInterrupted
+from bertviz_lab.util.files import WRITER_LOCK
 
 STEPS = 150  # the CLI runs: long enough that the child cannot finish before the signal (~2 s at ~13 ms a step)
 CHILD_MEMORY = 2 << 30  # bytes of address space for a CLI child (a tiny run uses under 1 GiB)
@@ -283,7 +283,7 @@ def test_sigterm_behaves_like_the_first_ctrl_c(tmp_path, child_env):
 SLOW_SAVES = """
 import sys, time
 import torch
-from bertviz_lab.__main__ import main
+from bertviz_lab.cli import main
 
 real_save = torch.save
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from bertviz_lab.cli import main
 from bertviz_lab.train.presets import PRESETS, config_path, preset_names
 from bertviz_lab.train.run_config import ConfigError, load_config
-from bertviz_lab.train.runner import main
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -122,7 +122,7 @@ CLI_CASES = ["model.dim_model=1000000", "data.vocab_size=1e12", "data.vocab_size
              "training.num_threads=100000"]
 CHILD = textwrap.dedent("""
     import contextlib, io, json, sys, time
-    from bertviz_lab.__main__ import main
+    from bertviz_lab.cli import main
     results = {}
     for override in sys.argv[2:]:
         stderr, started = io.StringIO(), time.perf_counter()

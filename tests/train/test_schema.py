@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from bertviz_lab import cli
 from bertviz_lab.model.config import BERTConfig
-from bertviz_lab.model.fields import fields_of
 from bertviz_lab.train import runner
 from bertviz_lab.train.data import MaskingCollator, PairBatches, SentencePairDataset, evaluation_batches
 from bertviz_lab.train.run_config import ConfigError, load_config, validate_config
 from bertviz_lab.train.schema import MODEL_FIELDS, SCHEMA, key
 from bertviz_lab.train.schema_table import main, markdown
 from bertviz_lab.train.trainer import TrainConfig, run_config_keys
+from bertviz_lab.util.fields import fields_of
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI_PAGE = ROOT / "docs" / "guides" / "cli.md"
@@ -35,7 +36,7 @@ def settings_seen_by_the_cli(tmp_path, monkeypatch) -> TrainConfig:
     monkeypatch.setattr(runner.BertRunner, "run", run)
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
-    assert runner.main(["train", "--config", str(empty)]) == 0
+    assert cli.main(["train", "--config", str(empty)]) == 0
     return seen[0]
 
 

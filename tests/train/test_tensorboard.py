@@ -68,7 +68,7 @@ def test_attention_image_colours_each_cell_by_its_share_of_the_largest_weight():
 
 
 def test_the_command_line_flag_and_a_missing_package(tmp_path, monkeypatch, capsys):
-    from bertviz_lab.train.runner import main
+    from bertviz_lab.cli import main
 
     out = tmp_path / "tb"
     assert main(["train", "--config", "tiny", "--log", "tensorboard", "--set", "training.steps=4", "--set",

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bertviz_lab.__main__ import main as console_main
+from bertviz_lab.cli import main
 from bertviz_lab.train import BertRunner, ConfigError
 from bertviz_lab.train import checkpoint as ckpt
 from bertviz_lab.train import runner as runner_module
-from bertviz_lab.train.paths import file_problem, folder_problem
-from bertviz_lab.train.runner import RESULT_KEYS, main
+from bertviz_lab.train.runner import RESULT_KEYS
+from bertviz_lab.util.paths import file_problem, folder_problem
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "tiny.yaml"
@@ -85,7 +85,7 @@ def test_cli_prints_and_writes_json(tmp_path, capsys):
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(_tiny_synthetic(tmp_path, steps=2)))
     output = tmp_path / "nested" / "results.json"
-    assert console_main(["train", "--config", str(config), "--output", str(output)]) == 0
+    assert main(["train", "--config", str(config), "--output", str(output)]) == 0
     printed = capsys.readouterr().out
     results = json.loads(output.read_text())
     assert set(results) == DOCUMENTED_KEYS and results["steps"] == 2
@@ -323,7 +323,7 @@ def test_a_checkpoint_dir_another_process_writes_is_one_line_and_exit_2(tmp_path
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     (tmp_path / "ckpt").mkdir()
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys\nfrom bertviz_lab.model.files import one_writer\n"
+        "import sys\nfrom bertviz_lab.util.files import one_writer\n"
         f"with one_writer({str(tmp_path / 'ckpt')!r}, 'training'):\n"
         "    print('holding', flush=True)\n    sys.stdin.readline()\n")], env=child_env, stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, text=True)

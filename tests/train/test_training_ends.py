@@ -17,11 +17,13 @@ import pytest
 import torch
 import yaml
 
-from bertviz_lab.model.files import WRITER_LOCK
-from bertviz_lab.train import NonFiniteLossError, TrainConfig, Trainer, paths
+from bertviz_lab.cli import main
+from bertviz_lab.train import NonFiniteLossError, TrainConfig, Trainer
 from bertviz_lab.train import checkpoint as ckpt
 from bertviz_lab.train.metrics import MetricsRecord, append_record, rewrite_records
-from bertviz_lab.train.runner import BertRunner, main
+from bertviz_lab.train.runner import BertRunner
+from bertviz_lab.util import paths
+from bertviz_lab.util.files import WRITER_LOCK
 
 FIX = "Try a lower learning_rate"
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 from nbconvert import HTMLExporter
 
-from bertviz_lab.__main__ import main
+from bertviz_lab.cli import main
 from bertviz_lab.widgets import AttentionPanel, DevicePicker
 from bertviz_lab.widgets.notebook_html import (
     GENERATOR_META,
@@ -363,7 +363,7 @@ def test_a_version_3_notebook_is_read(tmp_path):
 CHILD = textwrap.dedent("""
     import contextlib, io, json, resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-    from bertviz_lab.__main__ import main
+    from bertviz_lab.cli import main
     results = []
     for argv in json.loads(sys.argv[1]):
         err = io.StringIO()

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bertviz_lab.model.files import named, shown, write_atomically
+from bertviz_lab.util.files import named, shown, write_atomically
 from bertviz_lab.widgets.figures.caption import with_caption
 from bertviz_lab.widgets.figures.theme import background, check_theme, resolve, with_style
 

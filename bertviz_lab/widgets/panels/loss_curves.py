@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 import ipywidgets as widgets
 import numpy as np
 
-from bertviz_lab.model.files import write_atomically
+from bertviz_lab.util.files import write_atomically
 from bertviz_lab.widgets.figures.charts import Line, chart_grid, line_chart
 from bertviz_lab.widgets.figures.export import themed
 from bertviz_lab.widgets.figures.palette import CURVE_COLORS

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, Sequence
 import ipywidgets as widgets
 
 from bertviz_lab.model.encoding import EncodedText, Truncation, encode_text, max_positions  # noqa: F401 (re-exported)
-from bertviz_lab.model.files import shown
+from bertviz_lab.util.files import shown
 from bertviz_lab.widgets.figures.caption import caption_line
 from bertviz_lab.widgets.figures.export import save_figure
 from bertviz_lab.widgets.figures.text import escape

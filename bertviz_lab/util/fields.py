@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from bertviz_lab.model.files import shown
+from bertviz_lab.util.files import shown
 
 MAX_INT = 2**63 - 1  # the largest size or id a tensor can hold (int64)
 PHRASINGS = ("python", "yaml")

@@ -25,7 +25,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from bertviz_lab.train.run_config import clip
+from bertviz_lab.util.files import clip
 
 TEMP_PREFIX = ".tmp-"
 _OS_ERROR_CODE = re.compile(r"os error (\d+)|\[Errno (\d+)\]")  # how Rust and Python libraries quote errno
