@@ -48,7 +48,7 @@ from bertviz_lab.widgets.page_sanitizer import sanitize_html, sanitize_svg
 
 TEMPLATES = Path(__file__).with_name("templates")
 MAX_NOTEBOOK_BYTES = 100_000_000  # a larger notebook is refused (one of 53 MB of images peaks at 0.8 GB)
-MAX_SANITISED_CHARS = 4_000_000  # an HTML/SVG output or raw cell sanitised whole (~8 s, ~0.7 GB); larger: a note
+MAX_SANITISED_CHARS = 4_000_000  # an HTML/SVG output or raw cell sanitised whole (~2 s, ~50 MB); larger: a note
 TEMPLATE = "bertviz_offline"
 GENERATOR_META = '<meta name="generator" content="bertviz-lab html">'
 # What the sanitised page may load at all, should anything have slipped through: inline images and fonts, files

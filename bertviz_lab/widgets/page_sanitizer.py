@@ -2,14 +2,14 @@
 
 A notebook received from someone else may carry active content in its outputs and markdown: scripts, event-handler
 attributes, `javascript:` links, frames, and images, style sheets or CSS that fetch from the network the moment the
-page is opened. `sanitize_html` removes all of it and keeps everything else byte for byte, so the panels' static
-copies (plain HTML, inline SVG with `<style>`, embedded `data:image/png` images) pass through unchanged:
+page is opened. `sanitize_html` removes all of it and keeps what the page shows, so the panels' static copies (plain
+HTML, inline SVG with `<style>`, embedded `data:image/png` images) come through as the same elements and text:
 
+- kept: the HTML, SVG and MathML elements and attributes a page shows (allow-lists below; `data-*` and `aria-*`);
 - removed: `<script>` (with its content), `on*` attributes, `<iframe>`/`<frame>`/`<object>`/`<embed>`/`<applet>`,
   `<base>`, `<link>`, `<meta>` (a page keeps its charset, viewport and generator), `<form>` (its fields stay, so
-  nothing can be submitted anywhere) and `action`/`formaction`,
-  SVG `<foreignObject>` and animation elements (they can rewrite links), processing instructions, and comments
-  other than plain ones (such as Graphviz writes);
+  nothing can be submitted anywhere) and `action`/`formaction`, SVG `<foreignObject>` and animation elements (they
+  can rewrite links), processing instructions, and comments other than plain ones (such as Graphviz writes);
 - URLs: links may go to http(s) and mailto addresses; everything the page would load by itself (`src`, `srcset`,
   `poster`, SVG `href`, CSS `url()`) must be an inline `data:` image (or font, in CSS), a `#fragment`, or a
   relative path inside the page's folder; `javascript:`, `vbscript:`, `data:text/html` and the like are dropped;
@@ -18,39 +18,101 @@ copies (plain HTML, inline SVG with `<style>`, embedded `data:image/png` images)
 - a removed image, frame or style sheet leaves a short visible note naming where it pointed
   ("remote image removed: example.com").
 
-It reads the markup with the standard library's `html.parser` and never trusts its reading where a browser could read
-the same bytes differently: a tag is copied verbatim only when it is plainly written (quoted attributes, no `<` inside),
-otherwise written afresh from the checked values; text and style content never carry a raw `<`; comments are dropped.
-So every `<` of the result starts a tag that was checked. A fragment (one output, one markdown cell) is also closed:
-what it opens it closes, and it cannot close what surrounds it.
+The markup is read and written by nh3, the Python binding of the Rust `ammonia` sanitiser (html5ever, the HTML
+parser of Servo, reads it as a browser does): maintained and fast, where `bleach` is deprecated. This module only
+states the policy: the allow-lists, an attribute filter for what nh3 cannot say (which URLs load, CSS), and one pass
+over nh3's output, which html5ever writes in one canonical form, to clean `<style>` sheets, put notes where frames
+and images were, and keep only plain comments. A fragment (one output, one markdown cell) is closed: what it opens
+it closes, and it cannot close what surrounds it; a page (`page=True`) keeps its doctype, html, head and body.
 """
 
 from __future__ import annotations
 
 import html
 import re
-from collections import Counter
-from dataclasses import dataclass, field
-from html.parser import HTMLParser
+from functools import partial
+from typing import Callable
 from urllib.parse import unquote, urlsplit
+
+import nh3
 
 NOTE_CLASS = "bvl-removed"
 
-# Elements whose tags are dropped and whose content, checked like the rest, stays. (<script> goes with its content,
-# and so does <foreignObject> in a fragment; in a page only its tags go.)
-DROP_TAG = frozenset({
-    "base", "link", "meta", "param", "form", "iframe", "frame", "frameset", "object", "embed", "applet", "portal",
-    "fencedframe", "noscript", "noembed", "noframes", "xmp", "plaintext", "set", "animate", "animatemotion",
-    "animatetransform", "animatecolor", "handler", "listener",
+# What nh3 keeps. SVG names are written as html5ever adjusts them (linearGradient, viewBox).
+HTML_TAGS = frozenset({
+    "a", "abbr", "acronym", "address", "area", "article", "aside", "audio", "b", "bdi", "bdo", "big", "blockquote",
+    "br", "button", "canvas", "caption", "center", "cite", "code", "col", "colgroup", "data", "datalist", "dd", "del",
+    "details", "dfn", "dialog", "dir", "div", "dl", "dt", "em", "fieldset", "figcaption", "figure", "font", "footer",
+    "h1", "h2", "h3", "h4", "h5", "h6", "header", "hgroup", "hr", "i", "img", "input", "ins", "kbd", "label",
+    "legend", "li", "main", "map", "mark", "menu", "meter", "nav", "nobr", "ol", "optgroup", "option", "output", "p",
+    "picture", "pre", "progress", "q", "rb", "rp", "rt", "rtc", "ruby", "s", "samp", "search", "section", "select",
+    "small", "source", "span", "strike", "strong", "style", "sub", "summary", "sup", "table", "tbody", "td",
+    "textarea", "tfoot", "th", "thead", "time", "title", "tr", "track", "tt", "u", "ul", "var", "video", "wbr",
 })
-EMBEDDING = frozenset({"iframe", "frame", "frameset", "object", "embed", "applet", "portal", "fencedframe"})
-PAGE_ONLY = frozenset({"html", "head", "body"})  # a fragment cannot open or close the page around it
-VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
-                  "track", "wbr", "frame", "keygen", "basefont", "bgsound", "image"})
-FOREIGN_ROOTS = frozenset({"svg", "math"})
+SVG_TAGS = frozenset({
+    "svg", "circle", "clipPath", "defs", "desc", "ellipse", "feBlend", "feColorMatrix", "feComponentTransfer",
+    "feComposite", "feConvolveMatrix", "feDiffuseLighting", "feDisplacementMap", "feDistantLight", "feDropShadow",
+    "feFlood", "feFuncA", "feFuncB", "feFuncG", "feFuncR", "feGaussianBlur", "feImage", "feMerge", "feMergeNode",
+    "feMorphology", "feOffset", "fePointLight", "feSpecularLighting", "feSpotLight", "feTile", "feTurbulence",
+    "filter", "g", "image", "line", "linearGradient", "marker", "mask", "metadata", "path", "pattern", "polygon",
+    "polyline", "radialGradient", "rect", "stop", "switch", "symbol", "text", "textPath", "tspan", "use", "view",
+})
+MATHML_TAGS = frozenset({
+    "math", "maction", "annotation", "menclose", "merror", "mfenced", "mfrac", "mi", "mmultiscripts", "mn", "mo",
+    "mover", "mpadded", "mphantom", "mprescripts", "mroot", "mrow", "ms", "mspace", "msqrt", "mstyle", "msub",
+    "msubsup", "msup", "mtable", "mtd", "mtext", "mtr", "munder", "munderover", "none", "semantics",
+})
+# Kept by nh3 only to be named in a note, then replaced by it (their end tags go, an object's fallback content stays).
+NOTED = frozenset({"iframe", "frame", "object", "embed", "applet", "portal", "fencedframe", "link"})
+EMBEDDING = NOTED - {"link"}
+NOTE_SOURCES = frozenset({"src", "data", "href", "rel"})
+# Dropped with their content (the rest that is not kept loses its tags only): what they hold never shows, or runs.
+CLEAN_CONTENT = frozenset({"script", "foreignObject", "noscript", "noembed", "noframes", "template"})
+PAGE_TAGS = frozenset({"meta"})  # a page keeps some of its metas (`_page_meta`); a fragment none
 
-DROP_ATTRIBUTES = frozenset({"srcdoc", "action", "formaction", "ping", "manifest", "codebase", "classid", "archive",
-                             "lowsrc", "dynsrc", "http-equiv", "profile"})
+ATTRIBUTES = frozenset({
+    # HTML
+    "abbr", "accesskey", "align", "alink", "alt", "autocapitalize", "autocomplete", "axis", "background", "bgcolor",
+    "border", "cellpadding", "cellspacing", "char", "charoff", "charset", "checked", "cite", "class", "clear", "color",
+    "cols", "colspan", "compact", "content", "contenteditable", "controls", "coords", "datetime", "decoding",
+    "default", "dir", "dirname", "disabled", "download", "draggable", "enterkeyhint", "face", "for", "frame",
+    "headers", "height", "hidden", "high", "href", "hreflang", "hspace", "id", "inert", "inputmode", "ismap",
+    "itemid", "itemprop", "itemref", "itemscope", "itemtype", "kind", "label", "lang", "list", "loading", "loop",
+    "low", "max", "maxlength", "media", "min", "minlength", "multiple", "muted", "name", "noshade", "nowrap", "open",
+    "optimum", "pattern", "placeholder", "playsinline", "popover", "poster", "preload", "readonly", "referrerpolicy",
+    "rel", "required", "rev", "reversed", "role", "rows", "rowspan", "rules", "scope", "selected", "shape", "size",
+    "sizes", "span", "spellcheck", "src", "srclang", "srcset", "start", "step", "style", "summary", "tabindex",
+    "target", "text", "title", "translate", "type", "usemap", "valign", "value", "vlink", "vspace", "width", "wrap",
+    # SVG (xlink:href is read as href, xmlns:xlink as xlink, xml:space as space)
+    "alignment-baseline", "baseFrequency", "baseline-shift", "bias", "clip", "clip-path", "clip-rule",
+    "clipPathUnits", "color-interpolation", "color-interpolation-filters", "color-rendering", "cx", "cy", "d",
+    "diffuseConstant", "direction", "display", "divisor", "dominant-baseline", "dx", "dy", "edgeMode", "elevation",
+    "exponent", "fill", "fill-opacity", "fill-rule", "filter", "filterUnits", "flood-color", "flood-opacity",
+    "font-family", "font-size", "font-size-adjust", "font-stretch", "font-style", "font-variant", "font-weight", "fr",
+    "fx", "fy", "gradientTransform", "gradientUnits", "image-rendering", "in", "in2", "intercept", "k", "k1", "k2",
+    "k3", "k4", "kernelMatrix", "kernelUnitLength", "kerning", "lengthAdjust", "letter-spacing", "lighting-color",
+    "limitingConeAngle", "marker-end", "marker-mid", "marker-start", "markerHeight", "markerUnits", "markerWidth",
+    "mask", "maskContentUnits", "maskUnits", "mode", "numOctaves", "offset", "opacity", "operator", "order", "orient",
+    "overflow", "paint-order", "pathLength", "patternContentUnits", "patternTransform", "patternUnits",
+    "pointer-events", "points", "pointsAtX", "pointsAtY", "pointsAtZ", "preserveAlpha", "preserveAspectRatio",
+    "primitiveUnits", "r", "radius", "refX", "refY", "result", "rotate", "rx", "ry", "scale", "seed",
+    "shape-rendering", "side", "slope", "space", "spacing", "specularConstant", "specularExponent", "spreadMethod",
+    "startOffset", "stdDeviation", "stitchTiles", "stop-color", "stop-opacity", "stroke", "stroke-dasharray",
+    "stroke-dashoffset", "stroke-linecap", "stroke-linejoin", "stroke-miterlimit", "stroke-opacity", "stroke-width",
+    "surfaceScale", "systemLanguage", "tableValues", "targetX", "targetY", "text-anchor", "text-decoration",
+    "text-rendering", "textLength", "transform", "transform-origin", "unicode-bidi", "vector-effect", "version",
+    "viewBox", "visibility", "word-spacing", "writing-mode", "x", "x1", "x2", "xChannelSelector", "xlink", "xmlns",
+    "y", "y1", "y2", "yChannelSelector", "z",
+    # MathML
+    "accent", "accentunder", "bevelled", "close", "columnalign", "columnlines", "columnspacing", "columnspan",
+    "denomalign", "depth", "displaystyle", "encoding", "fence", "largeop", "linebreak", "linethickness", "lspace",
+    "mathbackground", "mathcolor", "mathsize", "mathvariant", "maxsize", "minsize", "movablelimits", "notation",
+    "numalign", "rowalign", "rowlines", "rowspacing", "rspace", "scriptlevel", "separator", "separators", "stretchy",
+    "subscriptshift", "superscriptshift", "symmetric", "voffset",
+})
+ATTRIBUTE_PREFIXES = frozenset({"data-", "aria-"})
+URL_SCHEMES = frozenset({"http", "https", "mailto", "data"})  # nh3 drops every other scheme; the filter narrows on
+
 NAVIGATION_ELEMENTS = frozenset({"a", "area"})  # their href is followed on a click only
 RESOURCE_ATTRIBUTES = frozenset({"src", "href", "poster", "background", "data", "longdesc", "icon"})
 SRCSET_ATTRIBUTES = frozenset({"srcset", "imagesrcset"})
@@ -60,21 +122,7 @@ DATA_IMAGE = re.compile(r"data:\s*image/(?:png|gif|jpe?g|webp|bmp|avif|x-icon|vn
 DATA_FONT = re.compile(r"data:\s*(?:font/[\w.+-]+|application/(?:x-)?font-[\w.+-]+|application/vnd\.ms-fontobject"
                        r"|application/octet-stream)\s*[;,]")
 SCHEME = re.compile(r"([a-z][a-z0-9+.\-]*):")
-
-# What a plainly written tag looks like: such a tag reads the same in every parser, so it may be copied as it is.
-# Whitespace is HTML's (a browser splits attributes at these five characters only).
-WS = r"[ \t\n\r\f]"
-NAME = r"[A-Za-z][A-Za-z0-9._:-]*"
-ATTRIBUTE = rf"""[A-Za-z_:][-A-Za-z0-9_:.]*(?:{WS}*={WS}*(?:"[^"<>]*"|'[^'<>]*'))?"""
-PLAIN_START_TAG = re.compile(rf"<({NAME})((?:{WS}+{ATTRIBUTE})*){WS}*/?>")
-PLAIN_END_TAG = re.compile(rf"</({NAME}){WS}*>")
-PLAIN_ATTRIBUTE = re.compile(rf"{WS}+({ATTRIBUTE})")
-ANY_ATTRIBUTE = re.compile(r"""([^\s"'>/=]+)(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s>]*))?""")
 ATTRIBUTE_NAME = re.compile(r"[A-Za-z_:][-A-Za-z0-9_:.]*")
-# A comment that ends at its first "-->" in every parser (no "-", "!", "<" or ">" inside): kept, as Graphviz writes
-# them into its SVG; any other comment goes.
-PLAIN_COMMENT = re.compile(r"<!--[^<>!-]*-->")
-REFERENCE = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);")
 
 CSS_COMMENT = re.compile(r"/\*.*?(?:\*/|$)", re.S)
 CSS_ESCAPE = re.compile(r"\\(?:([0-9a-fA-F]{1,6})\s?|\n|(.))", re.S)
@@ -135,7 +183,10 @@ def url_host(value: str) -> str | None:
     """The host a network URL names (also `//host/...`), else None."""
     url = _clean_url(value).replace("\\", "/")
     if _scheme(url) in ("http", "https", "ftp", "ws", "wss") or url.startswith("//"):
-        return (urlsplit(url).hostname or "an unnamed host")[:80]
+        try:
+            return (urlsplit(url).hostname or "an unnamed host")[:80]
+        except ValueError:  # such as an unclosed [IPv6 address
+            return "an unnamed host"
     return None
 
 
@@ -210,340 +261,193 @@ def clean_css(css: str, entities: bool = False) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Reading: html.parser's tokens, each with the exact text it was read from
+# The policy nh3 applies
 
 
-@dataclass
-class Token:
-    """One thing html.parser read: kind is start, end, text, comment, decl or pi; `raw` the source text it covers."""
-
-    kind: str
-    name: str = ""
-    attrs: list[tuple[str, str | None]] = field(default_factory=list)
-    closed: bool = False  # <tag ... />
-    raw: str = ""
-    tag_text: str = ""  # what html.parser took as the start tag
+REMOVED_IMAGE = "bvl-removed-image:"  # an <img> src the filter refused; no source can carry it (nh3 drops the scheme)
 
 
-class _Reader(HTMLParser):
-    def __init__(self, source: str) -> None:
-        super().__init__(convert_charrefs=False)
-        self.source = source
-        self.line_starts = [0] + [match.end() for match in re.finditer("\n", source)]
-        self.found: list[tuple[int, Token]] = []
-
-    def _add(self, token: Token) -> None:
-        self.found.append((self.position(), token))
-
-    def handle_starttag(self, tag, attrs):
-        self._add(Token("start", tag, attrs, tag_text=self.get_starttag_text() or ""))
-
-    def handle_startendtag(self, tag, attrs):
-        self._add(Token("start", tag, attrs, closed=True, tag_text=self.get_starttag_text() or ""))
-
-    def handle_endtag(self, tag):
-        self._add(Token("end", tag))
-
-    def handle_data(self, data):
-        self._add(Token("text"))
-
-    def handle_entityref(self, name):
-        self._add(Token("text"))
-
-    def handle_charref(self, name):
-        self._add(Token("text"))
-
-    def handle_comment(self, data):
-        self._add(Token("comment"))
-
-    def handle_decl(self, decl):
-        self._add(Token("decl", decl))
-
-    def unknown_decl(self, data):
-        self._add(Token("comment"))
-
-    def handle_pi(self, data):
-        self._add(Token("pi"))
-
-    def parse_marked_section(self, i, report=1):
-        """`<![` that opens no CDATA section: a bogus comment, as a browser reads it (older html.parser raises)."""
-        try:
-            return super().parse_marked_section(i, report)
-        except AssertionError:
-            return self.parse_bogus_comment(i, report)
-
-    def position(self) -> int:
-        line, column = self.getpos()
-        return self.line_starts[line - 1] + column
+def _filter_attribute(tag: str, name: str, value: str) -> str | None:
+    """What nh3 writes for attribute `name` of element `tag` (names as html5ever reads them, without a prefix):
+    `value`, a cleaned value, or None to drop it. It must not raise (nh3 would drop the attribute and print)."""
+    tag = tag.lower()
+    if not ATTRIBUTE_NAME.fullmatch(name):
+        return None
+    if tag in NOTED:
+        return value if name in NOTE_SOURCES else None
+    if name in RESOURCE_ATTRIBUTES:
+        if link_url_ok(value) if tag in NAVIGATION_ELEMENTS and name == "href" else resource_url_ok(value):
+            return value
+        return REMOVED_IMAGE + value if (tag, name) == ("img", "src") else None
+    if name in SRCSET_ATTRIBUTES:
+        return value if srcset_ok(value) else None
+    if name == "style":
+        cleaned = clean_css(value)
+        return cleaned if cleaned.strip() else None
+    unescaped = _unescape_css(value)
+    if (CSS_URL.search(unescaped) or CSS_FORBIDDEN.search(unescaped)) and not css_safe(value):
+        return None  # an SVG presentation attribute such as fill="url(...)"
+    return value
 
 
-COMMENT_END = re.compile(r"--\s*>")
+def _cleaner(page: bool) -> Callable[[str], str]:
+    tags = HTML_TAGS | SVG_TAGS | MATHML_TAGS | NOTED | (PAGE_TAGS if page else frozenset())
+    return partial(nh3.clean, tags=set(tags), clean_content_tags=set(CLEAN_CONTENT),
+                   attributes={"*": set(ATTRIBUTES)}, generic_attribute_prefixes=set(ATTRIBUTE_PREFIXES),
+                   attribute_filter=_filter_attribute, url_schemes=set(URL_SCHEMES), strip_comments=False,
+                   link_rel=None)
 
 
-def _defuse_unterminated(source: str) -> str:
-    """`source` with the `<` that cannot begin a complete tag or comment written as `&lt;`: after the last `>` no
-    tag ends, after the last `-->` no comment does. html.parser would take them as text all the same, but only after
-    searching the rest of the input for each one (minutes for a few hundred kB of `<!--`)."""
-    comment_end = max((match.start() for match in COMMENT_END.finditer(source)), default=-1)
-    if comment_end >= 0:
-        head, tail = source[:comment_end], source[comment_end:]
-        source = head + tail.replace("<!--", "&lt;!--")
-    else:
-        source = source.replace("<!--", "&lt;!--")
-    last_gt = source.rfind(">")
-    return source[:last_gt + 1] + source[last_gt + 1:].replace("<", "&lt;")
-
-
-def read_tokens(source: str) -> list[Token]:
-    """The tokens of `source` in order; bytes html.parser passed over silently belong to the token before them.
-    Where html.parser gives up (it raises on some malformed declarations), the rest is one text token."""
-    source = _defuse_unterminated(source)
-    reader = _Reader(source)
-    try:
-        reader.feed(source)
-        reader.close()
-    except AssertionError:
-        reader.found.append((reader.position(), Token("text")))
-    starts = [start for start, _ in reader.found] + [len(source)]
-    tokens = []
-    if starts[0] > 0:
-        tokens.append(Token("text", raw=source[:starts[0]]))
-    for index, (start, token) in enumerate(reader.found):
-        token.raw = source[start:starts[index + 1]]
-        tokens.append(token)
-    return tokens
+clean_fragment = _cleaner(page=False)
+clean_page_part = _cleaner(page=True)
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Writing
+# nh3's output, finished: html5ever writes every tag as <name name="value" ...> (values with & and " escaped), text
+# with < and > escaped, and only the text of raw-text elements (here <style> and <iframe>) as it is. That text ends at
+# the first </style> or </iframe>: the parser ended it there, and ammonia keeps no <iframe> inside SVG or MathML (nor
+# HTML inside them but at MathML's text integration points), where one could hold other elements.
 
-
-def _local(name: str) -> str:
-    return name.lower().rsplit(":", 1)[-1]
-
-
-def _original_names(tag_text: str) -> dict[str, str]:
-    """Lower-case name -> name as written in the tag (an SVG document needs viewBox, linearGradient as they are)."""
-    match = re.match(rf"<({NAME})", tag_text)
-    if not match:
-        return {}
-    names = {match.group(1).lower(): match.group(1)}
-    for found in ANY_ATTRIBUTE.finditer(tag_text, match.end()):
-        names.setdefault(found.group(1).lower(), found.group(1))
-    return names
-
-
-def _plain_values(tag_text: str) -> bool:
-    """Every `&` in the tag begins a complete character reference (so every parser decodes the values alike)."""
-    return all(REFERENCE.match(tag_text, match.start()) for match in re.finditer("&", tag_text))
+CANONICAL = re.compile(r'<!--(.*?)-->|<(/?)([A-Za-z][^\s/>]*)((?: [^\s=>]+="[^"]*")*)>', re.S)
+CANONICAL_ATTRIBUTE = re.compile(r' ([^\s=>]+)="([^"]*)"')
+PLAIN_COMMENT = re.compile(r"[^<>!?-][^<>!-]*|")  # no -, !, < or > inside: as Graphviz writes them; not <?...?>
 
 
 def _note(text: str) -> str:
-    return f'<span class="{NOTE_CLASS}">{html.escape(text)}</span>'
+    return f'<span class="{NOTE_CLASS}">{html.escape(text, quote=False)}</span>'
 
 
-def _image_note(source: str) -> str:
+def _note_for(name: str, attributes: dict[str, str]) -> str:
+    """What shows where a frame, embedded object, remote style sheet or image that may not load was; else ""."""
+    if name in EMBEDDING:
+        target = attributes.get("src") or attributes.get("data") or ""
+        return _note(f"embedded content removed: {url_origin(target)}" if target else "embedded content removed")
+    if name == "link":
+        href = attributes.get("href", "")
+        stylesheet = "stylesheet" in attributes.get("rel", "").lower() and url_host(href)
+        return _note(f"remote style sheet removed: {url_origin(href)}") if stylesheet else ""
+    source = attributes["src"][len(REMOVED_IMAGE):]
     where = url_origin(source)
     return _note(f"remote image removed: {where}" if url_host(source) else f"image removed: it pointed to {where}")
 
 
-@dataclass
-class _Writer:
-    """Writes the checked tokens; in a fragment (not `page`) it also keeps the open elements to close them."""
-
-    page: bool
-    xml: bool
-    out: list[str] = field(default_factory=list)
-    open: list[str] = field(default_factory=list)
-    counts: Counter = field(default_factory=Counter)  # of the names in `open`
-    dropping: list[str] = field(default_factory=list)  # inside an element dropped with its content
-    style: list[str] | None = None  # the text of the <style> element being read
-
-    def foreign(self) -> bool:
-        """Inside SVG or MathML, where <tag/> closes the tag and no element is void."""
-        return self.xml or any(self.counts[name] for name in FOREIGN_ROOTS)
-
-    def _push(self, name: str) -> None:
-        self.open.append(name)
-        self.counts[name] += 1
-
-    def _pop(self) -> str:
-        name = self.open.pop()
-        self.counts[name] -= 1
-        return name
-
-    def start(self, token: Token) -> None:
-        local = _local(token.name)
-        if self.dropping:
-            if local == self.dropping[-1] and not token.closed:
-                self.dropping.append(local)
-            return
-        if not re.fullmatch(NAME, token.name):
-            return
-        void = local in VOID and not self.foreign()
-        if local == "script" or (local == "foreignobject" and not self.page):
-            if not token.closed and not void:
-                self.dropping.append(local)
-            return
-        if local == "meta" and self.page and _page_meta(token.attrs):
-            self._write_start(token, token.attrs)
-            return
-        if local in DROP_TAG or local == "foreignobject" or (local in PAGE_ONLY and not self.page):
-            self.out.append(_dropped_note(local, token.attrs))
-            return
-        if local == "style" and token.closed and not self.foreign():
-            return  # in HTML <style/> opens a style sheet that html.parser would not read as one
-        attrs = _checked_attributes(local, token.attrs)
-        if attrs is None:
-            self.out.append(_image_note(dict(token.attrs).get("src") or ""))
-            return
-        self._write_start(token, attrs)
-        if local == "style" and not token.closed:
-            self.style = []
-        closes_itself = token.closed and (self.foreign() or local in FOREIGN_ROOTS)
-        if not self.page and not void and not closes_itself:
-            self._push(token.name.lower())
-
-    def _write_start(self, token: Token, attrs: list[tuple[str, str | None]]) -> None:
-        plain = PLAIN_START_TAG.fullmatch(token.raw)
-        if (plain and token.raw == token.tag_text and attrs == token.attrs and _plain_values(token.raw)
-                and len(PLAIN_ATTRIBUTE.findall(plain.group(2))) == len(token.attrs)):
-            self.out.append(token.raw)
-            return
-        names = _original_names(token.tag_text)
-        parts = [f"<{names.get(token.name, token.name)}"]
-        for key, value in attrs:
-            written = names.get(key, key)
-            parts.append(f" {written}" if value is None else f' {written}="{html.escape(value, quote=True)}"')
-        parts.append(" />" if token.closed else ">")
-        self.out.append("".join(parts))
-
-    def end(self, token: Token) -> None:
-        name, local = token.name.lower(), _local(token.name)
-        if self.dropping:
-            if local == self.dropping[-1]:
-                self.dropping.pop()
-            return
-        if local == "style":
-            self._flush_style()
-        if local in DROP_TAG or local in ("script", "foreignobject") or (local in PAGE_ONLY and not self.page):
-            return
-        written = token.raw if PLAIN_END_TAG.fullmatch(token.raw) else f"</{token.name}>"
-        if self.page:
-            self.out.append(written)
-            return
-        if not self.counts[name]:  # a fragment does not close what surrounds it
-            return
-        while self.open:
-            top = self._pop()
-            if top == name:
-                self.out.append(written)
-                return
-            self.out.append(f"</{top}>")
-
-    def text(self, token: Token) -> None:
-        if self.dropping:
-            return
-        if self.style is not None:
-            self.style.append(token.raw)
-        else:
-            self.out.append(token.raw.replace("<", "&lt;"))
-
-    def _flush_style(self) -> None:
-        """The style element's text, whole: no raw < (it could end the element early), and CSS that loads nothing."""
-        if self.style is None:
-            return
-        css, self.style = "".join(self.style), None
-        if self.xml:  # CDATA sections become escaped text, as XML needs without them
-            css = re.sub(r"<!\[CDATA\[(.*?)(?:\]\]>|$)", lambda m: html.escape(m.group(1), quote=False), css,
-                         flags=re.S)
-            css = css.replace("<", "&lt;")
-        else:
-            css = css.replace("<", "\\3c ")
-        self.out.append(clean_css(css, entities=True))
-
-    def comment(self, token: Token) -> None:
-        if not self.dropping and self.style is None and PLAIN_COMMENT.fullmatch(token.raw):
-            self.out.append(token.raw)
-
-    def declaration(self, token: Token) -> None:
-        """A page keeps its <!DOCTYPE html>; nothing else declared survives."""
-        if self.page and not self.dropping and token.name.strip().lower() == "doctype html":
-            self.out.append(token.raw if re.fullmatch(r"<!doctype html>", token.raw, re.I) else "<!DOCTYPE html>")
-
-    def finish(self) -> str:
-        self._flush_style()
-        if not self.page:
-            self.out.extend(f"</{name}>" for name in reversed(self.open))
-            self.open.clear()
-            self.counts.clear()
-        return "".join(self.out)
-
-
-def _page_meta(attrs: list[tuple[str, str | None]]) -> bool:
+def _page_meta(attributes: dict[str, str]) -> bool:
     """The metas a page keeps: its charset, viewport and generator."""
-    values = {key.lower(): value for key, value in attrs}
-    if set(values) == {"charset"}:
+    if set(attributes) == {"charset"}:
         return True
-    return set(values) == {"name", "content"} and (values["name"] or "").lower() in ("viewport", "generator")
+    return set(attributes) == {"name", "content"} and attributes["name"].lower() in ("viewport", "generator")
 
 
-def _dropped_note(local: str, attrs: list[tuple[str, str | None]]) -> str:
-    """What shows where a frame, embedded object or remote style sheet was; nothing for the rest."""
-    values = {key.lower(): value or "" for key, value in attrs}
-    if local in EMBEDDING and local != "frameset":
-        target = values.get("src") or values.get("data") or ""
-        return _note(f"embedded content removed: {url_origin(target)}" if target else "embedded content removed")
-    if local == "link" and "stylesheet" in values.get("rel", "").lower() and url_host(values.get("href", "")):
-        return _note(f"remote style sheet removed: {url_origin(values['href'])}")
-    return ""
+def _clean_style_sheet(css: str) -> str:
+    """A <style> element's text: CSS that loads nothing (read with character references decoded too, as inside SVG),
+    and no raw < (nothing can end the element early)."""
+    return clean_css(css, entities=True).replace("<", "\\3c ")
 
 
-def _checked_attributes(local: str, attrs: list[tuple[str, str | None]]) -> list[tuple[str, str | None]] | None:
-    """The attributes of element `local` that may stay; None for an <img> whose source may not load."""
-    kept = []
-    for key, value in attrs:
-        name, text = _local(key), value or ""
-        if (not ATTRIBUTE_NAME.fullmatch(key) or name.startswith("on") or name in DROP_ATTRIBUTES
-                or key.lower() == "xml:base"):
+def _raw_text_end(canonical: str, start: int, end_tag: str) -> int:
+    """Where the raw text from `start` ends: at its end tag (html5ever's reading ends it at the first), or the end."""
+    end = canonical.find(end_tag, start)
+    return len(canonical) if end < 0 else end
+
+
+def _finish(canonical: str) -> str:
+    """nh3's output with style sheets cleaned, notes in place of what may not load, only plain comments, and < and >
+    escaped in attribute values too (as the HTML standard now serialises them), so each < begins a checked tag."""
+    out, at = [], 0
+    while (match := CANONICAL.search(canonical, at)) is not None:
+        out.append(canonical[at:match.start()].replace("<", "&lt;"))
+        at = match.end()
+        comment, closing, name, attributes_text = match.groups()
+        if comment is not None:
+            out.append(match.group(0) if PLAIN_COMMENT.fullmatch(comment) else "")
             continue
-        if name in RESOURCE_ATTRIBUTES:
-            follows = link_url_ok if local in NAVIGATION_ELEMENTS and name == "href" else resource_url_ok
-            if not follows(text):
-                if local == "img" and name == "src":
-                    return None
-                continue
-        elif name in SRCSET_ATTRIBUTES:
-            if not srcset_ok(text):
-                continue
-        elif name == "style":
-            cleaned = clean_css(text)
-            if not cleaned.strip():
-                continue
-            value = cleaned
-        elif CSS_URL.search(_unescape_css(text)) or CSS_FORBIDDEN.search(_unescape_css(text)):
-            if not css_safe(text):  # an SVG presentation attribute such as fill="url(...)"
-                continue
-        kept.append((key, value))
-    return kept
+        local = name.lower()
+        if closing:
+            out.append("" if local in NOTED else match.group(0))
+            continue
+        attributes = {key: html.unescape(value) for key, value in CANONICAL_ATTRIBUTE.findall(attributes_text)}
+        if local in NOTED or (local == "img" and attributes.get("src", "").startswith(REMOVED_IMAGE)):
+            out.append(_note_for(local, attributes))
+            if local == "iframe":  # its text is raw and never shown: it goes with the element
+                at = _raw_text_end(canonical, at, "</iframe>")
+            continue
+        if local == "meta" and not _page_meta(attributes):
+            continue
+        out.append(f"<{name}{attributes_text.replace('<', '&lt;').replace('>', '&gt;')}>")
+        if local == "style":
+            end = _raw_text_end(canonical, at, "</style>")
+            out.append(_clean_style_sheet(canonical[at:end]))
+            at = end
+    out.append(canonical[at:].replace("<", "&lt;"))
+    return "".join(out)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Nesting: html5ever looks through the open elements for many tags, so its time grows with the nesting depth times the
+# number of tags (a minute for 50,000 nested <div>). A browser shows at most 512 levels; deeper input is left out.
+
+MAX_NESTING = 1024
+TAG_START = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)[^<>]*?(/?)>")
+NOT_NESTING = frozenset({  # void, or closed by the next of their kind (so they do not nest by themselves)
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr",
+    "frame", "keygen", "basefont", "bgsound", "image", "p", "li", "dt", "dd", "tr", "td", "th", "option",
+    "optgroup", "rb", "rt", "rtc", "rp", "thead", "tbody", "tfoot", "colgroup", "html", "head", "body",
+})
+SELF_CLOSING = frozenset(name.lower() for name in SVG_TAGS | MATHML_TAGS) - HTML_TAGS  # <rect/> closes in SVG
+
+
+def nesting_depth(source: str) -> int:
+    """How deep `source` nests its elements, as its tags say (an estimate read in one pass, without parsing)."""
+    depth = deepest = 0
+    for closing, name, closed in TAG_START.findall(source):
+        name = name.lower()
+        if name in NOT_NESTING or (closed and name in SELF_CLOSING):
+            continue
+        depth = max(depth - 1, 0) if closing else depth + 1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Pages: html5ever reads a fragment, where <html>, <head> and <body> have no place; a page is cut at them, each part
+# sanitised, and they are written afresh around the parts.
+
+PAGE_STRUCTURE = re.compile(r"<!doctype\s+html\s*>|<(/?)(html|head|body)\b([^<>]*)>", re.I)
+PAGE_ORDER = ("doctype", "html", "head", "/head", "body", "/body", "/html")
+
+
+def _structure_tag(match: re.Match) -> str:
+    if match.group(2) is None:
+        return "<!DOCTYPE html>"
+    name = match.group(2).lower()
+    if match.group(1):
+        return f"</{name}>"
+    span = _finish(clean_fragment(f"<span{match.group(3)}>"))  # its attributes, kept as on a span
+    kept = re.match(r"<span([^>]*)>", span)
+    return f"<{name}{kept.group(1) if kept else ''}>"
+
+
+def _sanitize_page(source: str) -> str:
+    out, at, last = [], 0, -1
+    for match in PAGE_STRUCTURE.finditer(source):
+        kind = "doctype" if match.group(2) is None else match.group(1) + match.group(2).lower()
+        if PAGE_ORDER.index(kind) <= last:
+            continue  # a second <body> is no structure: the part it is in drops it
+        last = PAGE_ORDER.index(kind)
+        out.append(_finish(clean_page_part(source[at:match.start()])))
+        out.append(_structure_tag(match))
+        at = match.end()
+    out.append(_finish(clean_page_part(source[at:])))
+    return "".join(out)
 
 
 def sanitize_html(source: str, page: bool = False, xml: bool = False) -> str:
     """`source` without anything that runs or loads from elsewhere (see the module docstring); `page` for a whole
     page (keeps its doctype, html/head/body, charset and viewport), `xml` for an SVG document."""
-    writer = _Writer(page=page, xml=xml)
-    for token in read_tokens(source):
-        if token.kind == "start":
-            writer.start(token)
-        elif token.kind == "end":
-            writer.end(token)
-        elif token.kind == "text":
-            writer.text(token)
-        elif token.kind == "decl":
-            writer.declaration(token)
-        elif token.kind == "comment":
-            writer.comment(token)
-    return writer.finish()
+    if nesting_depth(source) > MAX_NESTING:
+        return _note(f"content nested more than {MAX_NESTING} elements deep removed")
+    clean = _sanitize_page(source) if page else _finish(clean_fragment(source))
+    return clean.replace("&nbsp;", "&#160;") if xml else clean  # XML knows no &nbsp;
 
 
 def sanitize_svg(source: str) -> str:
