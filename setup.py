@@ -2,9 +2,9 @@
 
 Each view's ES module in bertviz_lab/widgets/views is bundled by esbuild (`npm run build`) into views/static/, which
 the wheel ships and anywidget loads. `build_front_ends` runs first in every build, a wheel's and an editable
-install's alike: where a bundle is missing or older than the sources it runs `npm run build` (after `npm ci` where
-node_modules has no esbuild yet). Without npm it keeps the bundles there are (an sdist carries them) and stops, in one
-line, where there are none.
+install's alike, and before an sdist, which carries the bundles: where a bundle is missing or older than the sources
+it runs `npm run build` (after `npm ci` where node_modules has no esbuild yet). Without npm it keeps the bundles there
+are (as in an sdist) and stops, in one line, where there are none.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from setuptools import Command, setup
 from setuptools.command.build import build
+from setuptools.command.sdist import sdist
 from setuptools.errors import SetupError
 
 ROOT = Path(__file__).resolve().parent
@@ -35,10 +36,13 @@ def view_modules(views: Path = VIEWS) -> list[Path]:
 def bundles_to_build(root: Path = ROOT) -> str | None:
     """Why the front ends must be built ("missing ...", "older than ..."), or None where the bundles are current."""
     views, built = root / VIEWS.relative_to(ROOT), root / BUILT.relative_to(ROOT)
-    bundles = [built / f"{module.stem}.js" for module in view_modules(views)]
+    modules = view_modules(views)
+    if not modules:  # an sdist: the bundles without their sources
+        return None if any(built.glob("*.js")) else "missing every bundle"
+    bundles = [built / f"{module.stem}.js" for module in modules]
     missing = [bundle.name for bundle in bundles if not bundle.exists()]
-    if missing or not bundles:
-        return f"missing {', '.join(missing) or 'every bundle'}"
+    if missing:
+        return f"missing {', '.join(missing)}"
     inputs = [*views.glob("*.js"), *(root / name for name in ("package-lock.json", BUILD_SCRIPT.relative_to(ROOT)))]
     newest = max((path for path in inputs if path.exists()), key=lambda path: path.stat().st_mtime)
     if newest.stat().st_mtime > min(bundle.stat().st_mtime for bundle in bundles):
@@ -90,5 +94,13 @@ class BuildWithFrontEnds(build):
     sub_commands = [("build_front_ends", None), *build.sub_commands]
 
 
+class SdistWithFrontEnds(sdist):
+    """An sdist that carries the bundles, so that a wheel builds from it without npm (it holds no package.json)."""
+
+    def run(self) -> None:
+        self.run_command("build_front_ends")
+        super().run()
+
+
 if __name__ == "__main__":
-    setup(cmdclass={"build": BuildWithFrontEnds, "build_front_ends": BuildFrontEnds})
+    setup(cmdclass={"build": BuildWithFrontEnds, "build_front_ends": BuildFrontEnds, "sdist": SdistWithFrontEnds})

@@ -118,3 +118,15 @@ def test_a_failing_npm_stops_the_build_naming_the_command(tmp_path):
 def test_the_build_runs_before_setuptools_copies_the_package():
     commands = [name for name, _ in setup_py.BuildWithFrontEnds.sub_commands]
     assert commands[:2] == ["build_front_ends", "build_py"]
+
+
+def test_an_sdist_holds_the_bundles_without_their_sources_and_needs_no_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    root = tmp_path / "sdist"
+    (root / VIEWS).mkdir(parents=True)
+    (root / VIEWS / "heatmap.css").write_text(".bvl-fig {}\n", encoding="utf-8")
+    with pytest.raises(SetupError, match="not built"):
+        setup_py.build_front_ends(root)
+    built(root, "one", "two")
+    assert setup_py.bundles_to_build(root) is None
+    assert setup_py.build_front_ends(root) == "the widgets' front ends are up to date"
