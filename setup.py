@@ -85,7 +85,8 @@ class BuildFrontEnds(Command):
         pass
 
     def run(self) -> None:
-        self.announce(build_front_ends(), level=2)
+        done = build_front_ends()
+        self.announce(done, level=3 if done.startswith("npm is not on PATH") else 2)  # a warning: they may be stale
 
 
 class BuildWithFrontEnds(build):

@@ -8,7 +8,7 @@
 // The bundles carry no sourceMappingURL comment: anywidget imports a view's code from a blob: URL, against which a
 // relative .map cannot be fetched, and an inline map would be stored in every instance's widget state. The .map files
 // beside them (shipped in the wheel) map a reported stack trace back to the sources; for debugging in the browser,
-// `npm run watch` writes inline maps instead, which anywidget's live reload (ANYWIDGET_HMR=1) then sends.
+// `npm run watch` writes inline maps instead, which reach the browser with the code.
 import * as esbuild from "esbuild";
 import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";

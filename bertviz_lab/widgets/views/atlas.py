@@ -9,7 +9,7 @@ import numpy as np
 import traitlets
 
 from bertviz_lab.widgets.figures.atlas import STAT_NAMES, STAT_UNITS, atlas_svg, check_stat, stat_grid
-from bertviz_lab.widgets.views.front_end import bundle, css
+from bertviz_lab.widgets.views.front_end import css, esm
 from bertviz_lab.widgets.views.opens_text import OpensText
 
 
@@ -17,7 +17,7 @@ class AtlasView(OpensText):
     """A layer × head grid coloured by one statistic; a click (or Enter on a cell) chooses a head, whose top texts
     the kernel lists under the grid, and a click (or Enter) on a listed text opens it."""
 
-    _esm = bundle("atlas.js")
+    _esm = esm("atlas.js")
     _css = css("corpus")
     values = traitlets.Bytes(b"").tag(sync=True)  # float32 (layers, heads), row-major: what hover shows
     queries = traitlets.Bytes(b"").tag(sync=True)  # int32 (layers, heads): how many queries each mean is over

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anywidget
 import traitlets
 
-from bertviz_lab.widgets.views.front_end import bundle, css
+from bertviz_lab.widgets.views.front_end import css, esm
 
 KEYS = ("train_mlm_loss", "eval_mlm_loss", "train_nsp_loss", "eval_nsp_loss", "eval_mlm_accuracy", "eval_nsp_accuracy",
         "lr")
@@ -15,7 +15,7 @@ class CurvesView(anywidget.AnyWidget):
     """Shows `svg` (the figure the static copy and exports hold too); hover maps the pointer to a step and reads the
     values there from the synced series, so it needs no kernel."""
 
-    _esm = bundle("loss_curves.js")
+    _esm = esm("loss_curves.js")
     _css = css("loss_curves")
     svg = traitlets.Unicode("").tag(sync=True)
     names = traitlets.Dict().tag(sync=True)  # legend name by series key, for the hover box

@@ -6,7 +6,7 @@ from __future__ import annotations
 import anywidget
 import traitlets
 
-from bertviz_lab.widgets.views.front_end import bundle, css
+from bertviz_lab.widgets.views.front_end import css, esm
 
 GRAPHVIZ_FONT = 14  # points in Graphviz's SVG units; the view scales them to 12–16 px on screen
 
@@ -17,7 +17,7 @@ class DiagramView(anywidget.AnyWidget):
     drag-to-pan. With renderer "mermaid" it shows, in the same way, the drawing the front end made of the panel's
     mermaid output (which it then hides)."""
 
-    _esm = bundle("architecture.js")
+    _esm = esm("architecture.js")
     _css = css("architecture")
     svg = traitlets.Unicode("").tag(sync=True)
     renderer = traitlets.Unicode("graphviz").tag(sync=True)  # graphviz: `svg`; mermaid: the front end's drawing

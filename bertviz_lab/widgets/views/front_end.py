@@ -20,8 +20,7 @@ BUILT = FOLDER / "static"
 
 
 def bundle(name: str) -> Path:
-    """The built ES module of the view whose source is `name` (e.g. "heatmap.js"), as a path: anywidget reads it, and
-    with ANYWIDGET_HMR=1 in a checkout reloads every displayed view when `npm run watch` rebuilds it."""
+    """The built ES module of the view whose source is `name` (e.g. "heatmap.js")."""
     path = BUILT / name
     if not path.is_file():
         raise FileNotFoundError(f"{path} is not built: run `npm ci && npm run build` in the repository "
@@ -30,7 +29,9 @@ def bundle(name: str) -> Path:
 
 
 def esm(name: str) -> str:
-    """The code the browser runs for the view whose source is `name`: its bundle, shared helpers included."""
+    """The code the browser runs for the view whose source is `name`: its bundle, shared helpers included. A class
+    sends it as text, not as the bundle's path: for a path anywidget connects every instance to the file's change
+    signal, which keeps each view (and its data) alive after it is closed."""
     return bundle(name).read_text(encoding="utf-8")
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import traitlets
 
 from bertviz_lab.widgets.figures import head_view as figure
-from bertviz_lab.widgets.views.front_end import bundle, css
+from bertviz_lab.widgets.views.front_end import css, esm
 
 
 class HeadView(anywidget.AnyWidget):
@@ -21,7 +21,7 @@ class HeadView(anywidget.AnyWidget):
     the arrow keys there (or the wheel, which moves only the window) write them, and the kernel draws that window.
     """
 
-    _esm = bundle("head_view.js")
+    _esm = esm("head_view.js")
     _css = css("head_view")
     svg = traitlets.Unicode("").tag(sync=True)  # the figure: exactly what to_svg() returns
     heads = traitlets.List(traitlets.Int()).tag(sync=True)  # the heads shown, chosen with the chips

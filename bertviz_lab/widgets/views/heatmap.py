@@ -11,7 +11,7 @@ import torch
 import traitlets
 
 from bertviz_lab.widgets.figures.heatmap import heatmap_svg, window_title
-from bertviz_lab.widgets.views.front_end import bundle, css
+from bertviz_lab.widgets.views.front_end import css, esm
 
 VALUES_DTYPE = np.float16  # hover's weights: 0.5 MB at 512 × 512 tokens, within 2.5e-4 of the traced weight
 
@@ -38,7 +38,7 @@ class HeatmapView(anywidget.AnyWidget):
     copy and exports show what is on screen. Hover reads every weight of the matrix, zoomed or not.
     """
 
-    _esm = bundle("heatmap.js")
+    _esm = esm("heatmap.js")
     _css = css("heatmap")
     svg = traitlets.Unicode("").tag(sync=True)  # the figure: exactly what to_svg() returns
     values = traitlets.Bytes(b"").tag(sync=True)  # float16 (rows, cols), row-major: the weights hover shows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anywidget
 import traitlets
 
-from bertviz_lab.widgets.views.front_end import bundle, css
+from bertviz_lab.widgets.views.front_end import css, esm
 
 
 class MaskingView(anywidget.AnyWidget):
@@ -15,7 +15,7 @@ class MaskingView(anywidget.AnyWidget):
     toggled position list to `chosen`; the panel observes it, masks those tokens and draws again.
     """
 
-    _esm = bundle("masking_view.js")
+    _esm = esm("masking_view.js")
     _css = css("masking_view")
     svg = traitlets.Unicode("").tag(sync=True)  # the figure: exactly what the panel's to_svg() returns
     chosen = traitlets.List(traitlets.Int()).tag(sync=True)  # the positions the user masked, ascending

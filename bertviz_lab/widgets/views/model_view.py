@@ -12,7 +12,7 @@ import traitlets
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures import model_view as figure
 from bertviz_lab.widgets.figures.model_view import badge_text  # noqa: F401 (re-exported)
-from bertviz_lab.widgets.views.front_end import bundle, css
+from bertviz_lab.widgets.views.front_end import css, esm
 
 CLICK_MODES = ("open", "ablate")
 
@@ -28,7 +28,7 @@ class ModelView(anywidget.AnyWidget):
     or on, Escape switches every head on.
     """
 
-    _esm = bundle("model_view.js")
+    _esm = esm("model_view.js")
     _css = css("model_view")
     svg = traitlets.Unicode("").tag(sync=True)  # the figure: exactly what to_svg() returns
     selected = traitlets.List(traitlets.Int(), default_value=[0, 0]).tag(sync=True)

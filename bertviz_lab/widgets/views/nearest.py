@@ -8,14 +8,14 @@ from typing import Any
 import traitlets
 
 from bertviz_lab.widgets.figures.nearest import check_matches, nearest_svg
-from bertviz_lab.widgets.views.front_end import bundle, css
+from bertviz_lab.widgets.views.front_end import css, esm
 from bertviz_lab.widgets.views.opens_text import OpensText
 
 
 class NearestView(OpensText):
     """The matches of a nearest() search, best first; `selected` (a row, -1 for none) is the one last opened."""
 
-    _esm = bundle("nearest.js")
+    _esm = esm("nearest.js")
     _css = css("corpus")
     text_ids = traitlets.List(traitlets.Int()).tag(sync=True)
     positions = traitlets.List(traitlets.Int()).tag(sync=True)

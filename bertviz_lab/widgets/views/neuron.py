@@ -18,7 +18,7 @@ import traitlets
 
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.neuron import key_window, neuron_message_svg, neuron_svg
-from bertviz_lab.widgets.views.front_end import bundle, css
+from bertviz_lab.widgets.views.front_end import css, esm
 
 
 def _floats(buffer: bytes | memoryview, shape: tuple[int, ...]) -> np.ndarray:
@@ -33,7 +33,7 @@ class NeuronView(anywidget.AnyWidget):
     """q, K, q ⊙ K, scores and softmax weights of one query in one head: the drawing, and the numbers as float32
     buffers for hover; clicking a key's token asks the panel to make it the query."""
 
-    _esm = bundle("neuron_view.js")
+    _esm = esm("neuron_view.js")
     _css = css("neuron_view")
     svg = traitlets.Unicode("").tag(sync=True)  # the figure: exactly what to_svg() returns
     key_tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)  # the drawn keys, top to bottom, whole

@@ -7,7 +7,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from bertviz_lab.widgets.views.front_end import all_css, bundle
+from bertviz_lab.widgets.views.front_end import all_css, esm
 
 
 class PanelLink(anywidget.AnyWidget):
@@ -19,7 +19,7 @@ class PanelLink(anywidget.AnyWidget):
     Controls that work without a kernel carry `data-bvl-local` and stay enabled.
     """
 
-    _esm = bundle("panel_link.js")
+    _esm = esm("panel_link.js")
     _css = all_css()  # every view's stylesheet, so the panels' own HTML (chips, tables, tabs) is styled in the page too
     static_id = traitlets.Unicode("").tag(sync=True)
 

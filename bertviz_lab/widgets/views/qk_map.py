@@ -9,14 +9,14 @@ import numpy as np
 import traitlets
 
 from bertviz_lab.widgets.figures.qk_map import check_points, qk_map_svg
-from bertviz_lab.widgets.views.front_end import bundle, css
+from bertviz_lab.widgets.views.front_end import css, esm
 from bertviz_lab.widgets.views.opens_text import OpensText
 
 
 class QKMapView(OpensText):
     """Queries and keys of sampled tokens in one 2-D projection; `selected` (a point, -1 for none) is ringed."""
 
-    _esm = bundle("qk_map.js")
+    _esm = esm("qk_map.js")
     _css = css("corpus")
     xs = traitlets.Bytes(b"").tag(sync=True)  # float32 (N,): the points' coordinates, as the drawing places them
     ys = traitlets.Bytes(b"").tag(sync=True)

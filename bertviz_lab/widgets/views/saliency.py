@@ -11,7 +11,7 @@ import numpy as np
 import traitlets
 
 from bertviz_lab.widgets.figures.saliency import SaliencyState, saliency_svg
-from bertviz_lab.widgets.views.front_end import bundle, css
+from bertviz_lab.widgets.views.front_end import css, esm
 
 
 class SaliencyView(anywidget.AnyWidget):
@@ -19,7 +19,7 @@ class SaliencyView(anywidget.AnyWidget):
     exact float32 scores; also a run under way ("computing …", the previous figure dimmed, and how many of its steps
     are done) and errors."""
 
-    _esm = bundle("saliency_view.js")
+    _esm = esm("saliency_view.js")
     _css = css("saliency_view")
     svg = traitlets.Unicode("").tag(sync=True)  # the figure: exactly what to_svg() returns
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)  # the tokens, whole, in the figure's order
