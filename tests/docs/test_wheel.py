@@ -23,10 +23,13 @@ WHEEL_STEPS = 20  # ~1 nat of MLM loss below the start (7.7 -> 6.6), in ~5 s of 
 
 
 def source_copy(folder):
-    """The repository's files (tracked, and new ones git does not ignore) without build output or node_modules."""
+    """The repository's files (tracked, and new ones git does not ignore) without build output or node_modules, but
+    with the built front ends, as an sdist carries them: the build takes them as they are and needs no npm."""
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=REPO,
                             capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
+    bundles = [str(path.relative_to(REPO)) for path in (REPO / "bertviz_lab/widgets/views/static").glob("*.js*")]
+    assert bundles, "the front ends are not built: npm run build"
+    for name in filter(None, [*listed, *bundles]):
         source = REPO / name
         if not (source.exists() or source.is_symlink()) or name.startswith(("node_modules/", "docs/", "tests/")):
             continue
@@ -59,6 +62,10 @@ def test_the_wheel_installed_elsewhere_trains_the_tiny_preset_and_lists_every_co
     names = zipfile.ZipFile(wheel).namelist()
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names), "the wheel holds no LICENSE"
     assert "bertviz_lab/train/presets/tiny.yaml" in names
+    for view in ("heatmap", "head_view", "panel_link"):  # each view's bundle, which anywidget loads, and its map
+        assert {f"bertviz_lab/widgets/views/static/{view}.js", f"bertviz_lab/widgets/views/static/{view}.js.map"} <= \
+            set(names), view
+    assert "bertviz_lab/widgets/views/heatmap.css" in names
 
     venv = tmp_path / "venv"
     # No pip of its own (ensurepip takes seconds): this interpreter's pip installs into it, the wheel alone.

@@ -1,9 +1,9 @@
 """The views' front ends: one ES module and one stylesheet per view in this folder.
 
-anywidget loads a view's code as one module that cannot import its neighbours, so `import {...} from "./shared.js"`
-at the top of a view is replaced here by the shared helpers it names (and those they use); Node's test runner
-imports the same files unchanged. Whole-line comments are left out of what is sent: every instance of a view carries
-its code in its widget state, which a notebook that keeps widget state stores once per instance.
+A view's module imports the helpers it shares with the others (`import {...} from "./shared.js"`), which anywidget
+cannot follow: it loads a view's code as one module from a string. esbuild bundles each view's module with what it
+imports into static/NAME.js (`npm run build`, tools/build_front_ends.mjs; setup.py runs it in every install), and a
+view's class sends that bundle. Node's test runner imports the sources themselves.
 """
 
 from __future__ import annotations
@@ -16,50 +16,23 @@ from bertviz_lab.widgets.figures.masking import FATES
 from bertviz_lab.widgets.figures.palette import COLORS, HEAD_COLORS, ink_on
 
 FOLDER = Path(__file__).parent
-_SHARED_IMPORT = re.compile(r'^import\s*\{([^}]*)\}\s*from\s*"\./shared\.js";\s*$', re.M)
-_DECLARATION = re.compile(r"^export (?:function|const) (\w+)", re.M)
+BUILT = FOLDER / "static"
 
 
-def _shared_helpers() -> dict[str, str]:
-    """shared.js as {name: its declaration, comment included}, in file order."""
-    code = (FOLDER / "shared.js").read_text(encoding="utf-8")
-    starts = [match.start() for match in _DECLARATION.finditer(code)]
-    helpers = {}
-    for index, start in enumerate(starts):
-        end = starts[index + 1] if index + 1 < len(starts) else len(code)
-        body = re.sub(r"^export ", "", code[start:end].rstrip(), flags=re.M)
-        helpers[_DECLARATION.match(code, start).group(1)] = body
-    return helpers
+def bundle(name: str) -> Path:
+    """The built ES module of the view whose source is `name` (e.g. "heatmap.js")."""
+    path = BUILT / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is not built: run `npm ci && npm run build` in the repository "
+                                "(`pip install -e .` runs them where npm is installed)")
+    return path
 
 
-def _needed(names: list[str], helpers: dict[str, str]) -> list[str]:
-    """The helpers `names` use, directly or through one another, in file order."""
-    wanted, todo = set(), [name for name in names if name in helpers]
-    unknown = [name for name in names if name not in helpers]
-    if unknown:
-        raise ValueError(f"shared.js has no {', '.join(unknown)}")
-    while todo:
-        name = todo.pop()
-        if name not in wanted:
-            wanted.add(name)
-            todo += [other for other in helpers if other not in wanted and re.search(rf"\b{other}\b", helpers[name])]
-    return [name for name in helpers if name in wanted]
-
-
-def _without_comment_lines(code: str) -> str:
-    return "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("//")) + "\n"
-
-
-@functools.cache
 def esm(name: str) -> str:
-    """The ES module of the view `name` in this folder, with the shared helpers it imports put in place."""
-    code = (FOLDER / name).read_text(encoding="utf-8")
-    found = _SHARED_IMPORT.search(code)
-    if found is not None:
-        helpers = _shared_helpers()
-        names = [part.strip() for part in found.group(1).split(",") if part.strip()]
-        code = code[:found.start()] + "\n".join(helpers[n] for n in _needed(names, helpers)) + code[found.end():]
-    return _without_comment_lines(code)
+    """The code the browser runs for the view whose source is `name`: its bundle, shared helpers included. A class
+    sends it as text, not as the bundle's path: for a path anywidget connects every instance to the file's change
+    signal, which keeps each view (and its data) alive after it is closed."""
+    return bundle(name).read_text(encoding="utf-8")
 
 
 def _without_comments(sheet: str) -> str:
