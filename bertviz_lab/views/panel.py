@@ -1,20 +1,23 @@
 """AttentionMapsPanel: any model's attention weights (no model needed) in the heatmap, head view and model view the
 AttentionPanel uses, with bertviz's choice of encoder, decoder and cross attention (or a sentence pair's slices).
 
-Rows are always query tokens and columns key tokens, so a cross attention (decoder queries × encoder keys) is drawn
-as the rectangle it is in all three views.
+The views are the AttentionPanel's own glue (widgets.panels.attention_views), fed here by `SetSource`, which reads
+the chosen AttentionSet. Rows are always query tokens and columns key tokens, so a cross attention (decoder queries ×
+encoder keys) is drawn as the rectangle it is in all three views.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+from typing import Any, Iterator, Sequence
 
 import ipywidgets as widgets
 import numpy as np
+import torch
 
 from bertviz_lab.views.inputs import AttentionSet, check_heads
 from bertviz_lab.widgets import registry
-from bertviz_lab.widgets.figures import attention_data as D
+from bertviz_lab.widgets.panels.attention_views import Axes, glue
 from bertviz_lab.widgets.panels.controls import LABEL_STYLE, labelled, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.panel import Panel
@@ -24,7 +27,7 @@ from bertviz_lab.widgets.views.model_view import ModelView
 
 VIEWS = tuple(view.name for view in registry.REGISTRY if view.bertviz)  # drawn from attentions alone
 HEAD_VIEW_K = 16  # lines drawn per query token in the head view: its 16 strongest keys
-THUMBNAIL_SIZE = 24  # the model view pools a map to at most 24 × 24 cells
+CONTROLS = ("layer", "head")  # of a view's registered controls, those attention weights alone have
 
 
 def sides(chosen: AttentionSet) -> str:
@@ -33,6 +36,122 @@ def sides(chosen: AttentionSet) -> str:
                      "decoder": ("decoder", "decoder")}.get(chosen.name, ("query", "key"))
     return (f"rows: {queries} tokens ({len(chosen.query_tokens)}, queries), columns: {keys} tokens "
             f"({len(chosen.key_tokens)}, keys)")
+
+
+class SetSource:
+    """What the attention views read from an AttentionMapsPanel (see attention_views.AttentionSource): the chosen
+    set's maps at the chosen layer and head; no [CLS]/[SEP] choice, no colour scale choice, no query, no model."""
+
+    controls, same_tokens, cut_note, has_special, export_window = ("attention", *CONTROLS), False, None, False, None
+    aggregation, direction, scale, special, query = "head", "all", "linear", "show", None
+    ablation, ablation_show = None, "after"  # no model to run again: no head is ever switched off
+
+    def __init__(self, panel: "AttentionMapsPanel") -> None:
+        self.panel = panel
+        self.model_view_drawn: tuple | None = None
+
+    @property
+    def chosen(self) -> AttentionSet:
+        return self.panel.chosen
+
+    @property
+    def label(self) -> str:
+        return self.chosen.label
+
+    @property
+    def export_prefix(self) -> str:
+        return self.chosen.name.replace(" ", "-").replace("→", "to") or "attention"
+
+    @property
+    def layer(self) -> int:
+        return self.panel.layer.value
+
+    @property
+    def head(self) -> int:
+        return self.panel.head.value
+
+    @property
+    def heads(self) -> list[int]:
+        return list(self.panel._heads)
+
+    @property
+    def num_heads(self) -> int:
+        return self.chosen.num_heads
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.chosen.layers)
+
+    @property
+    def head_view_k(self) -> int:
+        return self.panel.head_view_k
+
+    def axes(self) -> Axes:
+        chosen = self.chosen
+        return Axes(np.asarray(chosen.query_positions), np.asarray(chosen.key_positions), chosen.query_tokens,
+                    chosen.key_tokens, np.zeros(len(chosen.query_tokens), bool), np.zeros(len(chosen.key_tokens), bool))
+
+    whole_axes = axes
+
+    def weights(self, axes: Axes) -> np.ndarray:
+        return self.panel.matrix()
+
+    def layer_maps(self, axes: Axes) -> torch.Tensor:
+        return self.panel.maps()
+
+    def model_maps(self, axes: Axes) -> list[torch.Tensor]:
+        return [maps[self.head_names] for maps in self.chosen.maps]
+
+    def sides(self, axes: Axes) -> str:
+        return sides(self.chosen)
+
+    def reading_notes(self) -> list[str]:
+        sliced = ["a slice of the attention: rows do not sum to 1"] if self.chosen.name.startswith("sentence") else []
+        return [sides(self.chosen), *sliced]
+
+    @contextlib.contextmanager
+    def quietly(self) -> Iterator[None]:
+        self.panel._suspended = True
+        try:
+            yield
+        finally:
+            self.panel._suspended = False
+
+    # the model view ----------------------------------------------------------------------------------------
+    @property
+    def layer_names(self) -> list[int]:
+        return list(self.chosen.layers)
+
+    @property
+    def head_names(self) -> list[int]:
+        return self.panel.model_view_heads or list(range(self.chosen.num_heads))
+
+    def model_view_key(self) -> tuple:
+        return self.panel.attention.value, tuple(self.head_names)
+
+    def selected_thumbnail(self) -> tuple[int, int]:
+        heads = self.head_names
+        return self.chosen.layers.index(self.layer), heads.index(self.head) if self.head in heads else 0
+
+    def ablation_row(self, view: ModelView) -> None:
+        view.observe(self.panel._nothing_to_switch_off, names="ablated")
+        return None
+
+    # what the views report ---------------------------------------------------------------------------------
+    def heatmap_moved(self, change: dict) -> None:
+        self.panel._moved_on_screen("heatmap")
+
+    def heads_clicked(self, change: dict) -> None:
+        self.panel._heads_clicked(change)
+
+    def head_view_moved(self, change: dict) -> None:
+        self.panel._moved_on_screen("head view")
+
+    def open_neuron_view(self, query_index: int, head: int) -> None:
+        """A query token clicked in the head view: there is no neuron view without the model."""
+
+    def thumbnail_opened(self, change: dict) -> None:
+        self.panel._thumbnail_opened(change)
 
 
 class AttentionMapsPanel(Panel):
@@ -63,11 +182,12 @@ class AttentionMapsPanel(Panel):
         self._heads = heads if heads is not None else list(range(num_heads))  # the head view's chips
         self._suspended = False
         self._made: dict[str, Any] = {}
+        self._parts: dict[str, list[widgets.Widget]] = {}
+        self._source = SetSource(self)
         self.export_bar = ExportBar(self, "attention")
         choice = [self.attention] if len(self.sets) > 1 else []  # one set: nothing to choose
-        self.toolbars = {"heatmap": toolbar(*choice, self.layer, self.head),
-                         "head view": toolbar(*choice, self.layer),
-                         "model view": toolbar(*choice)}
+        self.toolbars = {name: toolbar(*choice, *(getattr(self, control) for control in glue(name).entry.controls
+                                                  if control in CONTROLS)) for name in VIEWS}
         self.toolbar = toolbar(gap="4px 24px")
         self.stage = lean(widgets.VBox)
         super().__init__([labelled("view", self.view), self.toolbar, self.stage])
@@ -115,21 +235,20 @@ class AttentionMapsPanel(Panel):
     def _view(self, name: str) -> Any:
         made = self._made.get(name)
         if made is None:
-            if name == "heatmap":
-                made = lean(HeatmapView)
-            elif name == "head view":
-                made = lean(HeadView, heads=list(self._heads))
-                made.observe(self._heads_clicked, names="heads")
-            else:
-                made = lean(ModelView)
-                made.observe(self._thumbnail_opened, names=["selected", "opens"])
-                made.observe(self._nothing_to_switch_off, names="ablated")
-            self._made[name] = made
+            view = glue(name)
+            made = self._made[name] = view.make(self._source)
+            self._parts[name] = view.parts(self._source, made)
         return made
 
     def _heads_clicked(self, change: dict) -> None:
         self._heads = list(change["new"])
-        if self.view.value == "head view":
+        self._moved_on_screen("head view")
+
+    def _moved_on_screen(self, name: str) -> None:
+        """A view changed in the front end (heads chosen, a window zoomed or scrolled): where it is on screen, the
+        export's name and the static copy follow."""
+        if not self._suspended and self.view.value == name and name in self._made:
+            self.export_bar.name = glue(name).export_name(self._source, self._made[name])
             self.figure_changed()
 
     def _nothing_to_switch_off(self, change: dict) -> None:
@@ -164,68 +283,18 @@ class AttentionMapsPanel(Panel):
         """The (queries, keys) weights the heatmap shows."""
         return self.maps()[self.head.value].numpy()
 
-    def _title(self, *parts: str) -> str:
-        return " · ".join(p for p in (self.chosen.label, *parts) if p)
-
     def redraw(self) -> None:
         """Draw the view on screen for the attention, layer and head chosen."""
         if self._suspended:
             return
-        view = self.view.value
-        {"heatmap": self._draw_heatmap, "head view": self._draw_head_view, "model view": self._draw_model_view}[view]()
-        widget = self._view(view)
-        if tuple(self.stage.children) != (widget,):
-            self.stage.children = [widget]
-        self.toolbar.children = [self.toolbars[view], self.export_bar]
-        what = self.chosen.name.replace(" ", "-").replace("→", "to") or "attention"
-        self.export_bar.name = {"heatmap": f"{what}-layer{self.layer.value}-head{self.head.value}",
-                                "head view": f"{what}-head-view-layer{self.layer.value}",
-                                "model view": f"{what}-model-view"}[view]
+        name = self.view.value
+        view, widget = glue(name), self._view(name)
+        view.draw(self._source, widget)
+        if tuple(self.stage.children) != tuple(self._parts[name]):
+            self.stage.children = self._parts[name]
+        self.toolbar.children = [self.toolbars[name], self.export_bar]
+        self.export_bar.name = view.export_name(self._source, widget)
         self.figure_changed()
-
-    def _draw_heatmap(self) -> None:
-        chosen = self.chosen
-        note = sides(chosen)
-        if chosen.name.startswith("sentence"):
-            note += "; a slice of the attention: rows do not sum to 1"
-        self.heatmap.show(self.matrix(), chosen.query_tokens, chosen.key_tokens, chosen.query_positions,
-                          chosen.key_positions, self._title(f"layer {self.layer.value}", f"head {self.head.value}"),
-                          note)
-
-    def _draw_head_view(self) -> None:
-        chosen = self.chosen
-        maps = self.maps()  # (nh, Q, K)
-        k = max(1, min(self.head_view_k, maps.shape[-1]))
-        weights, index = maps.topk(k, dim=-1, sorted=False)
-        self.head_view.show(chosen.query_tokens, chosen.key_tokens, index.numpy().astype(np.uint16),
-                            weights.numpy(), self._title(f"layer {self.layer.value}"), query=-1,
-                            query_positions=chosen.query_positions)
-
-    def _draw_model_view(self) -> None:
-        chosen = self.chosen
-        heads = self.model_view_heads or list(range(chosen.num_heads))
-        maps = [m[heads] for m in chosen.maps]
-        codes, scale = D.pooled_maps(maps, THUMBNAIL_SIZE)
-        encoded = D.HeatmapCodes(codes, "linear", scale, np.zeros(0, np.float32), (0.0, 0.0))
-        ticks, bar_title = D.colorbar_ticks(encoded)
-        Q, K = len(chosen.query_tokens), len(chosen.key_tokens)
-        hint = sides(chosen)
-        if codes.shape[2] < Q or codes.shape[3] < K:
-            hint += "; each cell the largest weight of a block"
-            bar_title = "largest attention weight per cell"
-        title = self._title(f"{len(chosen.layers)} layers × {len(heads)} heads", f"{Q} × {K} tokens",
-                            "one colour scale")
-        view = self.model_view
-        view.layer_names = list(chosen.layers)
-        view.head_names = list(heads)
-        view.show(codes, scale, 0, D.PALETTE, ticks, bar_title, title, hint)
-        row = chosen.layers.index(self.layer.value)
-        column = heads.index(self.head.value) if self.head.value in heads else 0
-        self._suspended = True
-        try:
-            view.selected = [row, column]
-        finally:
-            self._suspended = False
 
     # figures -------------------------------------------------------------------------------------------------
     @property

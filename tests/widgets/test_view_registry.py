@@ -12,6 +12,7 @@ from bertviz_lab.magics import BertInspectMagics
 from bertviz_lab.views.panel import AttentionMapsPanel
 from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.panels.attention import AttentionPanel
+from bertviz_lab.widgets.panels.attention_views import glue
 from bertviz_lab.widgets.panels.workbench import Workbench
 
 TEXT = "The cat sat on the mat."
@@ -36,6 +37,36 @@ def test_the_attention_panel_switches_between_the_registered_views_with_their_co
     assert panel.on_screen is panel.saliency
     with pytest.raises(ValueError, match="view must be one of 'heatmap', 'head view'.*got 'graph'"):
         AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT, view="graph")
+
+
+def test_every_attention_view_has_one_glue_module_named_by_its_registry_line():
+    for view in registry.views(registry.ATTENTION):
+        found = glue(view.name)
+        assert found.name == view.name and found.entry == view
+        assert type(found).__module__.rsplit(".", 1)[-1] == view.attribute
+    with pytest.raises(ValueError, match="view must be one of 'heatmap'.*got 'graph'"):
+        glue("graph")
+
+
+def test_the_bertviz_panel_draws_with_the_attention_panels_glue():
+    """AttentionMapsPanel has no drawing of its own: the glue the AttentionPanel uses fills its views (the same
+    title a traced model's heatmap has, after the attention's name), and its toolbars are the registered controls
+    attention weights alone have (layer, head)."""
+    from bertviz_lab.views import attention_sets
+
+    assert not [name for name in vars(AttentionMapsPanel) if name.startswith("_draw")]
+    attention = tuple(torch.rand(1, 2, 4, 4).softmax(-1) for _ in range(2))
+    panel = AttentionMapsPanel(attention_sets(attention, ["[CLS]", "a", "b", "[SEP]"], sentence_b_start=2), layer=1,
+                               heads=[1])
+    assert panel.heatmap.title == "all · layer 1 · head 1"
+    panel.attention.value = 3
+    assert panel.heatmap.title == "sentence A → sentence B · layer 1 · head 1"
+    for name in ("heatmap", "head view", "model view"):
+        panel.view.value = name
+        bar = list(panel.toolbar.children[0].children)
+        assert bar == [panel.attention, *(getattr(panel, c) for c in registry.view(name, registry.ATTENTION).controls
+                                          if c in ("layer", "head"))]
+        assert panel.on_screen is getattr(panel, registry.view(name, registry.ATTENTION).attribute)
 
 
 def test_the_workbench_has_the_registered_tabs_in_order(pretraining_model, minilm_tokenizer):

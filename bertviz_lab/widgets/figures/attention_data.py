@@ -8,7 +8,7 @@ downsampled 8-bit thumbnails for the model view.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -226,45 +226,50 @@ def colorbar_ticks(encoded: HeatmapCodes) -> tuple[list[tuple[float, str]], str]
     return [(float(v / top), f"{round(float(v), 12):g}") for v in values], "attention weight"
 
 
-def pooled_thumbnails(attentions: Sequence[torch.Tensor], row: int, size: int = 24, keep: np.ndarray | None = None,
-                      ignore: np.ndarray | None = None) -> tuple[np.ndarray, int, float]:
-    """Every layer × head map of one example, max-pooled to at most size × size (each cell the largest weight of its
-    block, so one strong weight stays visible and the colour bar reaches the map's true maximum), 8-bit under one
-    shared scale.
+def pooled_layers(maps: Iterable[torch.Tensor], size: int = 24, ignore_rows: np.ndarray | None = None,
+                  ignore_cols: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """Every layer's (H, Q, K) maps max-pooled to at most size rows × size columns (each cell the largest weight of
+    its block, so one strong weight stays visible and the colour bar reaches the maps' true maximum), 8-bit under one
+    shared scale; a cross attention's rectangle keeps query rows and key columns.
 
-    keep: the token positions shown (padding and hidden [CLS]/[SEP] left out); ignore: among those, the tokens
-    whose rows and columns do not set the shared scale (clipped [CLS]/[SEP]). Returns codes (L, H, s, s) with
-    weight = code × scale and 255 above the scale, s, and scale.
+    `maps` is read once, a layer at a time (a generator keeps only one layer's (H, Q, K) floats at once).
+    ignore_rows / ignore_cols: the rows and columns that do not set the shared scale (clipped [CLS]/[SEP]). Returns
+    codes (L, H, rows, cols) with weight = code × scale and 255 above the scale, and scale.
     """
-    positions = torch.as_tensor(np.arange(attentions[0].shape[-1]) if keep is None else np.asarray(keep))
-    T = len(positions)
-    s = max(1, min(size, T))
+    ignoring = any(mask is not None and np.asarray(mask).any() for mask in (ignore_rows, ignore_cols))
     pooled, clipped = [], []
-    for attention in attentions:  # one layer at a time: (H, T, T) float, not all L*H maps at once
-        maps = attention[row].index_select(1, positions).index_select(2, positions).float()
-        pooled.append(F.adaptive_max_pool2d(maps.unsqueeze(1), s).squeeze(1))
-        if ignore is not None and np.asarray(ignore).any():
-            mask = torch.as_tensor(~np.asarray(ignore, bool))
-            counted = maps * mask[:, None] * mask[None, :]
-            clipped.append(F.adaptive_max_pool2d(counted.unsqueeze(1), s).squeeze(1))
-    stacked = torch.stack(pooled).numpy()  # (L, H, s, s)
+    for layer in maps:  # (H, Q, K)
+        layer = layer.float()
+        Q, K = layer.shape[-2:]
+        shape = (max(1, min(size, Q)), max(1, min(size, K)))
+        pooled.append(F.adaptive_max_pool2d(layer.unsqueeze(1), shape).squeeze(1))
+        if ignoring:
+            rows = torch.ones(Q) if ignore_rows is None else torch.as_tensor(~np.asarray(ignore_rows, bool)).float()
+            cols = torch.ones(K) if ignore_cols is None else torch.as_tensor(~np.asarray(ignore_cols, bool)).float()
+            counted = layer * rows[:, None] * cols[None, :]
+            clipped.append(F.adaptive_max_pool2d(counted.unsqueeze(1), shape).squeeze(1))
+    stacked = torch.stack(pooled).numpy()  # (L, H, rows, cols)
     top = float(torch.stack(clipped).max()) if clipped else float(stacked.max(initial=0.0))
     scale = top / TOP_CODE if top > 0 else 0.0
     codes = np.rint(stacked / (scale or 1.0)).clip(0, TOP_CODE).astype(np.uint8)
     codes[stacked > top * (1 + 1e-6)] = OVER_CODE
-    return codes, s, scale
+    return codes, scale
+
+
+def pooled_thumbnails(attentions: Sequence[torch.Tensor], row: int, size: int = 24, keep: np.ndarray | None = None,
+                      ignore: np.ndarray | None = None) -> tuple[np.ndarray, int, float]:
+    """Every layer × head map of one example (of a batch's (B, H, T, T) maps), pooled as `pooled_layers` does over
+    the token positions `keep` (padding and hidden [CLS]/[SEP] left out); ignore: among those, the tokens whose rows
+    and columns do not set the shared scale. Returns codes (L, H, s, s), s, and scale."""
+    positions = torch.as_tensor(np.arange(attentions[0].shape[-1]) if keep is None else np.asarray(keep))
+    layers = (attention[row].index_select(1, positions).index_select(2, positions) for attention in attentions)
+    codes, scale = pooled_layers(layers, size, ignore, ignore)
+    return codes, codes.shape[2], scale
 
 
 def pooled_maps(maps: Sequence[torch.Tensor], size: int = 24) -> tuple[np.ndarray, float]:
-    """Every layer's (H, Q, K) maps max-pooled to at most size rows × size columns, 8-bit under one shared scale:
-    a cross attention's rectangle keeps query rows and key columns. Returns codes (L, H, rows, cols), weight = code ×
-    scale, and scale."""
-    Q, K = maps[0].shape[-2:]
-    shape = (max(1, min(size, Q)), max(1, min(size, K)))
-    stacked = torch.stack([F.adaptive_max_pool2d(m.float().unsqueeze(1), shape).squeeze(1) for m in maps]).numpy()
-    top = float(stacked.max(initial=0.0))
-    scale = top / TOP_CODE if top > 0 else 0.0
-    return np.rint(stacked / (scale or 1.0)).clip(0, TOP_CODE).astype(np.uint8), scale
+    """Every layer's (H, Q, K) maps pooled as `pooled_layers` does, nothing left out of the scale."""
+    return pooled_layers(maps, size)
 
 
 # neuron view: one query against every shown key, inside one head --------------------------------------------

@@ -15,8 +15,9 @@ from bertviz_lab.model.encoding import Truncation
 from bertviz_lab.trace.hooks import Trace
 from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.figures import attention_data as D
-from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.ablation_bar import AblationBar, AblationSource, check_ablation_mode
+from bertviz_lab.widgets.panels.attention_views import glue
+from bertviz_lab.widgets.panels.attention_views.trace_source import TraceSource
 from bertviz_lab.widgets.panels.controls import LABEL_STYLE, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.layer_qk import LayerQK, recorded_inputs
@@ -32,8 +33,6 @@ from bertviz_lab.widgets.views.neuron import NeuronView
 VIEWS = tuple(view.name for view in registry.views(registry.ATTENTION))  # the switcher's, in order
 TOOLBARS = {view.name: view.controls for view in registry.views(registry.ATTENTION)}  # the controls of each view
 SCALE_OPTIONS = (("linear", "linear"), ("per row", "row"), ("log", "log"))
-SCALE_TITLES = {"linear": "linear scale", "row": "each row scaled to its max", "log": "log scale"}
-SALIENCY_NEEDS = "the saliency view needs the model and the text: build the panel with model=, tokenizer= and text="
 
 
 def trace_text(model: torch.nn.Module, tokenizer: Any, text: str,
@@ -42,13 +41,6 @@ def trace_text(model: torch.nn.Module, tokenizer: Any, text: str,
     what the cut kept."""
     run = run_text(model, tokenizer, text, text_b, shapes=False)
     return run.trace, run.truncation
-
-
-def rows_of(positions: np.ndarray) -> slice | torch.Tensor:
-    """An index for positions: a slice where they run without a gap (a view, no copy), else the positions."""
-    if len(positions) and positions[-1] - positions[0] + 1 == len(positions):
-        return slice(int(positions[0]), int(positions[-1]) + 1)
-    return torch.as_tensor(positions)
 
 
 def check_window(window: Any, tokens: int) -> tuple[int, int]:
@@ -132,10 +124,9 @@ class AttentionPanel(Panel):
                                  indent=False, layout={"width": "auto"})
         self._shown_special = special if special != "hide" else "clip"
         self.message = lean(widgets.HTML)
-        self.heatmap = lean(HeatmapView)
-        self.heatmap.observe(self._heatmap_zoomed, names=["window", "selected"])
-        # The head, model and neuron views (and the model view's ablation row) are made when first shown, so a
-        # panel opened on the heatmap sends the page none of their models; the state they share lives here.
+        # The views are made by their glue (attention_views) when first shown (the heatmap at once), so a panel
+        # opened on the heatmap sends the page none of the others' models; the state they share lives here.
+        self._source = TraceSource(self)
         self._made: dict[str, widgets.Widget] = {}
         self._ablation_mode = check_ablation_mode(ablation_mode)
         self._heads: list[int] = []  # the heads the head view shows (its chips choose them too)
@@ -148,11 +139,12 @@ class AttentionPanel(Panel):
         self.toolbars: dict[str, widgets.HBox] = {}
         self.toolbar = toolbar(gap="4px 24px")
         # Every view, once made, stays mounted and is shown or hidden, so switching back draws nothing anew.
-        self.slots = {"heatmap": widgets.VBox([self.heatmap])}
+        self.slots: dict[str, widgets.VBox] = {}
         self.saliency: SaliencyPanel | None = None  # made when the saliency view is first shown
         self._saliency_stale = False
         self.saliency_note: widgets.HTML | None = None  # what the saliency view says while it has no panel
-        self.stage = lean(widgets.VBox, list(self.slots.values()))
+        self.stage = lean(widgets.VBox)
+        self._make("heatmap", hidden=False)
         super().__init__([self.view, self.toolbar, self.truncation_notice, self.message, self.stage])
         self._suspended = False
         self.set_trace(trace, layer=layer, head=head, query=query)
@@ -169,6 +161,11 @@ class AttentionPanel(Panel):
             bar.ablation = None
 
     # the views made on first use ---------------------------------------------------------------------------
+    @property
+    def heatmap(self) -> HeatmapView:
+        """The heatmap (made with the panel)."""
+        return self._view("heatmap")
+
     @property
     def head_view(self) -> HeadView:
         """The head view (made on first use)."""
@@ -194,28 +191,15 @@ class AttentionPanel(Panel):
         made = self._made.get(name)
         return made if made is not None else self._make(name)
 
-    def _make(self, name: str) -> widgets.Widget:
-        """Make a view, wire it to the panel, and mount it (hidden) on the stage."""
-        if name == "head view":
-            view = lean(HeadView, num_heads=self._num_heads, heads=list(self._heads))
-            view.observe(self._heads_clicked, names="heads")
-            view.observe(self._head_view_moved, names=["query", "first"])
-            view.on_open(self._open_neuron_view)
-            parts = [view]
-        elif name == "model view":
-            view = lean(ModelView)
-            view.observe(self._open_thumbnail, names=["selected", "opens"])
-            self._ablation_bar = AblationBar(view, self._ablation_source, self._ablation_changed,
-                                             mode=self._ablation_mode)
-            parts = [self._ablation_bar, view]
-        else:
-            view = lean(NeuronView)
-            view.on_query(self._query_clicked)
-            parts = [view]
-        self._made[name] = view
-        self.slots[name] = widgets.VBox(parts, layout=widgets.Layout(display="none"))
+    def _make(self, name: str, hidden: bool = True) -> widgets.Widget:
+        """Make a view through its glue, wired to the panel, and mount it (hidden) on the stage."""
+        view = glue(name)
+        widget = view.make(self._source)
+        self._made[name] = widget
+        parts = view.parts(self._source, widget)
+        self.slots[name] = widgets.VBox(parts, layout=widgets.Layout(display="none")) if hidden else widgets.VBox(parts)
         self.stage.children = (*self.stage.children, self.slots[name])
-        return view
+        return widget
 
     def _show_heads(self, heads: list[int]) -> None:
         """The heads the head view shows (its chips and the head dropdown both set them)."""
@@ -450,20 +434,12 @@ class AttentionPanel(Panel):
             self.hide_special.value = self.special.value == "hide"
             if self.special.value != "hide":
                 self._shown_special = self.special.value
-        view = self.view.value
-        if view == "heatmap":
-            self._draw_heatmap()
-        elif view == "head view":
-            self._draw_head_view()
-        elif view == "model view":
-            self._draw_model_view()
-        elif view == "neuron view":
-            self._draw_neuron_view()
-        else:
-            self._show_saliency()
-        self.toolbar.children = [self._toolbar(view)] + ([self.export_bar] if view != "saliency" else [])
-        for name, slot in self.slots.items():
-            slot.layout.display = None if name == view else "none"
+        name = self.view.value
+        view, widget = glue(name), self._view(name)
+        view.draw(self._source, widget)
+        self.toolbar.children = [self._toolbar(name)] + ([self.export_bar] if view.exports() else [])
+        for shown, slot in self.slots.items():
+            slot.layout.display = None if shown == name else "none"
         self._name_export()
         self.figure_changed()
 
@@ -478,9 +454,8 @@ class AttentionPanel(Panel):
     def on_screen(self) -> widgets.Widget:
         """The view widget currently shown (the HeatmapView, the HeadView, the ModelView, the NeuronView, or the
         SaliencyPanel: its note while there is none)."""
-        if self.view.value == "saliency":
-            return self.saliency if self.saliency is not None else self.saliency_note
-        return getattr(self, registry.view(self.view.value, registry.ATTENTION).attribute)
+        name = self.view.value
+        return glue(name).on_screen(self._source, self._view(name))
 
     def save(self, path: str | Path, scale: float = 1, theme: str = "light", caption: bool | str = False,
              window: tuple[int, int] | None = None) -> Path:
@@ -501,43 +476,13 @@ class AttentionPanel(Panel):
     def to_plotly(self) -> Any:
         """The heatmap, head view, model view or saliency view on screen as a plotly Figure: the same values, colours,
         title and hover, for a plotly dashboard. The neuron view has no plotly counterpart yet: save() it."""
-        if self.view.value in ("heatmap", "head view", "model view"):
-            return self.on_screen.to_plotly()
-        if self.view.value == "saliency" and self.saliency is not None:
-            return self.saliency.to_plotly()
-        raise ValueError(f"to_plotly() gives the heatmap, the head view, the model view or the saliency view; this "
-                         f"panel shows the {self.view.value} (switch views, or save() its SVG).")
+        name = self.view.value
+        return glue(name).to_plotly(self._source, self._view(name))
 
     def to_svg(self) -> str:
         """The view on screen as a standalone SVG document."""
-        if self.view.value == "heatmap" and self._export_window:
-            return self.heatmap.drawing(self._export_window)[0]
-        if self.view.value == "saliency" and self.saliency is None:
-            return ('<svg xmlns="http://www.w3.org/2000/svg" class="bvl-fig bvl-saliency" width="640" height="40">'
-                    f'<rect class="bvl-ground" width="100%" height="100%"/><text x="8" y="24">{escape(SALIENCY_NEEDS)}'
-                    "</text></svg>")
-        return self.on_screen.to_svg()
-
-    def _show_saliency(self) -> None:
-        """Make the saliency panel on first use, and hand it the panel's text when that changed since."""
-        slot = self.slots.get("saliency")
-        if slot is None:  # the view's box, made when first shown
-            self.saliency_note = lean(widgets.HTML)
-            slot = self.slots["saliency"] = widgets.VBox([self.saliency_note], layout=widgets.Layout(display="none"))
-            self.stage.children = (*self.stage.children, slot)
-        if self.model is None or self.tokenizer is None or self.text is None:
-            self.saliency_note.value = f"<span class='bvl-saliency-note bvl-muted'>{escape(SALIENCY_NEEDS)}</span>"
-            return
-        if self.saliency is None:
-            self.saliency = SaliencyPanel(self.model, self.tokenizer, self.text, self.text_b)
-            self.saliency.on_figure_changed(self._saliency_figure_changed)
-            slot.children = [self.saliency]
-        elif self._saliency_stale:
-            if self.run is not None:
-                self.saliency.show_run(self.run)
-            else:
-                self.saliency.set_text(self.text, self.text_b)
-        self._saliency_stale = False
+        name = self.view.value
+        return glue(name).to_svg(self._source, self._view(name))
 
     def _saliency_figure_changed(self) -> None:
         """The saliency panel redrew (also from its worker thread): the static copy follows when it is on screen."""
@@ -549,139 +494,5 @@ class AttentionPanel(Panel):
         return f"<div class='bvl-figure bvl-attention'>{self.to_svg()}</div>"
 
     def _name_export(self) -> None:
-        view, layer = self.view.value, self.layer.value
-        if view == "heatmap":
-            what = f"head{self.head.value}" if self.aggregation.value == "head" else self.aggregation.value
-            window = self.heatmap.window
-            zoom = f"-queries{window[0]}-{window[1] - 1}-keys{window[2]}-{window[3] - 1}" if window else ""
-            self.export_bar.name = f"attention-layer{layer}-{what}{zoom}"
-        elif view == "head view":
-            self.export_bar.name = f"attention-head-view-layer{layer}"
-        elif view == "neuron view":
-            self.export_bar.name = f"attention-neuron-layer{layer}-head{self.head.value}-query{self.query.value}"
-        elif view == "saliency":
-            self.export_bar.name = self.saliency.export_bar.name if self.saliency is not None else "saliency"
-        else:
-            ablation = self.ablation_bar.ablation
-            self.export_bar.name = "attention-model-view" + (f"-{len(ablation.heads)}-heads-off" if ablation else "")
-
-    def _what(self) -> str:
-        aggregation = self.aggregation.value
-        return {"head": f"head {self.head.value}", "mean": "mean of heads",
-                "rollout": f"rollout through layers 0..{self.layer.value}"}[aggregation]
-
-    def _titles(self) -> tuple[str, str]:
-        """The heatmap's title (what is shown) and note (how to read it)."""
-        direction, special = self.direction.value, self.special.value
-        parts = [f"layer {self.layer.value}", self._what()]
-        notes = []
-        if direction != "all":
-            source, target = ("A", "B") if direction == "A→B" else ("B", "A")
-            parts.append(direction)
-            notes.append(f"sentence {source}'s tokens attending to sentence {target}'s: rows are a slice and do not "
-                         "sum to 1")
-        parts.append(SCALE_TITLES[self.scale.value])
-        if special == "clip" and self.info.special[self.info.real].any():
-            parts.append("[CLS]/[SEP] clipped")
-            notes.append("[CLS]/[SEP] are left out of the colour scale")
-        elif special == "hide":
-            parts.append("[CLS]/[SEP] hidden")
-            if direction == "all":
-                notes.append("rows leave [CLS]/[SEP] out and do not sum to 1")
-        if self.truncation is not None and self.truncation.cut:
-            notes.append(self.truncation.notice)
-        return " · ".join(parts), "; ".join(notes)
-
-    def _draw_heatmap(self) -> None:
-        matrix, queries, keys = self.matrix()
-        tokens, special = self.info.tokens, self.info.special
-        clip = self.special.value == "clip"
-        title, note = self._titles()
-        self.heatmap.show(matrix, [tokens[i] for i in queries], [tokens[i] for i in keys], queries, keys, title,
-                          note, mode=self.scale.value, ignore_rows=special[queries] if clip else None,
-                          ignore_cols=special[keys] if clip else None)
-
-    def _draw_head_view(self) -> None:
-        queries, keys = self.positions()
-        attention = self.attentions[self.layer.value][self.row]  # (nh, T, T)
-        k = min(self.head_view_k, len(keys))
-        # every head (the chips switch heads, and the kernel draws them), all at once: (nh, Q, K) -> (nh, Q, k)
-        matrices = attention[:, rows_of(queries)][:, :, rows_of(keys)]
-        weights, index = matrices.float().topk(k, dim=-1, sorted=False)
-        tokens = self.info.tokens
-        direction = self.direction.value
-        title = f"layer {self.layer.value}" + (f" · {direction} (rows are a slice)" if direction != "all" else "")
-        if self.special.value == "hide":
-            title += " · [CLS]/[SEP] hidden"
-        at = np.flatnonzero(queries == self.query.value)
-        self.head_view.show([tokens[i] for i in queries], [tokens[i] for i in keys], index.numpy().astype(np.uint16),
-                            weights.numpy(), title, query=int(at[0]) if len(at) else -1, query_positions=queries)
-
-    def _draw_model_view(self) -> None:
-        special, ablation, show = self.special.value, self.ablation_bar.ablation, self.ablation_bar.show.value
-        key = (id(self.trace), special, id(ablation), show)
-        if key != self._model_view_key:
-            keep = self.info.real & ~self.info.special if special == "hide" else self.info.real
-            positions = np.flatnonzero(keep)
-            ignore = self.info.special[positions] if special == "clip" else None
-            T = len(positions)
-            L, H = len(self.attentions), self.attentions[0].shape[1]
-            tokens = [self.info.tokens[i] for i in positions]
-            hint = (f"rows: query tokens, columns: key tokens ({tokens[0]} … {tokens[-1]}, {T} tokens)"
-                    if T else "no tokens")
-            title = f"{L} layers × {H} heads · {T} tokens · one colour scale"
-            if ablation is not None and show == "change":
-                codes, size, scale = D.pooled_differences(ablation.before.attentions, ablation.after.attentions,
-                                                          self.row, keep=positions)
-                ticks, bar_title = D.diverging_ticks(scale * D.ZERO_CODE), "change in attention weight (after − before)"
-                palette, zero_code = D.DIVERGING, D.ZERO_CODE
-                title = f"{L} layers × {H} heads · change with {len(ablation.heads)} head(s) off ({ablation.mode})"
-            else:
-                attentions = ablation.after.attentions if ablation is not None else self.attentions
-                codes, size, scale = D.pooled_thumbnails(attentions, self.row, keep=positions, ignore=ignore)
-                encoded = D.HeatmapCodes(codes, "linear", scale, np.zeros(0, np.float32), (0.0, 0.0))
-                ticks, bar_title = D.colorbar_ticks(encoded)
-                palette, zero_code = D.PALETTE, 0
-                if ablation is not None:
-                    title = f"{L} layers × {H} heads · attention with {len(ablation.heads)} head(s) off " \
-                            f"({ablation.mode}) · one colour scale"
-            if size < T:
-                block = f"~{T / size:.0f} × {T / size:.0f}"
-                hint += (f"; each cell the largest of {block} weights" if zero_code == 0
-                         else f"; each cell the mean change over {block} weights")
-                if zero_code == 0:
-                    bar_title = "largest attention weight per cell"
-            if zero_code == 0:
-                title += {"clip": " · [CLS]/[SEP] clipped", "hide": " · [CLS]/[SEP] hidden", "show": ""}[special]
-            elif special == "hide":
-                title += " · [CLS]/[SEP] hidden"
-            changes = ablation.attention_change(positions).astype(np.float32) if ablation is not None else None
-            self.model_view.show(codes, scale, zero_code, palette, ticks, bar_title, title, hint, changes,
-                                 ablation.lines() if ablation is not None else [])
-            self._model_view_key = key
-        self._marking_selection = True
-        try:
-            self.model_view.selected = [self.layer.value, self.head.value]
-        finally:
-            self._marking_selection = False
-
-    def _draw_neuron_view(self) -> None:
-        """q, the shown keys, q ⊙ k, scores and weights of the selected query, layer and head: that query's rows
-        only, from q and k recorded for this layer on first use."""
-        layer, head, query = self.layer.value, self.head.value, self.query.value
-        if not self.layer_qk.available:
-            self.neuron_view.clear(self.layer_qk.why_not())
-            return
-        q, k = self.layer_qk(layer)
-        hide = self.special.value == "hide"
-        keys = np.flatnonzero(self.info.real & ~self.info.special if hide else self.info.real)
-        rows = D.neuron_rows(q, k, head, query, keys, real=self.info.real)
-        tokens = self.info.tokens
-        title = f"layer {layer} · head {head} · query {query}·{tokens[query]}"
-        notes = [f"score = sum of the q ⊙ k_j row ÷ √{q.shape[-1]}; softmax over every key"]
-        if hide:
-            notes.append("[CLS]/[SEP] hidden: the weights shown do not sum to 1")
-        if self.truncation is not None and self.truncation.cut:
-            notes.append(self.truncation.notice)
-        self.neuron_view.show(rows, [tokens[i] for i in keys], keys.tolist(), tokens[query], query, title,
-                              "\n".join(notes))  # one line each: the figure stays as narrow as a notebook
+        name = self.view.value
+        self.export_bar.name = glue(name).export_name(self._source, self._view(name))
