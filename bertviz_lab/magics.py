@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -37,7 +38,7 @@ def _load_named(name: str) -> tuple[Any, Any]:
         raise UsageError(str(error)) from None
 
 
-def _text_of(word: str, unquoted: set[str], namespace: dict[str, Any]) -> str:
+def _text_of(word: str, unquoted: AbstractSet[str], namespace: dict[str, Any]) -> str:
     """The TEXT argument: the value of the variable it names where it is an unquoted name of one (`t = "The cat..."`
     then `%bert_inspect t`, as the names before it are variables too), else the word itself. A quoted word is always
     the text; an unquoted name of something that is not a str is a one-line error rather than a one-word text."""
@@ -50,7 +51,8 @@ def _text_of(word: str, unquoted: set[str], namespace: dict[str, Any]) -> str:
     return value
 
 
-def resolve(args: Any, cell: str | None, namespace: dict[str, Any], unquoted: set[str] = frozenset()) -> dict[str, Any]:
+def resolve(args: Any, cell: str | None, namespace: dict[str, Any],
+            unquoted: AbstractSet[str] = frozenset()) -> dict[str, Any]:
     """Turn parsed arguments into the Workbench's arguments, checking every value with a one-line error.
     `unquoted`: the words of the line that had no quotes (a TEXT among them may name a variable)."""
     from bertviz_lab.model.bert import BERTPreTrainedModel

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from bertviz_lab.corpus import folder, vectors
-from bertviz_lab.corpus.backbone import backbone_of
+from bertviz_lab.corpus.backbone import backbone_of, config_of
 from bertviz_lab.corpus.corpus import Corpus
 from bertviz_lab.corpus.extra import require_corpus_extra
 from bertviz_lab.corpus.readers import Item, read_items
@@ -87,7 +87,7 @@ def encode(tokenizer: Any, items: list[Item], max_length: int, chunk: int = 4096
             if not chosen:
                 continue
             texts = [part[i][0][:bound] for i in chosen]
-            second = [part[i][1][:bound] for i in chosen] if pair else None
+            second = [(part[i][1] or "")[:bound] for i in chosen] if pair else None  # pairs: never None
             enc = tokenizer(texts, text_pair=second, truncation=True, max_length=max_length)
             for i, row_ids, row_types in zip(chosen, enc["input_ids"], enc["token_type_ids"]):
                 rows[i] = (row_ids, row_types)
@@ -159,7 +159,7 @@ def default_model_name(backbone: nn.Module) -> str | None:
         path = BERT_Weights.DEFAULT.path / "model.safetensors"
         with safe_open(str(path), "pt") as weights:
             stored = weights.get_slice("embeddings.word_embeddings.weight")[:4]
-        ours = backbone.embeddings.word_embeddings.weight.detach()[:4].cpu()
+        ours = backbone.get_parameter("embeddings.word_embeddings.weight").detach()[:4].cpu()
         return "default" if ours.shape == stored.shape and torch.equal(ours.to(stored.dtype), stored) else None
     except Exception:  # no packaged model, another layout: not the default
         return None
@@ -173,15 +173,15 @@ class ShardWriter:
                  kinds: list[str], qk_heads: list[int], precision: str = "fp32") -> None:
         self.backbone, self.tokenizer, self.layers, self.heads, self.kinds = backbone, tokenizer, layers, heads, kinds
         self.qk_heads, self.precision = qk_heads, precision
-        self.chosen = [] if len(heads) == backbone.config.num_attention_heads else heads  # [] for all heads
+        self.num_heads = config_of(backbone).num_attention_heads
+        self.chosen = [] if len(heads) == self.num_heads else heads  # [] for all heads
         self.device = next(backbone.parameters()).device
-        self.num_heads = backbone.config.num_attention_heads
         special = list(getattr(tokenizer, "all_special_ids", []))
         vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
         self.vocab = np.array(vocab, dtype=object)  # id -> token, for the tokens table in one lookup
         self.punct = punctuation_table(vocab, special).to(self.device)
         self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
-        self.batch: dict[str, Any] = {}
+        self.batch: dict[str | tuple[str, int], Any] = {}  # "where", "valid", ... and (vector kind, layer)
         self.points = hook_points(backbone)
         self.thread = threading.get_ident()  # the hooks act on this thread's forwards only
 
@@ -243,21 +243,22 @@ class ShardWriter:
         return contextlib.nullcontext()
 
     def write(self, out: Path, index: int, text_ids: np.ndarray, items: list[Item], encoded: Encoded,
-              batch_size: int, on_batch: Callable[[int], None]) -> None:
+              batch_size: int, on_batch: Callable[[int], object]) -> None:
         """Compute shard `index` (texts `text_ids`, in this order) and publish it."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        stats, queries, arrays = [], [], {}
+        stats, queries = [], []
+        arrays: dict[tuple[str, int], list[np.ndarray]] = {}
         with hooks(self.backbone, self._hooks(), points=self.points), torch.inference_mode():
             for start in range(0, len(text_ids), batch_size):
                 chunk = text_ids[start:start + batch_size]
                 ids, types, mask = self.batch_inputs(chunk, encoded)
                 found = self._statistics(ids, types, mask)
                 sums = torch.stack([found[layer] for layer in self.layers]).cpu().double()
-                counts = mask.sum(1).cpu()  # (B,) queries per text
-                stats.append((sums / counts[None, :, None, None]).numpy())  # (L, B, H, 7) means
-                queries.append(counts.numpy())
+                batch_counts = mask.sum(1).cpu()  # (B,) queries per text
+                stats.append((sums / batch_counts[None, :, None, None]).numpy())  # (L, B, H, 7) means
+                queries.append(batch_counts.numpy())
                 for key, value in self.batch.items():
                     if isinstance(key, tuple) and key[0] in ("hidden", "q", "k"):
                         arrays.setdefault(key, []).append(value.numpy())
@@ -374,7 +375,7 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
     require_corpus_extra()
     out = Path(out)
     backbone = backbone_of(model)
-    config = backbone.config
+    config = config_of(backbone)
     check_precision(precision, next(backbone.parameters()).device)
     layers = _checked_indices(layers, config.num_hidden_layers, "layer")
     heads = _checked_indices(heads, config.num_attention_heads, "head")

@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from bertviz_lab.corpus.extra import require_corpus_extra
     from bertviz_lab.device import select_device
     from bertviz_lab.model.auto import load, load_default
+    from bertviz_lab.model.bert import BERTPreTrainedModel
     from bertviz_lab.util.files import named
     from bertviz_lab.util.interrupts import interrupt_handlers
     from bertviz_lab.util.paths import folder_problem, write_failure
@@ -91,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             if device.type == "cuda" and "LOCAL_RANK" in os.environ:  # torchrun: one GPU per process
                 device = select_device(f"cuda:{os.environ['LOCAL_RANK']}")
             check_precision(args.precision, device)  # refused before the model loads
+            model: BERTPreTrainedModel
             if args.model == "default":
                 model, tokenizer = load_default(device=device)
             else:
@@ -129,7 +131,9 @@ def _progress(out: str) -> str:
     from bertviz_lab.corpus import folder
 
     recorded = folder.read_json(Path(out) / folder.SETTINGS) or {}
-    settings = recorded.get("settings") if isinstance(recorded.get("settings"), dict) else {}
+    settings = recorded.get("settings")
+    if not isinstance(settings, dict):
+        settings = {}
     texts, size = settings.get("num_texts"), settings.get("shard_size")
     if not isinstance(texts, int) or not isinstance(size, int) or size < 1:
         return "before any shard was written"

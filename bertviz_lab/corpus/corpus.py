@@ -163,10 +163,12 @@ class Corpus:
             self._starts = dict(zip(self._rows[0][starts].tolist(), starts.tolist()))
         return self._rows
 
-    def _row_of(self, text_id: int, position: int) -> int:
+    def _row_of(self, text_id: int | np.integer, position: int) -> int:
         """The vector row of a stored token."""
-        text_ids, positions, _ = self._token_rows()
-        start = self._starts[self._check_text_id(text_id)]
+        self._token_rows()
+        assert self._starts is not None  # _token_rows() sets it with the rows
+        text_id = self._check_text_id(text_id)
+        start = self._starts[text_id]
         length = len(self.tokens(text_id))
         if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not 0 <= position < length:
             raise ValueError(f"position {position!r} is not in text {text_id}, which has {length} tokens.")

@@ -15,7 +15,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +166,7 @@ def _read_csv(path: Path, text_column: str, encoding: str, errors: str) -> Itera
                              str(path))
 
 
-def _read_columns(names: list[str], column: Any, text_column: str, where: str) -> Iterator[Item]:
+def _read_columns(names: Sequence[str], column: Any, text_column: str, where: str) -> Iterator[Item]:
     """Rows of a table given by its column names and a column reader: `text_column` and `text_b` if present."""
     if text_column not in names:
         raise ValueError(f"{where} has no column {text_column!r}; its columns are: {', '.join(map(str, names))}.")

@@ -122,11 +122,11 @@ def exact_search(arrays: Iterable[np.ndarray], query: np.ndarray, k: int) -> tup
     tiny = torch.finfo(torch.float64).tiny
     q = torch.from_numpy(np.asarray(query, dtype=np.float64).reshape(-1))
     q = q / q.norm().clamp_min(tiny)
-    scores = [np.zeros(0)]
+    chunk_scores = [np.zeros(0)]
     for chunk in chunks(arrays, CHUNK_ROWS):
         v = torch.from_numpy(chunk.astype(np.float64))
-        scores.append((v @ q / torch.linalg.vector_norm(v, dim=1).clamp_min(tiny)).numpy())
-    scores = np.concatenate(scores)
+        chunk_scores.append((v @ q / torch.linalg.vector_norm(v, dim=1).clamp_min(tiny)).numpy())
+    scores = np.concatenate(chunk_scores)
     rows = np.lexsort((np.arange(len(scores)), -scores))[:k]
     return rows, scores[rows]
 

@@ -13,9 +13,18 @@ from bertviz_lab.kernels import build
 from bertviz_lab.kernels.head_statistics import STATISTICS
 
 
+def _library() -> ctypes.CDLL:
+    """The built kernels; choice.py sends work here only once `build.library()` has answered them."""
+    lib = build.library()
+    if lib is None:
+        raise RuntimeError("bertviz_lab's AVX2 kernels are not available in this process (see "
+                           "bertviz_lab.kernels.status()); the layers use PyTorch's where they are off.")
+    return lib
+
+
 def pack(weight: torch.Tensor) -> torch.Tensor:
     """The (out, in) fp32 weight in the kernel's panel layout, as a flat tensor."""
-    lib = build.library()
+    lib = _library()
     out_features, in_features = weight.shape
     if weight.stride(1) != 1:
         weight = weight.contiguous()
@@ -36,7 +45,7 @@ def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out
     if rows.stride(-1) != 1 or (rows.shape[0] > 1 and rows.stride(0) < in_features):
         rows = rows.contiguous()
     out = torch.empty(*x.shape[:-1], out_features, dtype=torch.float32)
-    failed = build.library().bvl_linear(rows.data_ptr(), rows.stride(0), rows.shape[0], in_features, packed.data_ptr(),
+    failed = _library().bvl_linear(rows.data_ptr(), rows.stride(0), rows.shape[0], in_features, packed.data_ptr(),
                                   out_features, None if bias is None else bias.data_ptr(), int(gelu), out.data_ptr(),
                                   out_features, torch.get_num_threads())
     if failed:
@@ -48,7 +57,7 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     """GELU (erf form) of an fp32 CPU tensor, with the same arithmetic as `linear(gelu=True)`."""
     x = x.contiguous()
     out = torch.empty_like(x)
-    build.library().bvl_gelu(x.data_ptr(), out.data_ptr(), x.numel(), torch.get_num_threads())
+    _library().bvl_gelu(x.data_ptr(), out.data_ptr(), x.numel(), torch.get_num_threads())
     return out
 
 
@@ -61,7 +70,7 @@ def add_layer_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch
     added = None if residual is None else residual.reshape(-1, width).contiguous()
     weight, bias = weight.contiguous(), bias.contiguous()
     out = torch.empty_like(rows)
-    build.library().bvl_add_layer_norm(rows.data_ptr(), None if added is None else added.data_ptr(), rows.shape[0],
+    _library().bvl_add_layer_norm(rows.data_ptr(), None if added is None else added.data_ptr(), rows.shape[0],
                                        width, weight.data_ptr(), bias.data_ptr(), eps, out.data_ptr(),
                                        torch.get_num_threads())
     return out.view(x.shape)
@@ -74,7 +83,7 @@ def entropy(p: torch.Tensor) -> torch.Tensor:
     if rows.stride(-1) != 1 or (rows.shape[0] > 1 and rows.stride(0) < n):
         rows = rows.contiguous()
     out = torch.empty(rows.shape[0], dtype=torch.float32)
-    build.library().bvl_entropy(rows.data_ptr(), rows.shape[0], n, rows.stride(0), out.data_ptr(),
+    _library().bvl_entropy(rows.data_ptr(), rows.shape[0], n, rows.stride(0), out.data_ptr(),
                                 torch.get_num_threads())
     return out.view(p.shape[:-1])
 
@@ -103,7 +112,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None, mask: torc
         mask = mask.expand(B, H, T, S)
         if mask.stride(-1) != 1 and S > 1:
             mask = mask.contiguous()
-    failed = build.library().bvl_attention(
+    failed = _library().bvl_attention(
         q.data_ptr(), _strides(q), k.data_ptr(), _strides(k), None if v is None else v.data_ptr(),
         None if v is None else _strides(v), None if mask is None else mask.data_ptr(),
         None if mask is None else _strides(mask), B, H, T, S, D, scale, None if out is None else out.data_ptr(),
@@ -172,7 +181,7 @@ def attention_statistics(q: torch.Tensor, k: torch.Tensor, valid: torch.Tensor, 
     valid, by_kind = _statistics_inputs(q, valid, kinds)
     q, k = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k))
     out = torch.empty(B, H, len(STATISTICS), dtype=torch.float64)
-    failed = build.library().bvl_attention_statistics(
+    failed = _library().bvl_attention_statistics(
         q.data_ptr(), _strides(q), k.data_ptr(), _strides(k), valid.data_ptr(), by_kind.data_ptr(), B, H, S, D, scale,
         out.data_ptr(), torch.get_num_threads())
     if failed:

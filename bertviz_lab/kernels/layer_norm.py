@@ -72,13 +72,14 @@ class AVX2AddLayerNorm(AddLayerNorm):
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None,
                  bias: torch.Tensor | None, eps: float, dropout_p: float = 0.0) -> torch.Tensor | None:
-        if dropout_p or x.shape != residual.shape or not _avx2_applies(x, residual, weight, bias):
+        if weight is None or bias is None or dropout_p or x.shape != residual.shape \
+                or not _avx2_applies(x, residual, weight, bias):
             return None
         return avx2.add_layer_norm(x, residual, weight, bias, eps)
 
     def layer_norm(self, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
                    eps: float) -> torch.Tensor | None:
-        if not _avx2_applies(x, x, weight, bias):
+        if weight is None or bias is None or not _avx2_applies(x, x, weight, bias):
             return None
         return avx2.add_layer_norm(x, None, weight, bias, eps)
 

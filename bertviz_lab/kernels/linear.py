@@ -39,7 +39,10 @@ def packed_weight(weight: torch.Tensor, backend: str) -> torch.Tensor:
         data = weight.detach()
         copy = avx2.pack(data) if backend == "avx2" else torch.ops.mkldnn._reorder_linear_weight(data,
                                                                                                ONEDNN_ROWS_HINT)
-        reference = weakref.ref(weight, lambda _, key=key: _packed.pop(key, None))
+        def forget(_: weakref.ref, key: int = key) -> None:
+            _packed.pop(key, None)
+
+        reference = weakref.ref(weight, forget)
         entry = _packed[key] = (reference, backend, data.data_ptr(), weight._version, copy)
     return entry[4]
 

@@ -270,7 +270,8 @@ class BERT(BERTPreTrainedModel):
         if low < 0 or high >= vocab_size:
             bad = high if high >= vocab_size else low
             raise ValueError(f"input_ids contains token id {bad}, outside the vocabulary [0, {vocab_size}).")
-        return tuple(input_ids.shape)
+        rows, length = input_ids.shape  # 2-D, checked above
+        return rows, length
 
     def _check_embeds(self, inputs_embeds: torch.Tensor) -> tuple[int, int]:
         """Shape and dtype only: NaN/Inf pass through, since looking for them would cost a device sync per call."""
@@ -280,7 +281,8 @@ class BERT(BERTPreTrainedModel):
         if inputs_embeds.dtype != self.dtype:
             raise TypeError(f"inputs_embeds is {inputs_embeds.dtype} but the model is {self.dtype}; convert them "
                             f"with inputs_embeds.to(model.dtype).")
-        return tuple(inputs_embeds.shape[:2])
+        rows, length = inputs_embeds.shape[:2]
+        return rows, length
 
     def _check_position_ids(self, position_ids: torch.Tensor, shape: tuple[int, int]) -> None:
         if position_ids.dim() not in (1, 2) or position_ids.shape[-1] != shape[1] \
@@ -353,10 +355,13 @@ class BERT(BERTPreTrainedModel):
             past_length = int(cache_position[0])
         B, T = self._check_inputs(input_ids, inputs_embeds, token_type_ids, position_ids,
                                    encoder_hidden_states, past_length)
-        device = input_ids.device if input_ids is not None else inputs_embeds.device
+        given = input_ids if input_ids is not None else inputs_embeds
+        assert given is not None  # _check_inputs took exactly one of them
+        device = given.device
         if cache_position is None and config.is_decoder:  # positions of this step's tokens in the cache
             cache_position = torch.arange(past_length, past_length + T, device=device)
         if position_ids is None and past_length:
+            assert cache_position is not None  # a past length comes with cache_position or a decoder's (set above)
             position_ids = cache_position.unsqueeze(0)
 
         x = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds, past_length)  # (B, T, C)

@@ -54,9 +54,12 @@ class TokenizerFast(BERTTokenizerFast):
         backend.no_padding()
         backend.no_truncation()
         specials = {name: special_tokens.get(name) or ROBERTA.special_tokens[name] for name in _SPECIAL_ATTRS}
+        ids: dict[str, int] = {}
         for name, token in specials.items():
-            if backend.token_to_id(token) is None:
+            token_id = backend.token_to_id(token)
+            if token_id is None:
                 raise _missing_special_token(named(path), name, token)
+            ids[name] = token_id
         if not isinstance(model_max_length, int) or model_max_length < 1:
             raise ValueError(f"model_max_length must be a positive int, got {model_max_length!r}")
         self._tokenizer: Tokenizer = backend
@@ -65,8 +68,8 @@ class TokenizerFast(BERTTokenizerFast):
             setattr(self, name, token)
         self.do_lower_case, self.strip_accents, self.tokenize_chinese_chars = False, None, False
         self.model_max_length = model_max_length
-        self._ids = {name: backend.token_to_id(token) for name, token in specials.items()}
-        self._decoder = None
+        self._ids = ids
+        self._decoder = None  # decode() runs the tokenizer.json's own decoder
 
     @classmethod
     def from_pretrained(cls, path: PathLike, *, revision: str | None = None, cache_dir: PathLike | None = None,
@@ -132,9 +135,9 @@ def _is_wordpiece(folder: Path) -> bool:
 def load_tokenizer(path: PathLike, *, revision: str | None = None, cache_dir: PathLike | None = None,
                    local_files_only: bool = False, token: str | bool | None = None) -> BERTTokenizerFast:
     """The tokenizer a folder or Hub repo ships: BERTTokenizerFast for WordPiece, else TokenizerFast."""
-    hub = dict(revision=revision, cache_dir=cache_dir, local_files_only=local_files_only, token=token)
-    folder = _tokenizer_source(path, HubOptions(**hub))
+    folder = _tokenizer_source(path, HubOptions(revision, cache_dir, local_files_only, token))
     folder = folder if folder.is_dir() else folder.parent
     if _is_wordpiece(folder):
-        return BERTTokenizerFast.from_pretrained(path, **hub)
+        return BERTTokenizerFast.from_pretrained(path, revision=revision, cache_dir=cache_dir,
+                                                 local_files_only=local_files_only, token=token)
     return TokenizerFast.from_pretrained(folder)

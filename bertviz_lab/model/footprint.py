@@ -192,7 +192,7 @@ def dominant(cost: Callable[[Mapping[str, int]], int], values: Mapping[str, int]
     saved = {key: whole - cost({**values, key: min(values[key], reference[key])}) for key in reference}
     if max(saved.values()) <= 0:
         saved = {key: whole - cost({**values, key: max(1, values[key] // 2)}) for key in reference}
-    return max(saved, key=saved.get)
+    return max(saved, key=saved.__getitem__)
 
 
 # the memory this process may use ------------------------------------------------------------------------------
@@ -298,7 +298,8 @@ def check_model(config: Any, model_class: type, dtype: Any) -> None:
     sizes = Sizes.of(config, heads_of(model_class), getattr(model_class, "add_pooling_layer", None))
 
     def weights(values: Mapping[str, int]) -> int:
-        return estimate(dataclasses.replace(sizes, **values), dtype_bytes=dtype.itemsize).parameter_bytes
+        changed: dict[str, Any] = dict(values)  # integer fields only, by name
+        return estimate(dataclasses.replace(sizes, **changed), dtype_bytes=dtype.itemsize).parameter_bytes
 
     def culprit() -> tuple[str, int]:
         field = dominant(weights, sizes.values(), BERT_BASE)

@@ -6,7 +6,8 @@ load both ways; each class names its transformers twin in `hf_architecture`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 import torch
 from torch import nn
@@ -99,6 +100,14 @@ def classifier_dropout(config: BERTConfig) -> float:
 
 
 # shared behaviour ------------------------------------------------------------------------------------
+class ModelInputs(TypedDict):
+    """What the *_from_text helpers pass on from the tokenizer's output."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    token_type_ids: torch.Tensor
+
+
 class BERTTaskModel(BERTPreTrainedModel):
     """A backbone plus one head: weight tying, head initialisation, and text encoding for *_from_text."""
 
@@ -143,8 +152,9 @@ class BERTTaskModel(BERTPreTrainedModel):
         return dict(encode_text(self, tokenizer, text_a, text_b, truncate=False).encoding)
 
     @staticmethod
-    def _model_inputs(encoded: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {k: encoded[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    def _model_inputs(encoded: dict[str, torch.Tensor]) -> ModelInputs:
+        return ModelInputs(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"],
+                           token_type_ids=encoded["token_type_ids"])
 
     def _masked(self, tokenizer: Any, encoded: dict[str, torch.Tensor], seed: int | None,
                 mlm_probability: float = P.MASK_PROBABILITY) -> tuple[torch.Tensor, torch.Tensor]:
@@ -362,7 +372,9 @@ class BERTForCausalLM(BERTTaskModel):
                                         device: str | torch.device | None = None) -> torch.Tensor:
         """Next token after the text (the trailing [SEP] is left out so the model continues the text)."""
         encoded = self._encode(tokenizer, text, None, device)
-        return self.predict_next_token_id(**{k: v[:, :-1] for k, v in self._model_inputs(encoded).items()})
+        inputs = self._model_inputs(encoded)
+        return self.predict_next_token_id(inputs["input_ids"][:, :-1], inputs["attention_mask"][:, :-1],
+                                          inputs["token_type_ids"][:, :-1])
 
 
 class BERTForNextSentencePrediction(BERTTaskModel):
@@ -381,9 +393,10 @@ class BERTForNextSentencePrediction(BERTTaskModel):
         """Scores (B, 2)."""
         return self.cls(self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds).pooler_output)
 
-    def get_loss(self, labels: torch.Tensor, input_ids: torch.Tensor | None = None,
+    def get_loss(self: BERTTaskModel, labels: torch.Tensor, input_ids: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None, *,
                  reduction: str = "mean", **inputs: Any) -> torch.Tensor:
+        # self: any task model, as BERTForSequenceClassification shares this method
         return P.sequence_loss(self(input_ids, attention_mask, token_type_ids, **inputs), labels, reduction)
 
     def predict_labels(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
@@ -413,6 +426,8 @@ class BERTClassifierModel(BERTTaskModel):
     """A dropout and a linear classifier over the pooled [CLS] state (one label per text) or every token's state."""
 
     per_token = False
+    # each subclass takes it from the head whose labels it shares (NSP's per text, MLM's per token)
+    predict_labels: Callable[..., torch.Tensor]
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__(config)

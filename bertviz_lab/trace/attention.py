@@ -87,6 +87,7 @@ def attention_rollout(source: "Trace | Sequence[torch.Tensor]", attention_mask: 
         a = a * valid[:, :, None] * valid[:, None, :]
         a = a / a.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(a.dtype).tiny)
         rollout = a if rollout is None else a @ rollout
+    assert rollout is not None  # _layers refuses an empty list of layers
     return rollout.float()
 
 

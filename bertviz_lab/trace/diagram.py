@@ -168,9 +168,8 @@ def to_graphviz(model_or_trace: Trace | nn.Module, input_shape: tuple[int, ...] 
     DejaVu Sans, the font the widgets ship, so an exported PNG draws the same text as the SVG.
     """
     if check_dot:
-        graphviz = _require_graphviz()
-    else:
-        import graphviz
+        _require_graphviz()  # the package and `dot`, each refused with its install line
+    import graphviz
     if font_size is not None and (isinstance(font_size, bool) or not isinstance(font_size, (int, float))
                                   or not font_size > 0):
         raise ValueError(f"font_size must be a positive number (points), got {font_size!r}.")

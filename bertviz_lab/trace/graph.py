@@ -54,7 +54,7 @@ class _Item:
 
 def _tree(calls: list["Call"]) -> list[_Item]:
     items = {c.index: _Item(c) for c in calls}
-    roots = []
+    roots: list[_Item] = []
     for call in calls:
         parent = items.get(call.parent) if call.parent is not None else None
         (parent.children if parent is not None else roots).append(items[call.index])
@@ -70,8 +70,9 @@ def _relative_name(item: _Item, parent: _Item | None) -> str:
 
 def _group_name(names: list[str]) -> str:
     """layer.0-11 for numbered siblings, else the names (or first ... last when many)."""
-    numbered = [re.fullmatch(r"(.*?)(\d+)", n) for n in names]
-    if len(names) > 1 and all(numbered) and len({m.group(1) for m in numbered}) == 1:
+    found = [re.fullmatch(r"(.*?)(\d+)", n) for n in names]
+    numbered = [m for m in found if m is not None]
+    if len(names) > 1 and len(numbered) == len(names) and len({m.group(1) for m in numbered}) == 1:
         return f"{numbered[0].group(1)}{numbered[0].group(2)}-{numbered[-1].group(2)}"
     return ", ".join(names) if len(names) <= 3 else f"{names[0]} ... {names[-1]}"
 
@@ -202,18 +203,18 @@ def build_graph(trace: "Trace", *, depth: int | None = 3, show_shapes: bool = Tr
         parent_node = builder.node_of.get(call.parent) if call.parent is not None else None
         if node is None or node == parent_node:
             continue  # a cluster, or a call inside a leaf that is already drawn
-        sources = []
+        sources: list[str] = []
         for source in call.input_sources:
             if source == MODEL_INPUT:
                 sources.append(inputs.id)
             elif source is not None and (found := builder.node_or_last_leaf(source)) is not None:
                 sources.append(found)
-        for source in sources or [previous]:
-            if source != node:
-                edges[(source, node)] = None
+        for start in sources or [previous]:
+            if start != node:
+                edges[(start, node)] = None
         previous = node
     finals = [builder.node_or_last_leaf(s) if s not in (None, MODEL_INPUT) else None
               for s in last_call.output_sources] if top is not None else []
-    for source in [f for f in finals if f is not None] or [previous]:
-        edges[(source, outputs.id)] = None
+    for start in [f for f in finals if f is not None] or [previous]:
+        edges[(start, outputs.id)] = None
     return ArchitectureGraph(root, inputs, outputs, list(edges))

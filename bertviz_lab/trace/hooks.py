@@ -148,7 +148,7 @@ class Trace:
     def _on_model_start(self, model: nn.Module, args: tuple, kwargs: dict) -> None:
         current = ForwardPass(len(self.passes), sites=self._sites)
         self.passes.append(current)
-        named = dict(kwargs)
+        named: dict[str, Any] = dict(kwargs)
         if self._signature is not None:
             with contextlib.suppress(TypeError):
                 named = dict(self._signature.bind_partial(*args, **kwargs).arguments)
@@ -156,8 +156,8 @@ class Trace:
             if isinstance(named.get(key), torch.Tensor) and named[key].dim() >= 2:
                 current.batch_size = named[key].shape[0]
                 break
-        for key, value in named.items():
-            key = INPUT_ALIASES.get(key, key)
+        for given, value in named.items():
+            key = INPUT_ALIASES.get(given, given)
             if key in INPUT_NAMES and isinstance(value, torch.Tensor):
                 per_row = value.dim() >= 2 and value.shape[0] == current.batch_size  # (1, T) broadcasts: kept whole
                 current.inputs[key] = self._storage.keep(value, f"input {key}", batch_dim=per_row)

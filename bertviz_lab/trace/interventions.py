@@ -62,7 +62,9 @@ def ablate(model: nn.Module, heads: Iterable[tuple[int, int]], mode: str = "zero
     names = context_names(model)
     if not names:
         raise ValueError(f"{type(model).__name__} has no attention `context` hook points to ablate.")
-    num_heads = next(m.num_heads for m in model.modules() if hasattr(m, "num_heads") and hasattr(m, "context"))
+    # any module with both attributes (ours, a relative's): read by name, as nn.Module does not type them
+    num_heads: int = next(getattr(m, "num_heads") for m in model.modules()
+                          if hasattr(m, "num_heads") and hasattr(m, "context"))
     chosen = _heads_by_layer(heads, len(names), num_heads)
     with hooks(model, [(names[layer], _ablation(layer_heads, mode)) for layer, layer_heads in chosen.items()]):
         yield

@@ -79,7 +79,8 @@ class Shorthand:
         for axis, (value, name) in enumerate(zip(self.index, self.index_names), start=1):
             if not 0 <= value < logits.shape[axis]:
                 raise ValueError(f"target {self.text}: {name} {value} is out of range [0, {logits.shape[axis]}).")
-        return logits[(slice(None), *self.index)]
+        index = (slice(None), *self.index)  # a tuple first: mypy reads `x[(a, *b)]` as 3.11's `x[a, *b]`
+        return logits[index]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,10 +269,11 @@ def word_embeddings(model: nn.Module) -> nn.Embedding:
     if "inputs_embeds" not in parameters and not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
         raise TypeError(f"{type(model).__name__}.forward takes no inputs_embeds, which saliency runs the model "
                         f"with; pass the BERT model inside it (for create_bert_model(...), its .model).")
-    if not callable(getattr(model, "get_input_embeddings", None)):
+    get_input_embeddings = getattr(model, "get_input_embeddings", None)
+    if not callable(get_input_embeddings):
         raise TypeError(f"{type(model).__name__} has no get_input_embeddings(), which saliency reads the word "
                         f"embeddings from.")
-    embedding = model.get_input_embeddings()
+    embedding = get_input_embeddings()
     if not isinstance(embedding, nn.Embedding):
         raise TypeError(f"{type(model).__name__}.get_input_embeddings() must return an nn.Embedding, "
                         f"got {type(embedding).__name__}.")
@@ -304,7 +306,7 @@ def model_pad_id(model: nn.Module) -> int | None:
     """[PAD] as the model's config names it, else its embedding's padding row."""
     config = getattr(model, "config", None)
     pad = getattr(config, "pad_token_id", None)
-    return pad if pad is not None else model.get_input_embeddings().padding_idx
+    return pad if pad is not None else word_embeddings(model).padding_idx
 
 
 def check_token_id(name: str, value: Any, vocab_size: int) -> None:
@@ -317,6 +319,7 @@ def check_token_id(name: str, value: Any, vocab_size: int) -> None:
 def baseline_ids(input_ids: torch.Tensor, inputs: Mapping[str, Any], ids: TokenIds, baseline: str) -> torch.Tensor:
     """The input with ordinary tokens replaced by [PAD] or [MASK]; [CLS], [SEP] and padding kept."""
     fill = ids.pad if baseline == "pad" else ids.mask
+    assert fill is not None  # token_ids refuses baseline="pad" where there is no [PAD] id
     return torch.where(keeps_embedding(input_ids, inputs, ids), input_ids, torch.full_like(input_ids, fill))
 
 
@@ -373,12 +376,16 @@ def parse_target(target: Any) -> Shorthand:
     return Shorthand(repr(target), output, tuple(target[1:]), names)
 
 
+def _output_name(name: str) -> str:
+    return OUTPUT_ALIASES.get(name, name)
+
+
 def named_outputs(model: nn.Module, output: Any) -> dict[str, Any]:
     """The model's outputs by name: from its class (task models), or the keys/fields of a dict or dataclass."""
     if isinstance(output, Mapping):
-        return {OUTPUT_ALIASES.get(k, k): v for k, v in output.items()}
+        return {_output_name(k): v for k, v in output.items()}
     if dataclasses.is_dataclass(output):
-        return {OUTPUT_ALIASES.get(f.name, f.name): getattr(output, f.name) for f in dataclasses.fields(output)}
+        return {_output_name(f.name): getattr(output, f.name) for f in dataclasses.fields(output)}
     values = (output,) if isinstance(output, torch.Tensor) else tuple(output) if isinstance(output, tuple) else ()
     for kinds, names in OUTPUT_NAMES:
         if isinstance(model, kinds):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import torch
@@ -38,6 +38,7 @@ def iter_tensors(value: Any, name: str = "", _level: int = 0) -> Iterator[tuple[
     if _level >= _MAX_NESTING:
         return
     prefix = f"{name}." if name else ""
+    items: Iterable[tuple[str, Any]]
     if isinstance(value, tuple) and hasattr(value, "_fields"):
         items = zip(value._fields, value)
     elif isinstance(value, Mapping):

@@ -122,7 +122,8 @@ def _quoted(token: str) -> str:
 
 def _label_names(model: torch.nn.Module, count: int) -> list[str]:
     config = getattr(model, "config", None)
-    names = config.label_names() if callable(getattr(config, "label_names", None)) else []
+    label_names = getattr(config, "label_names", None)
+    names = label_names() if callable(label_names) else []
     return [names[i] if i < len(names) else f"LABEL_{i}" for i in range(count)]
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from bertviz_lab.model.bert import BERTPreTrainedModel
 from bertviz_lab.model.families import family_of
 from bertviz_lab.model.weights import (
     LATEST_POINTER,
@@ -82,7 +83,7 @@ def _write_failed(error: BaseException, root: Path, step: int, previous: Path | 
                                       f"({why}); nothing was saved for step {step}, and {kept}.")
 
 
-def save_checkpoint(root: str | os.PathLike, step: int, model: torch.nn.Module, state: dict[str, Any],
+def save_checkpoint(root: str | os.PathLike, step: int, model: BERTPreTrainedModel, state: dict[str, Any],
                     keep: int | None = None, tokenizer: Any = None) -> Path:
     """Write model (+ tokenizer) and trainer state for `step` atomically, point `latest` at it, prune to `keep`."""
     root = Path(root)
@@ -259,7 +260,7 @@ def load_trainer_state(path: str | os.PathLike) -> dict[str, Any]:
     return state
 
 
-def load_model_weights(model: torch.nn.Module, path: str | os.PathLike) -> None:
+def load_model_weights(model: BERTPreTrainedModel, path: str | os.PathLike) -> None:
     """Copy a checkpoint's weights into `model` (every tensor must match: strict); CheckpointError names the file."""
     file = resolve_checkpoint(path) / SAFETENSORS_NAME
     if not file.is_file():

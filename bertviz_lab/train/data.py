@@ -165,7 +165,7 @@ class SentencePairDataset:
             sentences = split_sentences(document)
             if not sentences:
                 continue
-            pieces = []
+            pieces: list[list[int]] = []
             for encoding in backend.encode_batch(sentences, add_special_tokens=False):
                 ids = encoding.ids
                 pieces.extend(ids[i:i + piece_length] for i in range(0, len(ids), piece_length))

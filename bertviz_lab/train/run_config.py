@@ -225,9 +225,9 @@ def run_bytes(config: RunConfig, sizes: Mapping[str, int], on_cpu: bool) -> int:
     one micro-batch, synthetic data); on an accelerator only what the host holds (the weights as built, the data)."""
     data = config["data"]
     sequence = sizes["data.sequence_length"]
+    shape: dict[str, Any] = {name: sizes[key] for key, name in BERT_FIELDS.items()}  # the int fields, by name
     bert = footprint.Sizes(
-        vocab_size=sizes["data.vocab_size"] if _vocab_from_config(data) else PRETRAINED_VOCAB_SIZE,
-        **{name: sizes[key] for key, name in BERT_FIELDS.items()},
+        vocab_size=sizes["data.vocab_size"] if _vocab_from_config(data) else PRETRAINED_VOCAB_SIZE, **shape,
         max_position_embeddings=max(sizes["model.max_position_embeddings"], sequence), heads=("mlm", "nsp"))
     micro = -(-sizes["data.batch_size"] // config["training"]["gradient_accumulation_steps"])
     batches = sizes.get("data.num_train_batches", 0) + sizes.get("data.num_test_batches", 0)

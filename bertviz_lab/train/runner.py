@@ -302,16 +302,17 @@ class BertRunner:
             trainer.fit()
             seconds = time.perf_counter() - started
             final = trainer.evaluate() if self.test_data else {}
-            return self._results(final, seconds, trainer.step - steps_before, self.train_data, self.test_data)
+            return self._results(trainer, final, seconds, trainer.step - steps_before, self.train_data,
+                                 self.test_data)
         finally:
             logger.setLevel(level)  # logging.level is this run's, not the process's
             if handler is not None:
                 logger.removeHandler(handler)
                 handler.close()
 
-    def _results(self, final: dict[str, Any], seconds: float, steps_run: int, train: Any,
+    @staticmethod
+    def _results(trainer: Trainer, final: dict[str, Any], seconds: float, steps_run: int, train: Any,
                  test: Any) -> dict[str, Any]:
-        trainer = self.trainer
         history = trainer.history
         window = history[-final_window(len(history)):]
         return {

@@ -8,10 +8,13 @@ A Trainer callback on rank 0; torch.utils.tensorboard writes the event files (th
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from bertviz_lab.model.heads import BERTForPreTraining
 
 # the metrics written as scalars: the live curves' series and the gradient norm, named as in the metrics file
 SCALARS = ("train_mlm_loss", "train_nsp_loss", "train_mlm_accuracy", "train_nsp_accuracy", "eval_mlm_loss",
@@ -45,7 +48,7 @@ class TensorBoardLog:
     """Trainer callback: every record's scalars, and the attention image at each evaluation. `probe()` gives the
     (input_ids, token_type_ids, attention_mask) of the one sentence drawn, each (1, T), or None for no image."""
 
-    def __init__(self, log_dir: str | None, model: torch.nn.Module,
+    def __init__(self, log_dir: str | None, model: BERTForPreTraining,
                  probe: Callable[[], tuple[torch.Tensor, ...] | None]) -> None:
         self._writer_class = require_tensorboard()  # before the first step: a missing package stops nothing midway
         self.log_dir, self.model, self._probe_source = log_dir, model, probe
@@ -71,6 +74,10 @@ class TensorBoardLog:
     @torch.no_grad()
     def last_layer_attention(self) -> np.ndarray:
         """The probe's (T, T) attention of the last layer, the mean over its heads, in eval mode (no dropout)."""
+        if self._probe is None:  # asked before the first evaluation drew it
+            self._probe = self._probe_source()
+        if self._probe is None:
+            raise ValueError("this run has no probe sentence to draw the attention of (its data gave none).")
         input_ids, token_type_ids, attention_mask = (t.to(self.model.device) for t in self._probe)
         last = self.model.config.num_hidden_layers - 1
         was_training = self.model.training

@@ -220,7 +220,8 @@ def warmup_then_linear_decay(warmup_steps: int, max_steps: int) -> Callable[[int
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Decay matrices and embeddings; leave biases and LayerNorm weights (1-D tensors) alone."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for parameter in model.parameters():  # tied weights appear once
         if parameter.requires_grad:
             (decay if parameter.dim() >= 2 else no_decay).append(parameter)
@@ -400,7 +401,7 @@ class Trainer:
             if names:  # (finite gradients whose norm overflows float32 are clipped to 0, not a failure)
                 self.optimizer.zero_grad(set_to_none=True)
                 raise self._non_finite(f"the gradients of {_listed(names)} became NaN/inf", applied=False)
-        lr = self.scheduler.get_last_lr()[0]
+        lr = float(self.scheduler.get_last_lr()[0])  # a float here; typed float | Tensor by torch
         self._apply_update()
         loaded = getattr(self.model, "load_report", None)
         if loaded is not None:  # its randomly initialised head is being learned now: figures stop calling it untrained
@@ -585,7 +586,8 @@ class Trainer:
                 raise
             if self.config.eval_interval and self.step % self.config.eval_interval == 0 \
                     and self._eval_data is not None:
-                record = dataclasses.replace(record, **self.evaluate())
+                evaluated: dict[str, Any] = self.evaluate()  # the eval_* fields, by name
+                record = dataclasses.replace(record, **evaluated)
             self.history.append(record)
             records.append(record)
             bar.update(1)

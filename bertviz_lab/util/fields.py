@@ -71,7 +71,8 @@ def _kind_words(field: Field) -> str:
     elif kind is str:
         words = "a string" if field.choices is None else f"one of {field.choices}"
     elif kind is int:
-        words = {1: "a positive int", 0: "a non-negative int"}.get(ge, "an int") if gt is None else "an int"
+        by_bound: dict[float | None, str] = {1: "a positive int", 0: "a non-negative int"}
+        words = by_bound.get(ge, "an int") if gt is None else "an int"
         if ge not in (0, 1, None):
             words += f" >= {ge}"
     elif ge is not None and lt is not None:

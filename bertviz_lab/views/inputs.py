@@ -92,7 +92,7 @@ def layer_maps(attention: Any, name: str) -> list[torch.Tensor]:
     if not attention:
         raise ValueError(f"{name} holds no layers: was the model run with output_attentions=True (and eager "
                          "attention)?")
-    maps = []
+    maps: list[torch.Tensor] = []
     for i, value in enumerate(attention):
         tensor = _layer_tensor(value, name, i)
         if tensor.ndim != 4:

@@ -218,13 +218,15 @@ def _url_argument(text: str, start: int) -> str:
     """The argument of a url( or src( that starts at `start`: quoted (to its closing quote) or bare (to the first
     character a bare one cannot hold), else to the text's end. Read in place, never past the next `(`: a thousand
     nested `url(` cost a thousand short reads, not a thousand reads of the rest of the text."""
-    first = _SPACES.match(text, start).end()
+    spaces = _SPACES.match(text, start)
+    assert spaces is not None  # \s* matches, if only the empty string, wherever it starts
+    first = spaces.end()
     quote = text[first:first + 1]
     if quote in ("'", '"'):
         end = text.find(quote, first + 1)
         return text[first + 1:end if end > 0 else len(text)]
-    end = _BARE_URL_END.search(text, first)
-    return text[first:end.start() if end else len(text)]
+    bare_end = _BARE_URL_END.search(text, first)
+    return text[first:bare_end.start() if bare_end else len(text)]
 
 
 def _css_reading_safe(css: str) -> bool:

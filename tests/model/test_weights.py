@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -406,3 +407,17 @@ def test_entry_for_missing_package_names_the_extra():
                          extra="models", description="missing")
     with pytest.raises(ImportError, match=r"bertviz_lab_no_such_package.*pip install 'bertviz_lab\[models\]'"):
         entry.path
+
+
+def test_entry_whose_package_is_a_bare_folder_names_the_reinstall(tmp_path, monkeypatch):
+    # a folder without __init__.py imports as a namespace package: it has no __file__ to find the weights beside
+    (tmp_path / "bertviz_lab_namespace_weights").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "bertviz_lab_namespace_weights", raising=False)
+    entry = WeightsEntry(name="BARE", package="bertviz_lab_namespace_weights", subfolder="model", sha256="0" * 64,
+                         extra="models", description="bare folder")
+    try:
+        with pytest.raises(ImportError, match="namespace package without files.*pip install --force-reinstall"):
+            entry.path
+    finally:
+        sys.modules.pop("bertviz_lab_namespace_weights", None)

@@ -83,3 +83,16 @@ def test_the_command_line_flag_and_a_missing_package(tmp_path, monkeypatch, caps
     assert main(["train", "--config", "tiny", "--log", "tensorboard", "--set", "training.steps=2"]) == 2
     line, = capsys.readouterr().err.strip().splitlines()
     assert "logging.log_to: log_to='tensorboard' needs the tensorboard package" in line
+
+
+def test_the_attention_image_can_be_asked_for_before_the_first_evaluation(tmp_path):
+    torch.manual_seed(0)
+    model = BERTForPreTraining(tiny_config(vocab_size=200, num_hidden_layers=2, max_position_embeddings=64))
+    ids = torch.tensor([[2, 17, 18, 19, 3]])
+    probe = (ids, torch.zeros_like(ids), torch.ones_like(ids))
+    log = TensorBoardLog(str(tmp_path / "tb"), model, lambda: probe)
+    image = log.last_layer_attention()  # no record yet: the probe is drawn now, not read as None
+    assert image.shape == (5, 5)
+    np.testing.assert_allclose(image.sum(axis=1), 1.0, rtol=1e-5)
+    with pytest.raises(ValueError, match="no probe sentence"):
+        TensorBoardLog(str(tmp_path / "tb2"), model, lambda: None).last_layer_attention()

@@ -132,6 +132,14 @@ def test_save_writes_each_view_as_svg_and_png(panel, tmp_path, view, root_class)
         panel.save(tmp_path / "x.svg", view="map")
 
 
+def test_save_takes_scale_theme_and_caption_where_every_panel_does(panel, tmp_path):
+    # Panel.save(path, scale, theme, caption): the corpus panel's `view` comes after them, by name only
+    png = panel.save(tmp_path / "figure.png", 2)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = panel.save(tmp_path / "figure.svg", 1, "dark")
+    assert "#111111" in svg.read_text(encoding="utf-8")
+
+
 def test_the_static_copy_is_the_figure_on_screen(panel):
     panel.view.value = "nearest"
     assert panel.static_html() == f"<div class='bvl-figure'>{panel.nearest.svg}</div>"

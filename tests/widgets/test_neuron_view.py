@@ -391,3 +391,18 @@ def test_bert_inspect_opens_the_neuron_and_saliency_views(minilm_tokenizer, pret
     assert panel.view.value == "saliency" and panel.saliency is not None
     assert panel.saliency.tokens == ["[CLS]", "the", "[MASK]", "sat", ".", "[SEP]"]
     assert panel.to_svg() == panel.saliency.to_svg()
+
+
+def test_a_layer_the_trace_lacks_without_a_model_gets_the_reason_not_an_attribute_error(pretraining_model,
+                                                                                         minilm_tokenizer):
+    from bertviz_lab.widgets.panels.layer_qk import LayerQK
+
+    encoded = minilm_tokenizer.encode_pretraining_inputs(TEXT_A, TEXT_B)
+    with torch.inference_mode(), trace(pretraining_model, qkv=True, layers=[0]) as recorded:
+        pretraining_model(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
+    layer_qk = LayerQK(recorded)  # no model: only what the trace holds
+    assert layer_qk.available
+    q, k = layer_qk(0)
+    assert q.shape[0] == k.shape[0] == pretraining_model.config.num_attention_heads
+    with pytest.raises(ValueError, match="queries and keys"):
+        layer_qk(1)

@@ -154,13 +154,13 @@ def encode_heatmap(matrix: np.ndarray, mode: str = "linear", ignore_rows: np.nda
     empty = np.zeros(0, np.float32)
     if mode == "row":
         counted = np.where(np.broadcast_to(ignore_c, (R, C)), -np.inf, values)
-        top = counted.max(axis=1, initial=-np.inf) if C else np.zeros(R)
-        top = np.where(np.isfinite(top), top, values.max(axis=1, initial=0.0) if C else 0.0).clip(0)
-        over = values > top[:, None]
-        step = np.where(top > 0, top / TOP_CODE, 0.0)
-        levels = np.where(over, 0.0, values) / np.where(step > 0, step, 1.0)[:, None]
+        row_tops = counted.max(axis=1, initial=-np.inf) if C else np.zeros(R)
+        row_tops = np.where(np.isfinite(row_tops), row_tops, values.max(axis=1, initial=0.0) if C else 0.0).clip(0)
+        over = values > row_tops[:, None]
+        row_steps = np.where(row_tops > 0, row_tops / TOP_CODE, 0.0)
+        levels = np.where(over, 0.0, values) / np.where(row_steps > 0, row_steps, 1.0)[:, None]
         codes = _running_codes(levels)
-        scale, row_scales, log_range = 0.0, step.astype(np.float32), (0.0, 0.0)
+        scale, row_scales, log_range = 0.0, row_steps.astype(np.float32), (0.0, 0.0)
     else:
         kept = values[np.ix_(~ignore_r, ~ignore_c)] if ignore_r.any() or ignore_c.any() else values
         top = float(kept.max()) if kept.size else -np.inf
@@ -308,10 +308,11 @@ def neuron_rows(q: torch.Tensor, k: torch.Tensor, head: int, query: int, keys: n
     if real is not None:
         scores = scores.masked_fill(~torch.as_tensor(np.asarray(real, bool)), float("-inf"))
     weights = torch.softmax(scores, dim=0)
-    keys = torch.as_tensor(np.asarray(keys, dtype=np.int64))
-    shown_k = k_all.index_select(0, keys)
+    key_index = torch.as_tensor(np.asarray(keys, dtype=np.int64))
+    shown_k = k_all.index_select(0, key_index)
     return NeuronRows(q_vec.float().numpy(), shown_k.float().numpy(), (shown_k * q_vec).float().numpy(),
-                      scores.index_select(0, keys).float().numpy(), weights.index_select(0, keys).float().numpy())
+                      scores.index_select(0, key_index).float().numpy(),
+                      weights.index_select(0, key_index).float().numpy())
 
 
 def symmetric_top(*arrays: np.ndarray) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -27,8 +27,8 @@ class Line:
     """One series of a line chart: its points, colour, dash pattern ('' solid, else an SVG dasharray), marker, and
     the key the live view knows it by (written into the drawing as data-key)."""
 
-    x: Sequence[float]
-    y: Sequence[float]
+    x: Sequence[float] | np.ndarray
+    y: Sequence[float] | np.ndarray
     color: str
     dash: str = ""
     marker: str = ""
@@ -127,7 +127,7 @@ def _legend_entry(x: float, y: float, name: str, line: Line) -> tuple[str, float
     return part, 34 + text_width(name, 11)
 
 
-def line_chart(series: dict[str, Line | tuple], title: str = "", width: int = 360, height: int = 220,
+def line_chart(series: Mapping[str, Line | tuple], title: str = "", width: int = 360, height: int = 220,
                log_y: bool = False, x_title: str = "", y_title: str = "",
                x_range: tuple[float, float] | None = None) -> str:
     """Lines for {legend name: Line} with ticks, axis titles and a legend; NaNs are skipped.

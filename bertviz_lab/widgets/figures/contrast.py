@@ -69,7 +69,8 @@ def as_seen_with(color: str, deficiency: str = "deuteranopia") -> str:
     if deficiency not in COLOUR_BLINDNESS:
         raise ValueError(f"deficiency must be one of {tuple(COLOUR_BLINDNESS)}, got {deficiency!r}")
     rgb = linear_rgb(color)
-    return hex_color(tuple(sum(m * c for m, c in zip(row, rgb)) for row in COLOUR_BLINDNESS[deficiency]))
+    red, green, blue = (sum(m * c for m, c in zip(row, rgb)) for row in COLOUR_BLINDNESS[deficiency])
+    return hex_color((red, green, blue))
 
 
 def cielab(color: str) -> tuple[float, float, float]:

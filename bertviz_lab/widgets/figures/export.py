@@ -46,7 +46,8 @@ def check_scale(scale: Any) -> float:
     expected = f"a number from {MIN_SCALE:g} to {MAX_SCALE:g}"
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(f"scale must be {expected}, got {type(scale).__name__} {shown(scale)}.")
-    if not MIN_SCALE <= scale <= MAX_SCALE:  # NaN fails both comparisons
+    # typeshed's numbers.Real declares no comparisons, though every Real compares (an int too large for a float too)
+    if not MIN_SCALE <= scale <= MAX_SCALE:  # type: ignore[operator]  # NaN fails both comparisons
         raise ValueError(f"scale must be {expected}, got {shown(scale)}.")
     return float(scale)
 

@@ -90,7 +90,8 @@ class _Layout:
     """Lays the figure out top to bottom; chips wrap into rows."""
 
     def __init__(self, width: int) -> None:
-        self.width, self.right, self.y, self.parts = width, 0.0, 0.0, []
+        self.width, self.right, self.y = width, 0.0, 0.0
+        self.parts: list[str] = []
 
     def line(self, text: str, size: int = 12, css_class: str = "", bold: bool = False) -> None:
         self.y += size + 6

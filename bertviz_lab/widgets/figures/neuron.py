@@ -191,21 +191,21 @@ def neuron_svg(rows: D.NeuronRows, key_tokens: Sequence[str], key_positions: Seq
     bar_h = max(row_h - (1 if row_h > 3 else 0), 1)
     parts.append(f'<g class="bvl-key-rows" shape-rendering="crispEdges" data-x="{box["k_x"]}" data-y="{keys_top}" '
                  f'data-row-h="{row_h}" data-rows="{n}" data-right="{row_right}">')
-    scores, weights = ['<g class="bvl-score-bars">'], [f'<g class="bvl-weight-bars" fill="{WEIGHT}">']
+    score_bars, weight_bars = ['<g class="bvl-score-bars">'], [f'<g class="bvl-weight-bars" fill="{WEIGHT}">']
     printed: list[str] = []
     number_x = (box["s_x"] + BAR_ZONE + 4, box["w_x"] + BAR_ZONE + 4)
     for r in range(n):
         y, score, weight = keys_top + r * row_h, float(rows.scores[first + r]), float(rows.weights[first + r])
         width = abs(score) / score_top * BAR_ZONE / 2
-        scores.append(f'<rect x="{centre - width if score < 0 else centre:.2f}" y="{y}" width="{width:.2f}" '
+        score_bars.append(f'<rect x="{centre - width if score < 0 else centre:.2f}" y="{y}" width="{width:.2f}" '
                       f'height="{bar_h}" fill="{NEGATIVE if score < 0 else POSITIVE}"/>')
-        weights.append(f'<rect x="{box["w_x"]}" y="{y}" width="{weight / weight_top * BAR_ZONE:.2f}" '
+        weight_bars.append(f'<rect x="{box["w_x"]}" y="{y}" width="{weight / weight_top * BAR_ZONE:.2f}" '
                        f'height="{bar_h}"/>')
         if numbers:
             printed.append(f'<text class="bvl-score bvl-mono" x="{number_x[0]}" y="{y + row_h - 3}">'
                            f'{minus(f"{score:.2f}")}</text><text class="bvl-weight bvl-mono" x="{number_x[1]}" '
                            f'y="{y + row_h - 3}">{weight:.3f}</text>')
-    parts += [*scores, "</g>", *weights, "</g>", *printed, "</g>"]
+    parts += [*score_bars, "</g>", *weight_bars, "</g>", *printed, "</g>"]
     for r, text in key_ticks:
         mark = " bvl-mark" if r == query_row else ""
         weight_attr = ' font-weight="bold"' if r == query_row else ""

@@ -132,8 +132,8 @@ def qk_map_figure(xs: np.ndarray, ys: np.ndarray, is_key: np.ndarray, hover: Seq
         index = np.flatnonzero(chosen)
         figure.add_trace(go.Scatter(
             x=np.asarray(xs, dtype=np.float64)[index], y=np.asarray(ys, dtype=np.float64)[index], mode="markers",
-            name=name, customdata=[hover[i] for i in index], opacity=0.8,
-            marker={"symbol": symbol, "color": [colors[i] for i in index], "size": 7},
+            name=name, customdata=[hover[i] for i in index.tolist()], opacity=0.8,
+            marker={"symbol": symbol, "color": [colors[i] for i in index.tolist()], "size": 7},
             hovertemplate="%{customdata}<br>(%{x:.3g}, %{y:.3g})<extra>" + name + "</extra>"))
     figure.update_layout(title={"text": title}, xaxis={"title": {"text": f"{axis} 1"}},
                          yaxis={"title": {"text": f"{axis} 2"}})

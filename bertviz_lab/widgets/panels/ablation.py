@@ -73,7 +73,8 @@ class Ablation:
         before, after = split_heads(self.model, self.before_output)[1], split_heads(self.model, self.after_output)[1]
         if before is None or after is None:
             return None
-        return tuple(float(torch.softmax(s[self.row].float(), dim=-1)[0]) for s in (before, after))
+        is_next_before, is_next_after = (float(torch.softmax(s[self.row].float(), dim=-1)[0]) for s in (before, after))
+        return is_next_before, is_next_after
 
     def lines(self) -> list[str]:
         """The changed predictions as plain lines ("[MASK] at 6: mat 0.31 → dog 0.25"), for the view and the SVG."""

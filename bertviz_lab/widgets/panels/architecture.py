@@ -41,10 +41,10 @@ def dot_available() -> bool:
 
 def example_inputs(model: torch.nn.Module, input_shape: tuple[int, int] = (1, 8)) -> dict[str, torch.Tensor]:
     """Token ids of the given shape for a BERT model (ids above the special range, on the model's device)."""
-    config = model.config
-    low = min(1000, config.vocab_size - 1)
+    vocab_size: int = getattr(model, "config").vocab_size  # any BERT's config (ours, Hugging Face's), read by name
+    low = min(1000, vocab_size - 1)
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(low, config.vocab_size, input_shape, generator=generator)
+    ids = torch.randint(low, vocab_size, input_shape, generator=generator)
     return {"input_ids": ids.to(next(model.parameters()).device)}
 
 
@@ -74,6 +74,7 @@ class ArchitecturePanel(Panel):
         if renderer not in RENDERERS:
             raise ValueError(f"renderer must be one of {RENDERERS}, got {renderer!r}.")
         self.model, self.direction = model, direction
+        self.trace: Trace | None = None
         self.inputs = inputs if inputs is not None else example_inputs(model, input_shape)
         self._svg_cache: dict[tuple, str] = {}
         # ToggleButtons draw their own description above the buttons: the label is a Label beside them
@@ -109,6 +110,12 @@ class ArchitecturePanel(Panel):
         self.inputs = {k: v.to(device) for k, v in self.inputs.items()}
         self.show_trace(trace_shapes(self.model, self.inputs))
 
+    def _trace(self) -> Trace:
+        """The trace drawn; a closed panel has let go of it."""
+        if self.trace is None:
+            raise ValueError("the architecture panel holds no trace: it was closed, or nothing was traced yet.")
+        return self.trace
+
     def release(self) -> None:
         """A closed panel lets go of its trace (a workbench's holds every layer's attention) and drawings."""
         self.trace, self._svg_cache = None, {}
@@ -121,7 +128,7 @@ class ArchitecturePanel(Panel):
             self.inputs = inputs
         self.trace = trace
         self._svg_cache.clear()
-        self.table.value = self.trace.summary().collapsible_html()
+        self.table.value = trace.summary().collapsible_html()
         self.redraw()
 
     def _options(self) -> dict[str, Any]:
@@ -131,8 +138,8 @@ class ArchitecturePanel(Panel):
     def diagram(self, renderer: str | None = None) -> Any:
         """The diagram object for the current settings (MermaidDiagram or graphviz.Digraph)."""
         if (renderer or self.renderer.value) == "mermaid":
-            return to_mermaid(self.trace, font_size=MERMAID_FONT_PX, **self._options())
-        return to_graphviz(self.trace, font_size=GRAPHVIZ_FONT, **self._options())
+            return to_mermaid(self._trace(), font_size=MERMAID_FONT_PX, **self._options())
+        return to_graphviz(self._trace(), font_size=GRAPHVIZ_FONT, **self._options())
 
     def graphviz_svg(self) -> str:
         """Graphviz's drawing of the current settings as an SVG document; FileNotFoundError without `dot`."""
@@ -164,7 +171,7 @@ class ArchitecturePanel(Panel):
 
     def title(self) -> str:
         """What the figure shows, in one line."""
-        return (f"{self.trace.model_class} · depth {self.depth.value}"
+        return (f"{self._trace().model_class} · depth {self.depth.value}"
                 + (" · repeats collapsed" if self.collapse.value else "") + (" · shapes" if self.shapes.value else ""))
 
     def to_svg(self) -> str:
@@ -187,4 +194,4 @@ class ArchitecturePanel(Panel):
             figure = (f"<p>{escape(self.title())}: install Graphviz (its `dot` program) to draw the diagram here; "
                       f"its mermaid source:</p><pre class='bvl-mermaid-text'>{escape(source)}</pre>")
         return (f"<div class='bvl-architecture'><div class='bvl-diagram-static'>{figure}</div>"
-                f"<p><b>parameters</b></p>{self.trace.summary().collapsible_html()}</div>")
+                f"<p><b>parameters</b></p>{self._trace().summary().collapsible_html()}</div>")

@@ -195,7 +195,7 @@ class CorpusPanel(Panel):
                                 "qk map": "corpus-qk-map"}[view]
         self.figure_changed()
 
-    def _failed(self, error: Exception) -> None:
+    def _failed(self, error: Exception | str) -> None:
         self.message.value = error_html(error)
 
     def _draw_atlas(self) -> None:
@@ -347,8 +347,8 @@ class CorpusPanel(Panel):
         """The corpus's model and size, for an export's caption."""
         return f"{self.model_label()} · corpus of {self.corpus.num_texts:,} texts", None, None
 
-    def save(self, path: str | Path, view: str | None = None, scale: float = 1, theme: str = "light",
-             caption: bool | str = False) -> Path:
+    def save(self, path: str | Path, scale: float = 1, theme: str = "light", caption: bool | str = False, *,
+             view: str | None = None) -> Path:
         """Write the figure of `view` (default: the one on screen: "atlas", "nearest" or "qk map") to `path`: SVG or
         PNG by its suffix, `scale` times its size, in the light or dark theme, with a caption line if asked."""
         return save_figure(self.to_svg(view), path, scale, theme, all_css(), self.caption(caption))

@@ -50,13 +50,13 @@ class LayerQK:
         if whole and layer in self.trace.q and layer in self.trace.k:
             return self.trace.q[layer][self.row], self.trace.k[layer][self.row]
         if layer not in self._layers:
-            if not self.available:
+            # a trace that holds other layers' (or some heads') q and k but no model to run: nothing to record with
+            if self.model is None or not self.inputs:
                 raise ValueError(self.why_not())
-            self._layers[layer] = self._record(layer)
+            self._layers[layer] = self._record(self.model, layer)
         return self._layers[layer]
 
-    def _record(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        model = self.model
+    def _record(self, model: torch.nn.Module, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         device = next(model.parameters()).device
         inputs: dict[str, Any] = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in self.inputs.items()}
         with evaluating(model), torch.inference_mode(), trace(model, attentions=False, shapes=False, qkv=True,

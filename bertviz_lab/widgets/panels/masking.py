@@ -175,7 +175,7 @@ class MaskingPreview(Panel):
             return
         with self._lock:
             self._take_text(run.text, run.text_b, run.encoded)
-            self.next_sentence = self._next_sentence(split_heads(self.model, run.output)[1])
+            self.next_sentence = self._next_sentence(split_heads(self._model(), run.output)[1])
             if redraw:
                 self.update()
 
@@ -269,7 +269,7 @@ class MaskingPreview(Panel):
         if self.trainer is None:
             return
         with self._lock:
-            self.model.load_state_dict(self.trainer.model.state_dict())
+            self._model().load_state_dict(self.trainer.model.state_dict())
             self.next_sentence = self._next_sentence()
             self.update()
 
@@ -324,9 +324,17 @@ class MaskingPreview(Panel):
             other = self.random_share if change["owner"] is self.mask_share else self.mask_share
             other.value = round(1.0 - change["new"], 2)
 
+    def _model(self) -> torch.nn.Module:
+        """The model predicting: the paths that ask for it run only once one is set (an MLM head, a run it read)."""
+        if self.model is None:
+            raise ValueError("the masking panel has no model: give it one with set_model() or use_model().")
+        return self.model
+
     @property
     def vocab_size(self) -> int:
-        return self.model.config.vocab_size if self.model is not None else self.tokenizer.vocab_size
+        if self.model is None:
+            return self.tokenizer.vocab_size
+        return getattr(self.model, "config").vocab_size  # any BERT's config (ours, Hugging Face's), read by name
 
     # masking and predictions -------------------------------------------------------------------------------
     def _control_changed(self) -> None:
@@ -420,7 +428,7 @@ class MaskingPreview(Panel):
                 "random": int(plan.to_random.sum()), "kept": int(plan.kept.sum())}
 
     def _model_inputs(self, ids: torch.Tensor) -> dict[str, torch.Tensor]:
-        device = next(self.model.parameters()).device
+        device = next(self._model().parameters()).device
         return {"input_ids": ids.to(device), "attention_mask": self.inputs["attention_mask"].to(device),
                 "token_type_ids": self.inputs["token_type_ids"].to(device)}
 
@@ -429,7 +437,7 @@ class MaskingPreview(Panel):
         positions = self.plan.selected[0].nonzero().squeeze(1).tolist()
         if not self.has_mlm_head or not positions:
             return []
-        scores = head_outputs(self.model, self._model_inputs(self.masked_ids))[0]
+        scores = head_outputs(self._model(), self._model_inputs(self.masked_ids))[0]
         probs = torch.softmax(scores[0, positions].float(), dim=-1).cpu()
         top = probs.topk(min(self.top_k, probs.shape[-1]), dim=-1)
         tokens = self.tokenizer.convert_ids_to_tokens

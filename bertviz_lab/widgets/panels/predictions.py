@@ -8,6 +8,7 @@ from typing import Any
 import ipywidgets as widgets
 import torch
 
+from bertviz_lab.model.bert import BERTPreTrainedModel
 from bertviz_lab.model.encoding import encode_text
 from bertviz_lab.model.heads import (
     BERTForNextSentencePrediction,
@@ -42,7 +43,7 @@ def tag_kind(label: str, names: list[str]) -> str:
     return "untouched" if label == OUTSIDE else f"tag-{names.index(label) % len(HEAD_COLORS)}"
 
 
-def _tags_html(model: torch.nn.Module, tokenizer: Any, encoded: Any, logits: torch.Tensor) -> str:
+def _tags_html(model: BERTPreTrainedModel, tokenizer: Any, encoded: Any, logits: torch.Tensor) -> str:
     """A tag under each token of a token classifier, the most probable label first."""
     probs = torch.softmax(logits.float(), dim=-1).cpu()  # (T, num_labels)
     names = model.config.label_names()
@@ -58,7 +59,7 @@ def _tags_html(model: torch.nn.Module, tokenizer: Any, encoded: Any, logits: tor
     return "<div class='bvl-predictions'><b>tags</b> " + "".join(cells) + "</div>"
 
 
-def _labels_html(model: torch.nn.Module, logits: torch.Tensor) -> str:
+def _labels_html(model: BERTPreTrainedModel, logits: torch.Tensor) -> str:
     """A text classifier's score, or its labels ranked by probability."""
     if model.config.num_labels == 1:
         return f"<div class='bvl-predictions'><b>score</b> {float(logits[0]):.4f}</div>"

@@ -106,7 +106,8 @@ class SaliencyPanel(Panel):
         self._quiet = False
         self.encoded: EncodedText | None = None
         self.truncation: Truncation | None = None
-        self.text, self.text_b = "", None
+        self.text: str = ""
+        self.text_b: str | None = None
         self.target_choice = lean(widgets.Dropdown, options=[], layout={"width": "auto", "max_width": "420px"})
         self.unit = lean(widgets.BoundedIntText, value=0, min=0, max=max(0, self._hidden_size() - 1),
                          layout={"width": "80px"})

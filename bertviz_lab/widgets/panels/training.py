@@ -50,7 +50,7 @@ class TrainingPanel(Panel):
                  steps: int | None = None) -> None:
         self.run_config = DEMO_RUN if run_config is None else run_config
         self.steps = steps
-        self.trainer = None
+        self.trainer: Any = None  # duck-typed as the `trainer` argument: a Trainer, or None until the first Start
         self.builds_runs = trainer is None  # Restart needs a run config to build a fresh run from
         self.on_new_trainer: list[Callable[[Any, Any], None]] = []  # (old, new) after Restart built a fresh run
         self._run_end = _RunEnd(self)
@@ -203,8 +203,8 @@ class TrainingPanel(Panel):
                     old.callbacks.remove(callback)
         self.curves.reset()
         self._adopt(fresh)
-        for callback in self.on_new_trainer:
-            callback(old, fresh)
+        for on_new in self.on_new_trainer:
+            on_new(old, fresh)
         self._train()
         if moved is not None:
             self.message.value = f"the previous run's checkpoints are in {moved}"

@@ -112,7 +112,9 @@ class Workbench(Panel):
 
     def _rerun(self, device: torch.device) -> None:
         """After a device move, the panels' text runs again, once, on the new device."""
-        self.show(self.forward(self.attention.text, self.attention.text_b))
+        text = self.attention.text
+        assert text is not None  # the workbench builds its attention panel from a run of a text
+        self.show(self.forward(text, self.attention.text_b))
 
     def panels(self) -> dict[str, Panel]:
         """The tabs' panels by tab name."""

@@ -46,7 +46,7 @@ class ModelView(anywidget.AnyWidget):
     scale = traitlets.Float(0.0)
     zero_code = traitlets.Int(0)  # the code of weight 0: 0, or 127 for differences (diverging)
     palette = traitlets.Bytes(D.PALETTE.tobytes())
-    bar_ticks = traitlets.List()
+    bar_ticks: traitlets.List[Any] = traitlets.List()
     bar_title = traitlets.Unicode("attention weight")
     title = traitlets.Unicode("")
     hint = traitlets.Unicode("")  # what a thumbnail's rows and columns are

@@ -77,6 +77,7 @@ class NeuronView(anywidget.AnyWidget):
     def _draw(self, first: int) -> None:
         """Send the window from `first` (its drawing and rows) in one message: the front end never shows
         half-updated state."""
+        assert self._shown is not None  # show() sets it before it draws the first window
         rows, tokens, positions, query_token, query_position, title, note = self._shown
         first, count = key_window(len(positions), first)
         shown = slice(first, first + count)
