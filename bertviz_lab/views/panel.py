@@ -43,6 +43,7 @@ class SetSource:
     set's maps at the chosen layer and head; no [CLS]/[SEP] choice, no colour scale choice, no query, no model."""
 
     controls, same_tokens, cut_note, has_special, export_window = ("attention", *CONTROLS), False, None, False, None
+    views = VIEWS
     aggregation, direction, scale, special, query = "head", "all", "linear", "show", None
     ablation, ablation_show = None, "after"  # no model to run again: no head is ever switched off
 
@@ -117,6 +118,25 @@ class SetSource:
         finally:
             self.panel._suspended = False
 
+    @property
+    def quiet(self) -> bool:
+        return self.panel._suspended
+
+    def query_positions(self) -> list[int]:
+        return []  # no query token to choose
+
+    def moved(self, view: str, *, query: int | None = None, heads: list[int] | None = None) -> None:
+        """The chips' heads are kept (there is no query token to follow)."""
+        if heads is not None:
+            self.panel._heads = list(heads)
+        self.panel._moved_on_screen(view)
+
+    def open(self, view: str | None = None, *, layer: int | None = None, head: int | None = None,
+             **_: Any) -> None:
+        """The layer and head set; the other choices (aggregation, the chips' heads, the keyboard's focus) are the
+        AttentionPanel's."""
+        self.panel._open(view, layer, head)
+
     # the model view ----------------------------------------------------------------------------------------
     @property
     def layer_names(self) -> list[int]:
@@ -136,22 +156,6 @@ class SetSource:
     def ablation_row(self, view: ModelView) -> None:
         view.observe(self.panel._nothing_to_switch_off, names="ablated")
         return None
-
-    # what the views report ---------------------------------------------------------------------------------
-    def heatmap_moved(self, change: dict) -> None:
-        self.panel._moved_on_screen("heatmap")
-
-    def heads_clicked(self, change: dict) -> None:
-        self.panel._heads_clicked(change)
-
-    def head_view_moved(self, change: dict) -> None:
-        self.panel._moved_on_screen("head view")
-
-    def open_neuron_view(self, query_index: int, head: int) -> None:
-        """A query token clicked in the head view: there is no neuron view without the model."""
-
-    def thumbnail_opened(self, change: dict) -> None:
-        self.panel._thumbnail_opened(change)
 
 
 class AttentionMapsPanel(Panel):
@@ -240,10 +244,6 @@ class AttentionMapsPanel(Panel):
             self._parts[name] = view.parts(self._source, made)
         return made
 
-    def _heads_clicked(self, change: dict) -> None:
-        self._heads = list(change["new"])
-        self._moved_on_screen("head view")
-
     def _moved_on_screen(self, name: str) -> None:
         """A view changed in the front end (heads chosen, a window zoomed or scrolled): where it is on screen, the
         export's name and the static copy follow."""
@@ -257,22 +257,20 @@ class AttentionMapsPanel(Panel):
         if change["new"]:
             self.model_view.ablated = []
 
-    def _thumbnail_opened(self, change: dict) -> None:
-        """A thumbnail clicked in the model view opens that layer and head in the heatmap."""
-        selected = self.model_view.selected  # a new selection, or the selected one opened again
-        if self._suspended or len(selected) != 2:
-            return
-        row, column = selected
-        layers = self.chosen.layers
-        shown_heads = self.model_view_heads or list(range(self.chosen.num_heads))
-        if not (0 <= row < len(layers) and 0 <= column < len(shown_heads)):
-            return
+    def _open(self, view: str | None, layer: int | None, head: int | None) -> None:
+        """Show `view` (None: the one on screen) at this layer and head (a thumbnail opened in the heatmap)."""
         self._suspended = True
         try:
-            self.layer.value, self.head.value = layers[row], shown_heads[column]
+            if layer is not None:
+                self.layer.value = layer
+            if head is not None:
+                self.head.value = head
         finally:
             self._suspended = False
-        self.view.value = "heatmap"
+        if view is None or self.view.value == view:
+            self.redraw()
+        else:
+            self.view.value = view
 
     # drawing -----------------------------------------------------------------------------------------------
     def maps(self) -> Any:

@@ -39,6 +39,51 @@ def test_the_attention_panel_switches_between_the_registered_views_with_their_co
         AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT, view="graph")
 
 
+def test_a_new_view_is_its_glue_and_its_registry_line_with_no_code_in_the_panel(monkeypatch, pretraining_model,
+                                                                              minilm_tokenizer):
+    """A view the panel has never heard of, given by a registry line and a glue object alone: the switcher offers it
+    with the controls its line names, `panel.<attribute>` is its widget, and its glue reports a reader's action
+    through the source's `open`, which sets the controls and draws the view once."""
+    import ipywidgets as widgets
+
+    from bertviz_lab.widgets.panels import attention_views
+    from bertviz_lab.widgets.panels.attention_views import AttentionView
+
+    drawn = []
+
+    class EchoGlue(AttentionView):
+        name = "echo view"
+
+        def make(self, source):
+            widget = widgets.HTML()
+            widget.observe(lambda change: source.open(layer=int(change["new"])), names="placeholder")
+            return widget
+
+        def draw(self, source, widget):
+            drawn.append(source.layer)
+            widget.value = f"layer {source.layer} · head {source.head}"
+
+        def export_name(self, source, widget):
+            return f"echo-layer{source.layer}"
+
+        def to_svg(self, source, widget):
+            return f"<svg>{widget.value}</svg>"
+
+    monkeypatch.setattr(registry, "REGISTRY", (*registry.REGISTRY, registry.View(
+        "echo view", "echo", "the layer and head chosen, in words", registry.ATTENTION, controls=("layer", "head"))))
+    monkeypatch.setitem(attention_views._LOADED, "echo view", EchoGlue())
+    panel = AttentionPanel(model=pretraining_model, tokenizer=minilm_tokenizer, text=TEXT, view="echo view", layer=1)
+    assert panel.view.options[-1] == ("echo", "echo view")
+    assert panel.on_screen is panel.echo_view and panel.echo_view.value == "layer 1 · head 0"
+    assert list(panel.toolbar.children[0].children) == [panel.layer, panel.head]
+    assert panel.export_bar.name == "echo-layer1" and panel.to_svg() == "<svg>layer 1 · head 0</svg>"
+    drawn.clear()
+    panel.echo_view.placeholder = "2"  # the widget reports a reader's choice: one redraw at the new layer
+    assert drawn == [2] and panel.layer.value == 2 and panel.export_bar.name == "echo-layer2"
+    with pytest.raises(AttributeError, match="no attribute 'echo_views'"):
+        panel.echo_views
+
+
 def test_every_attention_view_has_one_glue_module_named_by_its_registry_line():
     for view in registry.views(registry.ATTENTION):
         found = glue(view.name)

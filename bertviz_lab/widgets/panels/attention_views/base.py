@@ -34,10 +34,10 @@ class Axes:
 
 
 class AttentionSource(Protocol):
-    """What a view reads: the controls' values, the attention at the chosen layer, the tokens; and the callbacks a
-    view's widget reports a reader's clicks and keys to.
+    """What a view reads: the controls' values, the attention at the chosen layer, the tokens; and the two calls a
+    view's glue makes when a reader acts in its widget (`moved`, `open`: the panel's whole API for the views).
 
-    Every source has the members down to `sides`; the others belong to the views that use them (the neuron view's
+    Every source has the members down to `open`; the others belong to the views that use them (the neuron view's
     q and k, the saliency view's text, the model view's ablation) and exist where those views are offered.
     """
 
@@ -58,6 +58,8 @@ class AttentionSource(Protocol):
     special: str  # [CLS]/[SEP]: "show", "clip" or "hide"
     query: int | None  # the query token's position (None: no query chosen)
     head_view_k: int  # lines per query in the head view
+    views: tuple[str, ...]  # the views the panel offers (the head view opens the neuron view only where there is one)
+    quiet: bool  # inside quietly(): a change in a widget is the panel's, not a reader's
 
     def axes(self) -> Axes:
         """The rows and columns of the heatmap and the head view (the sentence-pair direction applied)."""
@@ -82,6 +84,19 @@ class AttentionSource(Protocol):
 
     def quietly(self) -> ContextManager[None]:
         """A block in which a view's own changes (the model view marking its selected head) are not a reader's."""
+
+    def query_positions(self) -> list[int]:
+        """The positions a reader can make the query token (none where the source has no query)."""
+
+    def moved(self, view: str, *, query: int | None = None, heads: list[int] | None = None) -> None:
+        """A reader changed `view` in its widget (zoomed, scrolled, chose a cell or heads): the query token and the
+        heads it reports are kept without a redraw, and where `view` is on screen its export's name and the static
+        copy follow. A source keeps what it has controls for."""
+
+    def open(self, view: str | None = None, **controls: Any) -> None:
+        """Show `view` (None: the one on screen) with `controls` (layer=, head=, query=, aggregation=, the head
+        view's heads=) set at once and drawn once; focus=True sends the keyboard into it. A source sets the controls
+        it has and leaves the others."""
 
 
 class AttentionView:
@@ -108,6 +123,9 @@ class AttentionView:
 
     def draw(self, source: Any, widget: widgets.Widget) -> None:
         raise NotImplementedError
+
+    def new_input(self, source: Any, widget: widgets.Widget, same_shape: bool) -> None:
+        """The panel shows another input (same_shape: of a model with as many layers and heads), before it redraws."""
 
     def export_name(self, source: Any, widget: widgets.Widget) -> str:
         raise NotImplementedError

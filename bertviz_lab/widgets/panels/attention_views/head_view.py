@@ -3,7 +3,8 @@ sent at once (the chips switch heads in the front end)."""
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import numpy as np
 
@@ -12,15 +13,72 @@ from bertviz_lab.widgets.panels.controls import lean
 from bertviz_lab.widgets.views.head_view import HeadView
 
 
+class HeadsShown:
+    """`panel.heads_shown.value = (0, 7)`: the heads the head view shows; its chips, the head dropdown and an opened
+    thumbnail set them too. They outlive the widget (made on first show) and a new text of the same model."""
+
+    def __init__(self, widget: Callable[[], HeadView | None], num_heads: Callable[[], int]) -> None:
+        self._widget, self._num_heads = widget, num_heads
+        self.heads: list[int] = []
+
+    @property
+    def value(self) -> tuple[int, ...]:
+        return tuple(self.heads)
+
+    @value.setter
+    def value(self, heads: Any) -> None:
+        self.show(sorted({int(h) for h in heads}))
+
+    @property
+    def options(self) -> tuple[int, ...]:
+        return tuple(range(self._num_heads()))
+
+    def show(self, heads: list[int]) -> None:
+        """Show `heads` (the chips follow where the view is made)."""
+        self.heads = list(heads)
+        view = self._widget()
+        if view is not None:
+            view.heads = list(heads)
+
+
 class HeadViewGlue(AttentionView):
     name = "head view"
 
     def make(self, source: Any) -> HeadView:
         view = lean(HeadView, num_heads=source.num_heads, heads=list(source.heads))
-        view.observe(source.heads_clicked, names="heads")
-        view.observe(source.head_view_moved, names=["query", "first"])
-        view.on_open(source.open_neuron_view)
+        view.observe(partial(self._heads_chosen, source), names="heads")
+        view.observe(partial(self._moved, source, view), names=["query", "first"])
+        view.on_open(partial(self._open_neuron_view, source))
         return view
+
+    def new_input(self, source: Any, view: HeadView, same_shape: bool) -> None:
+        view.num_heads = source.num_heads
+
+    def _heads_chosen(self, source: Any, change: dict) -> None:
+        """The chips changed the heads shown: the static copy and export follow."""
+        source.moved(self.name, heads=list(change["new"]))
+
+    def _moved(self, source: Any, view: HeadView, change: dict) -> None:
+        """The keys or wheel moved the query or the window: the query token follows (the neuron view's), and the
+        static copy and export show the new window."""
+        query = None
+        if change["name"] == "query" and 0 <= change["new"] < len(view.query_tokens):
+            queries = source.axes().queries
+            if change["new"] < len(queries):
+                query = int(queries[change["new"]])
+        source.moved(self.name, query=query)
+
+    def _open_neuron_view(self, source: Any, query_index: int, head: int) -> None:
+        """A query token (or a line) clicked: the neuron view of that query, at this layer, in that head (a token:
+        the first head shown), where the source offers one."""
+        if "neuron view" not in source.views:
+            return
+        queries = source.axes().queries
+        if not 0 <= query_index < len(queries):
+            return
+        if head < 0:
+            head = min(source.heads) if source.heads else source.head
+        source.open("neuron view", head=head, query=int(queries[query_index]))
 
     def draw(self, source: Any, view: HeadView) -> None:
         axes = source.axes()

@@ -3,6 +3,7 @@ that made it."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from bertviz_lab.widgets.panels.attention_views.base import AttentionSource, AttentionView, joined
@@ -42,13 +43,32 @@ def titles(source: AttentionSource, any_special: bool) -> tuple[str, str]:
     return joined(*parts), "; ".join(notes)
 
 
+def check_window(window: Any, tokens: int) -> tuple[int, int]:
+    """(start, end) of a window of token positions, checked: whole numbers, 0 <= start < end <= tokens."""
+    try:
+        start, end = (int(v) for v in window)
+    except (TypeError, ValueError):
+        raise TypeError(f"window must be (start, end), two token positions, got {window!r}.") from None
+    if not 0 <= start < end <= tokens:
+        raise ValueError(f"window {(start, end)} must have 0 <= start < end <= {tokens} (the tokens of this input).")
+    return start, end
+
+
+
 class Heatmap(AttentionView):
     name = "heatmap"
 
     def make(self, source: Any) -> HeatmapView:
         view = lean(HeatmapView)
-        view.observe(source.heatmap_moved, names=["window", "selected"])
+        view.observe(partial(self._moved, source), names=["window", "selected"])
         return view
+
+    def _moved(self, source: Any, change: dict) -> None:
+        """The window or the selected cell changed (in a front end, or here): the static copy and exports follow; a
+        selected cell's query becomes the query token."""
+        selected = change["new"] if change["name"] == "selected" else ()
+        query = selected[0] if len(selected) == 2 and selected[0] in source.query_positions() else None
+        source.moved(self.name, query=query)
 
     def draw(self, source: Any, view: HeatmapView) -> None:
         axes = source.axes()

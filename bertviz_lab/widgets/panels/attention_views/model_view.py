@@ -3,6 +3,7 @@ switched off (or what switching them off changed) where the source has a model t
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,25 @@ class ModelViewGlue(AttentionView):
 
     def make(self, source: Any) -> ModelView:
         view = lean(ModelView)
-        view.observe(source.thumbnail_opened, names=["selected", "opens"])
+        view.observe(partial(self._opened, source, view), names=["selected", "opens"])
         return view
+
+    def new_input(self, source: Any, view: ModelView, same_shape: bool) -> None:
+        if not same_shape:
+            view.ablated = []  # another model: its heads are not these
+
+    def _opened(self, source: Any, view: ModelView, change: dict) -> None:
+        """A thumbnail clicked (a new selection, or the selected one opened again): its layer and head in the
+        heatmap, the keyboard following into its cells."""
+        selected = view.selected
+        if source.quiet or len(selected) != 2:  # the selection drawn for the layer and head chosen, not a click
+            return
+        row, column = selected
+        layers = source.layer_names or range(source.num_layers)
+        heads = source.head_names or range(source.num_heads)
+        if 0 <= row < len(layers) and 0 <= column < len(heads):
+            head = heads[column]
+            source.open("heatmap", layer=layers[row], head=head, aggregation="head", heads=[head], focus=True)
 
     def parts(self, source: Any, view: ModelView) -> list:
         row = source.ablation_row(view)  # heads switched off and on again: only where a model can run again

@@ -3,6 +3,7 @@ when it is first shown (the source runs the model for them: a source without a m
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -18,8 +19,13 @@ class NeuronViewGlue(AttentionView):
 
     def make(self, source: Any) -> NeuronView:
         view = lean(NeuronView)
-        view.on_query(source.query_clicked)
+        view.on_query(partial(self._query_clicked, source))
         return view
+
+    def _query_clicked(self, source: Any, position: int) -> None:
+        """A key's token clicked becomes the query."""
+        if position in source.query_positions() and position != source.query:
+            source.open(query=position)
 
     def draw(self, source: Any, view: NeuronView) -> None:
         """q, the shown keys, q ⊙ k, scores and weights of the chosen query, layer and head: that query's rows only."""

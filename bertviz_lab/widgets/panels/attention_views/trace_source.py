@@ -1,5 +1,6 @@
 """The AttentionPanel's source: a traced model's attention, read through the panel's controls, for the views'
-glue; with the model behind it, the neuron view's q and k, the saliency view's text and the model view's ablation."""
+glue; with the model behind it, the neuron view's q and k, the saliency view's text and the model view's ablation
+(its row, the forward it runs again, and the unablated output it compares with, kept per input)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
+from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.figures import attention_data as D
-from bertviz_lab.widgets.panels.ablation_bar import AblationBar
+from bertviz_lab.widgets.panels.ablation_bar import AblationBar, AblationSource, check_ablation_mode
 from bertviz_lab.widgets.panels.attention_views.base import Axes
+from bertviz_lab.widgets.panels.running import evaluating
 
 if TYPE_CHECKING:
+    from bertviz_lab.trace.hooks import Trace
     from bertviz_lab.widgets.panels.attention import AttentionPanel
 
 CONTROLS = ("layer", "head", "aggregation", "direction", "scale", "special", "query")
@@ -27,13 +31,37 @@ def rows_of(positions: np.ndarray) -> slice | torch.Tensor:
     return torch.as_tensor(positions)
 
 
+def token_info(trace: "Trace", row: int) -> D.TokenInfo:
+    """The tokens of one row of a trace, which are real (not padding), [CLS]/[SEP], and of which sentence."""
+    attentions, mask, types = trace.attentions, trace.attention_mask, trace.token_type_ids
+    tokens = (trace.tokens or [[str(i) for i in range(attentions[0].shape[-1])]])[row]
+    return D.token_info(tokens, None if mask is None else mask[row], None if types is None else types[row])
+
+
 class TraceSource:
     """What the attention views read from an AttentionPanel (see base.AttentionSource)."""
 
     label, export_prefix, controls, same_tokens = "", "attention", CONTROLS, True
+    views = tuple(view.name for view in registry.views(registry.ATTENTION))
 
-    def __init__(self, panel: "AttentionPanel") -> None:
+    def __init__(self, panel: "AttentionPanel", ablation_mode: str = "zero") -> None:
         self.panel = panel
+        self.ablation_mode = check_ablation_mode(ablation_mode)
+        self.ablation_bar: AblationBar | None = None  # made with the model view
+        self.model_view_drawn: tuple | None = None  # what the model view's thumbnails show
+        self.saliency_stale = False  # the saliency panel shows an input before the one shown now
+        self.quiet = False
+        self._plain_output: Any = None
+
+    def new_input(self) -> None:
+        """The panel shows another input: what was kept for the one before is forgotten."""
+        self._plain_output = self.model_view_drawn = None
+        self.saliency_stale = self.panel.saliency is not None
+
+    def release(self) -> None:
+        self._plain_output = None
+        if self.ablation_bar is not None:
+            self.ablation_bar.ablation = None
 
     # the controls ------------------------------------------------------------------------------------------
     @property
@@ -66,11 +94,12 @@ class TraceSource:
 
     @property
     def heads(self) -> list[int]:
-        return list(self.panel._heads)
+        return list(self.panel.heads_shown.heads)
 
     @property
     def num_heads(self) -> int:
-        return self.panel._num_heads
+        attentions = self.panel.attentions
+        return attentions[0].shape[1] if attentions else 0
 
     @property
     def num_layers(self) -> int:
@@ -141,18 +170,27 @@ class TraceSource:
 
     @contextlib.contextmanager
     def quietly(self) -> Iterator[None]:
-        self.panel._marking_selection = True
+        self.quiet = True
         try:
             yield
         finally:
-            self.panel._marking_selection = False
+            self.quiet = False
+
+    def query_positions(self) -> list[int]:
+        return self.panel.toolbar.query_positions()
+
+    def moved(self, view: str, *, query: int | None = None, heads: list[int] | None = None) -> None:
+        self.panel.view_moved(view, query=query, heads=heads)
+
+    def open(self, view: str | None = None, **controls: Any) -> None:
+        self.panel.open_view(view, **controls)
 
     # the model view ----------------------------------------------------------------------------------------
     layer_names = head_names = None  # every layer and head drawn, numbered from 0
 
     @property
     def ablation(self) -> Any:
-        return self.panel.ablation_bar.ablation
+        return self.panel.ablation_bar.ablation  # the model view made (with its row) where there is none yet
 
     @property
     def ablation_show(self) -> str:
@@ -161,22 +199,45 @@ class TraceSource:
     def model_view_key(self) -> tuple:
         return id(self.panel.trace), self.special, id(self.ablation), self.ablation_show
 
-    @property
-    def model_view_drawn(self) -> tuple | None:
-        return self.panel._model_view_key
-
-    @model_view_drawn.setter
-    def model_view_drawn(self, key: tuple | None) -> None:
-        self.panel._model_view_key = key
-
     def selected_thumbnail(self) -> Sequence[int]:
         return self.layer, self.head
 
     def ablation_row(self, view: widgets.Widget) -> AblationBar:
+        self.ablation_bar = AblationBar(view, self._ablation_source, self.ablation_changed, mode=self.ablation_mode)
+        return self.ablation_bar
+
+    def _ablation_source(self) -> AblationSource | None:
+        """What the ablation row runs again (None where the panel has no model, only a trace)."""
         panel = self.panel
-        panel._ablation_bar = AblationBar(view, panel._ablation_source, panel._ablation_changed,
-                                          mode=panel._ablation_mode)
-        return panel._ablation_bar
+        inputs = panel._inputs()
+        if panel.model is None or not inputs:
+            return None
+        return AblationSource(panel.model, panel.tokenizer, panel.trace, inputs, self._plain, panel.row)
+
+    def _plain(self) -> Any:
+        """The unablated forward's output on the shown input: the run's, else one forward run here (kept)."""
+        panel = self.panel
+        if panel.run is not None:
+            return panel.run.output
+        if self._plain_output is None:
+            device = next(panel.model.parameters()).device
+            inputs = {key: value.to(device) for key, value in panel._inputs().items()}
+            with evaluating(panel.model), torch.inference_mode():
+                self._plain_output = panel.model(**inputs)
+        return self._plain_output
+
+    def ablation_changed(self) -> None:
+        """Heads went off or on (or the mode or the display changed): the model view draws the new state."""
+        self.model_view_drawn = None
+        if not self.panel._suspended:
+            self.panel.redraw()
+
+    def rerun_ablation(self) -> None:
+        """A new input: heads switched off stay off for it (the row runs it again); either way the panel redraws."""
+        if self.ablation_bar is not None:
+            self.ablation_bar.recompute()
+        else:
+            self.ablation_changed()
 
     # the neuron view ---------------------------------------------------------------------------------------
     def qk_missing(self) -> str | None:
@@ -213,36 +274,11 @@ class TraceSource:
     def saliency_note(self, note: widgets.HTML) -> None:
         self.panel.saliency_note = note
 
-    @property
-    def saliency_stale(self) -> bool:
-        return self.panel._saliency_stale
-
-    @saliency_stale.setter
-    def saliency_stale(self, stale: bool) -> None:
-        self.panel._saliency_stale = stale
-
     def mount(self, name: str, parts: list[widgets.Widget]) -> None:
         """Put other widgets in a view's slot (the saliency panel where its note was)."""
         self.panel.slots[name].children = parts
 
-    # what the views report ---------------------------------------------------------------------------------
-    def heatmap_moved(self, change: dict) -> None:
-        self.panel._heatmap_zoomed(change)
-
-    def heads_clicked(self, change: dict) -> None:
-        self.panel._heads_clicked(change)
-
-    def head_view_moved(self, change: dict) -> None:
-        self.panel._head_view_moved(change)
-
-    def open_neuron_view(self, query_index: int, head: int) -> None:
-        self.panel._open_neuron_view(query_index, head)
-
-    def thumbnail_opened(self, change: dict) -> None:
-        self.panel._open_thumbnail(change)
-
-    def query_clicked(self, position: int) -> None:
-        self.panel._query_clicked(position)
-
     def saliency_figure_changed(self) -> None:
-        self.panel._saliency_figure_changed()
+        """The saliency panel redrew (also from its worker thread): the static copy follows when it is on screen."""
+        if self.panel.view.value == "saliency":
+            self.panel.figure_changed()
