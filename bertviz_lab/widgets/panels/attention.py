@@ -49,6 +49,9 @@ class AttentionPanel(Panel):
     export button. `panel.heatmap`, `panel.head_view`, ... (a view's registry `attribute`) is the view's widget, made
     on first use; what a view draws and what its clicks do is its glue's (`attention_views`)."""
 
+    trace: Trace | None  # None once the panel is closed (release)
+    attentions: list[torch.Tensor] | None
+    layer_qk: LayerQK | None
     heatmap: HeatmapView  # for type checkers: __getattr__ gives every registered view's widget
     head_view: HeadView
     model_view: ModelView
@@ -117,6 +120,7 @@ class AttentionPanel(Panel):
     def ablation_bar(self) -> AblationBar:
         """The model view's ablation row: how heads are switched off, and what that did."""
         self._view("model view")
+        assert self._source.ablation_bar is not None  # the model view's glue makes it with the view
         return self._source.ablation_bar
 
     def _view(self, name: str) -> widgets.Widget:
@@ -142,7 +146,7 @@ class AttentionPanel(Panel):
         layer, head = self.toolbar.checked(layer, head, num_layers, num_heads)
         if self.run is not None and self.run.trace is not trace:
             self.run = None  # a trace given on its own: no text, no output
-        shown = getattr(self, "attentions", None)
+        shown: list[torch.Tensor] = getattr(self, "attentions", None) or []  # the input before, if any
         same_heads = bool(shown) and (len(shown), shown[0].shape[1]) == (num_layers, num_heads)
         same_model = bool(shown) and shown[0].shape[1] == num_heads
         self.trace, self.attentions = trace, attentions
@@ -160,7 +164,7 @@ class AttentionPanel(Panel):
 
     def _inputs(self) -> dict[str, torch.Tensor]:
         """The model inputs of what is shown: the run's, or those the trace recorded."""
-        return dict(self.run.encoded.inputs) if self.run is not None else recorded_inputs(self.trace)
+        return dict(self.run.encoded.inputs) if self.run is not None else recorded_inputs(self._source.trace)
 
     def set_text(self, text: str, text_b: str | None = None) -> None:
         """Re-run the model on a new text (pair) and redraw."""

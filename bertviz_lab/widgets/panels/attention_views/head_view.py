@@ -91,7 +91,7 @@ class HeadViewGlue(AttentionView):
             title += f" · {source.direction} (rows are a slice)"
         if source.special == "hide":
             title += " · [CLS]/[SEP] hidden"
-        at = np.flatnonzero(axes.queries == source.query) if source.query is not None else []
+        at = np.flatnonzero(axes.queries == source.query) if source.query is not None else np.array([], dtype=int)
         view.show(axes.query_tokens, axes.key_tokens, index.numpy().astype(np.uint16), weights.numpy(), title,
                   query=int(at[0]) if len(at) else -1, query_positions=axes.queries)
 

@@ -4,7 +4,7 @@ that made it."""
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, Sequence
 
 from bertviz_lab.widgets.panels.attention_views.base import AttentionSource, AttentionView, joined
 from bertviz_lab.widgets.panels.controls import lean
@@ -66,7 +66,7 @@ class Heatmap(AttentionView):
     def _moved(self, source: Any, change: dict) -> None:
         """The window or the selected cell changed (in a front end, or here): the static copy and exports follow; a
         selected cell's query becomes the query token."""
-        selected = change["new"] if change["name"] == "selected" else ()
+        selected: Sequence[int] = change["new"] if change["name"] == "selected" else ()
         query = selected[0] if len(selected) == 2 and selected[0] in source.query_positions() else None
         source.moved(self.name, query=query)
 

@@ -5,7 +5,7 @@ glue; with the model behind it, the neuron view's q and k, the saliency view's t
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, TypeVar
 
 import ipywidgets as widgets
 import numpy as np
@@ -20,6 +20,7 @@ from bertviz_lab.widgets.panels.running import evaluating
 if TYPE_CHECKING:
     from bertviz_lab.trace.hooks import Trace
     from bertviz_lab.widgets.panels.attention import AttentionPanel
+    from bertviz_lab.widgets.panels.layer_qk import LayerQK
 
 CONTROLS = ("layer", "head", "aggregation", "direction", "scale", "special", "query")
 
@@ -38,6 +39,16 @@ def token_info(trace: "Trace", row: int) -> D.TokenInfo:
     return D.token_info(tokens, None if mask is None else mask[row], None if types is None else types[row])
 
 
+T = TypeVar("T")
+
+
+def _open(value: T | None) -> T:
+    """What a panel holds while it is open; a closed one has let it go (AttentionPanel.release)."""
+    if value is None:
+        raise RuntimeError("this attention panel is closed: it no longer holds its trace.")
+    return value
+
+
 class TraceSource:
     """What the attention views read from an AttentionPanel (see base.AttentionSource)."""
 
@@ -52,6 +63,19 @@ class TraceSource:
         self.saliency_stale = False  # the saliency panel shows an input before the one shown now
         self.quiet = False
         self._plain_output: Any = None
+
+    # what the panel shows, while it is open ---------------------------------------------------------------------
+    @property
+    def trace(self) -> "Trace":
+        return _open(self.panel.trace)
+
+    @property
+    def attentions(self) -> list[torch.Tensor]:
+        return _open(self.panel.attentions)
+
+    @property
+    def layer_qk(self) -> LayerQK:
+        return _open(self.panel.layer_qk)
 
     def new_input(self) -> None:
         """The panel shows another input: what was kept for the one before is forgotten."""
@@ -98,12 +122,12 @@ class TraceSource:
 
     @property
     def num_heads(self) -> int:
-        attentions = self.panel.attentions
+        attentions = self.attentions
         return attentions[0].shape[1] if attentions else 0
 
     @property
     def num_layers(self) -> int:
-        return len(self.panel.attentions)
+        return len(self.attentions)
 
     @property
     def head_view_k(self) -> int:
@@ -145,18 +169,18 @@ class TraceSource:
         return self._axes(keep, keep)
 
     def weights(self, axes: Axes) -> np.ndarray:
-        full = D.attention_matrix(self.panel.attentions, self.layer, self.head, self.aggregation, self.row,
-                                  self.panel.trace.attention_mask)
+        full = D.attention_matrix(self.attentions, self.layer, self.head, self.aggregation, self.row,
+                                  self.trace.attention_mask)
         return full[np.ix_(axes.queries, axes.keys)]
 
     def layer_maps(self, axes: Axes) -> torch.Tensor:
-        attention = self.panel.attentions[self.layer][self.row]  # (nh, T, T)
+        attention = self.attentions[self.layer][self.row]  # (nh, T, T)
         return attention[:, rows_of(axes.queries)][:, :, rows_of(axes.keys)]
 
     def model_maps(self, axes: Axes) -> Iterator[torch.Tensor]:
         """One layer at a time: (H, T, T) floats for one layer, never all L × H maps at once."""
         ablation = self.ablation
-        attentions = ablation.after.attentions if ablation is not None else self.panel.attentions
+        attentions = ablation.after.attentions if ablation is not None else self.attentions
         queries, keys = torch.as_tensor(axes.queries), torch.as_tensor(axes.keys)
         return (attention[self.row].index_select(1, queries).index_select(2, keys) for attention in attentions)
 
@@ -197,7 +221,7 @@ class TraceSource:
         return self.panel.ablation_bar.show.value
 
     def model_view_key(self) -> tuple:
-        return id(self.panel.trace), self.special, id(self.ablation), self.ablation_show
+        return id(self.trace), self.special, id(self.ablation), self.ablation_show
 
     def selected_thumbnail(self) -> Sequence[int]:
         return self.layer, self.head
@@ -212,7 +236,7 @@ class TraceSource:
         inputs = panel._inputs()
         if panel.model is None or not inputs:
             return None
-        return AblationSource(panel.model, panel.tokenizer, panel.trace, inputs, self._plain, panel.row)
+        return AblationSource(panel.model, panel.tokenizer, self.trace, inputs, self._plain, panel.row)
 
     def _plain(self) -> Any:
         """The unablated forward's output on the shown input: the run's, else one forward run here (kept)."""
@@ -220,10 +244,11 @@ class TraceSource:
         if panel.run is not None:
             return panel.run.output
         if self._plain_output is None:
-            device = next(panel.model.parameters()).device
+            model = _open(panel.model)  # the ablation row exists only on a panel with a model
+            device = next(model.parameters()).device
             inputs = {key: value.to(device) for key, value in panel._inputs().items()}
-            with evaluating(panel.model), torch.inference_mode():
-                self._plain_output = panel.model(**inputs)
+            with evaluating(model), torch.inference_mode():
+                self._plain_output = model(**inputs)
         return self._plain_output
 
     def ablation_changed(self) -> None:
@@ -241,11 +266,11 @@ class TraceSource:
 
     # the neuron view ---------------------------------------------------------------------------------------
     def qk_missing(self) -> str | None:
-        layer_qk = self.panel.layer_qk
+        layer_qk = self.layer_qk
         return None if layer_qk.available else layer_qk.why_not()
 
     def qk(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.panel.layer_qk(layer)
+        return self.layer_qk(layer)
 
     # the saliency view ---------------------------------------------------------------------------------------
     def saliency_inputs(self) -> tuple[Any, Any, str, str | None] | None:
