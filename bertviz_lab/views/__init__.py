@@ -19,6 +19,7 @@ from bertviz_lab.views.head_view_page import head_view_page
 from bertviz_lab.views.inputs import AttentionSet, attention_sets, check_html_action, pretty_token
 from bertviz_lab.views.page import html_object, offline_page
 from bertviz_lab.views.panel import AttentionMapsPanel
+from bertviz_lab.widgets import registry
 
 __all__ = ["head_view", "model_view", "heatmap", "AttentionMapsPanel", "AttentionSet", "attention_sets",
            "pretty_token"]
@@ -32,7 +33,7 @@ def _shown(view: str, sets: list[AttentionSet], html_action: Any, theme: str, la
     if action == "view":
         return panel
     try:
-        if view == "head view":  # bertviz's page: every layer, a layer switch, hover
+        if view == registry.HEAD_VIEW:  # bertviz's page: every layer, a layer switch, hover
             return html_object(head_view_page(sets, layer, heads, theme))
         return html_object(offline_page(panel.every_set_svg(), f"bertviz-lab {view}", theme))
     finally:
@@ -48,7 +49,7 @@ def head_view(attention: Any = None, tokens: Sequence[str] | None = None, senten
     `heads` are the ones shown first."""
     sets = attention_sets(attention, tokens, sentence_b_start, prettify_tokens, encoder_attention, decoder_attention,
                           cross_attention, encoder_tokens, decoder_tokens, include_layers)
-    return _shown("head view", sets, html_action, "light", layer=layer, heads=heads)
+    return _shown(registry.HEAD_VIEW, sets, html_action, "light", layer=layer, heads=heads)
 
 
 def model_view(attention: Any = None, tokens: Sequence[str] | None = None, sentence_b_start: int | None = None,
@@ -64,7 +65,7 @@ def model_view(attention: Any = None, tokens: Sequence[str] | None = None, sente
         raise ValueError(f"display_mode must be 'dark' or 'light', got {shown(display_mode)}.")
     sets = attention_sets(attention, tokens, sentence_b_start, prettify_tokens, encoder_attention, decoder_attention,
                           cross_attention, encoder_tokens, decoder_tokens, include_layers)
-    return _shown("model view", sets, html_action, display_mode, model_view_heads=include_heads)
+    return _shown(registry.MODEL_VIEW, sets, html_action, display_mode, model_view_heads=include_heads)
 
 
 def heatmap(attention: Any = None, tokens: Sequence[str] | None = None, sentence_b_start: int | None = None,
@@ -76,4 +77,4 @@ def heatmap(attention: Any = None, tokens: Sequence[str] | None = None, sentence
     `layer` and the first of `heads` are shown first."""
     sets = attention_sets(attention, tokens, sentence_b_start, prettify_tokens, encoder_attention, decoder_attention,
                           cross_attention, encoder_tokens, decoder_tokens, include_layers)
-    return _shown("heatmap", sets, html_action, "light", layer=layer, heads=heads)
+    return _shown(registry.HEATMAP, sets, html_action, "light", layer=layer, heads=heads)

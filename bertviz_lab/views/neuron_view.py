@@ -21,6 +21,7 @@ from bertviz_lab.model.tokenizer import BERTTokenizerFast
 from bertviz_lab.util.files import shown
 from bertviz_lab.views.inputs import check_html_action
 from bertviz_lab.views.page import html_object, offline_page
+from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.panels.attention import AttentionPanel
 
 __all__ = ["show"]
@@ -49,7 +50,8 @@ def show(model: Any, model_type: str, tokenizer: Any, sentence_a: str, sentence_
                          f"model_type={family!r} (bertviz_lab draws the BERT family: bert, roberta, xlm-roberta, "
                          "distilbert, electra).")
     panel = AttentionPanel(model=model, tokenizer=tokenizer, text=sentence_a, text_b=sentence_b,
-                           layer=0 if layer is None else layer, head=0 if head is None else head, view="neuron view")
+                           layer=0 if layer is None else layer, head=0 if head is None else head,
+                           view=registry.NEURON_VIEW)
     if action == "view":
         return panel
     try:

@@ -162,7 +162,7 @@ class AttentionMapsPanel(Panel):
     """Attention weights given as plain per-layer maps, in three views with an attention choice (encoder, decoder,
     cross; or a sentence pair's slices), a layer and a head; exportable, with a static copy like every panel."""
 
-    def __init__(self, sets: Sequence[AttentionSet], view: str = "heatmap", layer: int | None = None,
+    def __init__(self, sets: Sequence[AttentionSet], view: str = registry.HEATMAP, layer: int | None = None,
                  heads: Sequence[int] | None = None, model_view_heads: Sequence[int] | None = None,
                  head_view_k: int = HEAD_VIEW_K) -> None:
         if view not in VIEWS:
@@ -226,15 +226,15 @@ class AttentionMapsPanel(Panel):
 
     @property
     def heatmap(self) -> HeatmapView:
-        return self._view("heatmap")
+        return self._view(registry.HEATMAP)
 
     @property
     def head_view(self) -> HeadView:
-        return self._view("head view")
+        return self._view(registry.HEAD_VIEW)
 
     @property
     def model_view(self) -> ModelView:
-        return self._view("model view")
+        return self._view(registry.MODEL_VIEW)
 
     def _view(self, name: str) -> Any:
         made = self._made.get(name)

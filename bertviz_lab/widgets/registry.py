@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ATTENTION, TAB = "attention", "tab"  # where a view lives: the attention panel's switcher, or a workbench tab
+# the attention panel's views, by name (code refers to a view through these)
+HEATMAP, HEAD_VIEW, MODEL_VIEW, NEURON_VIEW, SALIENCY = "heatmap", "head view", "model view", "neuron view", "saliency"
 
 
 @dataclass(frozen=True)
@@ -37,24 +39,24 @@ class View:
 
 
 REGISTRY: tuple[View, ...] = (
-    View("heatmap", "heatmap", "one head, the mean of heads or rollout as a query × key matrix", ATTENTION,
+    View(HEATMAP, "heatmap", "one head, the mean of heads or rollout as a query × key matrix", ATTENTION,
          controls=("layer", "head", "aggregation", "direction", "scale", "special"),
          keys="arrows move the cell (the window follows) · **+**/**-** zoom around it · **Enter**/**Space** select "
               "it · **Esc** shows every token", bertviz=True),
-    View("head view", "head view", "lines from each query to its keys, one colour per head", ATTENTION,
+    View(HEAD_VIEW, "head view", "lines from each query to its keys, one colour per head", ATTENTION,
          magic="head", controls=("layer", "direction", "hide_special"),
          keys="↑/↓ (Home, End, PageUp/PageDown) select the query above or below; the window follows", bertviz=True),
-    View("model view", "model view", "every layer × head under one colour scale; heads can be switched off",
+    View(MODEL_VIEW, "model view", "every layer × head under one colour scale; heads can be switched off",
          ATTENTION, magic="model", controls=("special",),
          keys="arrows move between heads (Home/End: a layer's first/last head, PageUp/PageDown: first/last layer) · "
               "**Enter** opens the head as the heatmap, the focus following into its cells · **Space** (or "
               "Shift+Enter) switches it off or on again · **Esc** switches every head on", bertviz=True),
-    View("neuron view", "neuron view", "q against every key's k inside one head", ATTENTION, magic="neuron",
+    View(NEURON_VIEW, "neuron view", "q against every key's k inside one head", ATTENTION, magic="neuron",
          controls=("layer", "head", "query", "hide_special"),
          keys="↑/↓ move along the keys (PageUp/PageDown ten, Home/End to the ends; a long text's window of 48 keys "
               "follows), ←/→ along a key's dimensions (q, k and q ⊙ k read out where hover shows them) · **Enter** "
               "makes the key the query · **Esc** goes back to the query"),
-    View("saliency", "saliency", "each token's share of a prediction (integrated gradients, gradient × input)",
+    View(SALIENCY, "saliency", "each token's share of a prediction (integrated gradients, gradient × input)",
          ATTENTION, magic="saliency"),
     View("attention", "Attention", "the attention panel, on its heatmap", TAB, magic="attention"),
     View("masking", "Masking", "what the MLM objective masks, and the model's predictions for it", TAB,

@@ -59,7 +59,7 @@ class AttentionPanel(Panel):
 
     def __init__(self, trace: Trace | None = None, *, model: torch.nn.Module | None = None, tokenizer: Any = None,
                  text: str | None = None, text_b: str | None = None, layer: int = 0, head: int = 0,
-                 view: str = "heatmap", aggregation: str = "head", row: int = 0, head_view_k: int = 8,
+                 view: str = registry.HEATMAP, aggregation: str = "head", row: int = 0, head_view_k: int = 8,
                  scale: str = "linear", special: str = "clip", run: TextRun | None = None, query: int | None = None,
                  ablation_mode: str = "zero") -> None:
         if run is not None:  # a forward someone else ran (a Workbench's): shown as is, its text changeable after
@@ -86,14 +86,14 @@ class AttentionPanel(Panel):
         # opened on the heatmap sends the page none of the others' models; the state they share lives here.
         self._source = TraceSource(self, ablation_mode)
         self._made: dict[str, widgets.Widget] = {}
-        self.heads_shown = HeadsShown(lambda: self._made.get("head view"), lambda: self._source.num_heads)
+        self.heads_shown = HeadsShown(lambda: self._made.get(registry.HEAD_VIEW), lambda: self._source.num_heads)
         self.export_bar = ExportBar(self, "attention")
         # Every view, once made, stays mounted and is shown or hidden, so switching back draws nothing anew.
         self.slots: dict[str, widgets.VBox] = {}
         self.saliency: SaliencyPanel | None = None  # made when the saliency view is first shown
         self.saliency_note: widgets.HTML | None = None  # what the saliency view says while it has no panel
         self.stage = lean(widgets.VBox)
-        self._make("heatmap", hidden=False)
+        self._make(registry.HEATMAP, hidden=False)
         super().__init__([self.view, self.toolbar, self.truncation_notice, self.message, self.stage])
         self._suspended = False
         self.set_trace(trace, layer=layer, head=head, query=query)
@@ -119,7 +119,7 @@ class AttentionPanel(Panel):
     @property
     def ablation_bar(self) -> AblationBar:
         """The model view's ablation row: how heads are switched off, and what that did."""
-        self._view("model view")
+        self._view(registry.MODEL_VIEW)
         assert self._source.ablation_bar is not None  # the model view's glue makes it with the view
         return self._source.ablation_bar
 
@@ -244,7 +244,7 @@ class AttentionPanel(Panel):
         """Update the view on screen, sending only what it shows."""
         if self._suspended:
             return
-        self.head.disabled = self.aggregation.value != "head" and self.view.value == "heatmap"
+        self.head.disabled = self.aggregation.value != "head" and self.view.value == registry.HEATMAP
         self.message.value = ""
         if self.direction.value != "all" and not self.info.has_pair:
             self.message.value = "A→B and B→A need a sentence pair; showing all tokens."
@@ -274,7 +274,7 @@ class AttentionPanel(Panel):
         screen (which stays as it is)."""
         if window is None:
             return super().save(path, scale, theme, caption)
-        if self.view.value != "heatmap":
+        if self.view.value != registry.HEATMAP:
             raise ValueError(f"window= applies to the heatmap; the view on screen is the {self.view.value}.")
         start, end = check_window(window, len(self.info.tokens))
         self._export_window = [start, end, start, end]

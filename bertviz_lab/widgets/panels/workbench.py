@@ -161,7 +161,7 @@ def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None,
                          **({"corpus": corpus, "tab": "corpus"} if corpus is not None else {}))
     if shown.place == registry.ATTENTION or shown.name == "attention":
         return AttentionPanel(model=model, tokenizer=tokenizer, text=text, text_b=text_b, layer=layer, head=head,
-                              view="heatmap" if shown.place == registry.TAB else shown.name)
+                              view=registry.HEATMAP if shown.place == registry.TAB else shown.name)
     if shown.name == "masking":
         return MaskingPreview(tokenizer, text, model=model, text_b=text_b)
     if shown.name == "architecture":

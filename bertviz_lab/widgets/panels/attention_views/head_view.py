@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.panels.attention_views.base import AttentionView, joined
 from bertviz_lab.widgets.panels.controls import lean
 from bertviz_lab.widgets.views.head_view import HeadView
@@ -42,7 +43,7 @@ class HeadsShown:
 
 
 class HeadViewGlue(AttentionView):
-    name = "head view"
+    name = registry.HEAD_VIEW
 
     def make(self, source: Any) -> HeadView:
         view = lean(HeadView, num_heads=source.num_heads, heads=list(source.heads))
@@ -71,14 +72,14 @@ class HeadViewGlue(AttentionView):
     def _open_neuron_view(self, source: Any, query_index: int, head: int) -> None:
         """A query token (or a line) clicked: the neuron view of that query, at this layer, in that head (a token:
         the first head shown), where the source offers one."""
-        if "neuron view" not in source.views:
+        if registry.NEURON_VIEW not in source.views:
             return
         queries = source.axes().queries
         if not 0 <= query_index < len(queries):
             return
         if head < 0:
             head = min(source.heads) if source.heads else source.head
-        source.open("neuron view", head=head, query=int(queries[query_index]))
+        source.open(registry.NEURON_VIEW, head=head, query=int(queries[query_index]))
 
     def draw(self, source: Any, view: HeadView) -> None:
         axes = source.axes()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Sequence
 
+from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.panels.attention_views.base import AttentionSource, AttentionView, joined
 from bertviz_lab.widgets.panels.controls import lean
 from bertviz_lab.widgets.views.heatmap import HeatmapView
@@ -56,7 +57,7 @@ def check_window(window: Any, tokens: int) -> tuple[int, int]:
 
 
 class Heatmap(AttentionView):
-    name = "heatmap"
+    name = registry.HEATMAP
 
     def make(self, source: Any) -> HeatmapView:
         view = lean(HeatmapView)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.panels.attention_views.base import AttentionView, joined
 from bertviz_lab.widgets.panels.controls import lean
@@ -17,7 +18,7 @@ THUMBNAIL_SIZE = 24  # a map pooled to at most 24 × 24 cells
 
 
 class ModelViewGlue(AttentionView):
-    name = "model view"
+    name = registry.MODEL_VIEW
 
     def make(self, source: Any) -> ModelView:
         view = lean(ModelView)
@@ -39,7 +40,7 @@ class ModelViewGlue(AttentionView):
         heads = source.head_names or range(source.num_heads)
         if 0 <= row < len(layers) and 0 <= column < len(heads):
             head = heads[column]
-            source.open("heatmap", layer=layers[row], head=head, aggregation="head", heads=[head], focus=True)
+            source.open(registry.HEATMAP, layer=layers[row], head=head, aggregation="head", heads=[head], focus=True)
 
     def parts(self, source: Any, view: ModelView) -> list:
         row = source.ablation_row(view)  # heads switched off and on again: only where a model can run again

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.panels.attention_views.base import AttentionView, no_plotly
 from bertviz_lab.widgets.panels.controls import lean
@@ -15,7 +16,7 @@ from bertviz_lab.widgets.views.neuron import NeuronView
 
 
 class NeuronViewGlue(AttentionView):
-    name = "neuron view"
+    name = registry.NEURON_VIEW
 
     def make(self, source: Any) -> NeuronView:
         view = lean(NeuronView)

@@ -8,6 +8,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.attention_views.base import AttentionView, no_plotly
 from bertviz_lab.widgets.panels.controls import lean
@@ -17,7 +18,7 @@ SALIENCY_NEEDS = "the saliency view needs the model and the text: build the pane
 
 
 class SaliencyGlue(AttentionView):
-    name = "saliency"
+    name = registry.SALIENCY
 
     def make(self, source: Any) -> widgets.HTML:
         """The note shown while there is no saliency panel (the widget the view keeps)."""
