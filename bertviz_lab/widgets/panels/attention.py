@@ -264,8 +264,7 @@ class AttentionPanel(Panel):
     def on_screen(self) -> widgets.Widget:
         """The view widget currently shown (the HeatmapView, the HeadView, the ModelView, the NeuronView, or the
         SaliencyPanel: its note while there is none)."""
-        name = self.view.value
-        return glue(name).on_screen(self._source, self._view(name))
+        return glue(self.view.value).on_screen(self._source, self._view(self.view.value))
 
     def save(self, path: str | Path, scale: float = 1, theme: str = "light", caption: bool | str = False,
              window: tuple[int, int] | None = None) -> Path:
@@ -286,18 +285,15 @@ class AttentionPanel(Panel):
     def to_plotly(self) -> Any:
         """The heatmap, head view, model view or saliency view on screen as a plotly Figure: the same values, colours,
         title and hover, for a plotly dashboard. The neuron view has no plotly counterpart yet: save() it."""
-        name = self.view.value
-        return glue(name).to_plotly(self._source, self._view(name))
+        return glue(self.view.value).to_plotly(self._source, self._view(self.view.value))
 
     def to_svg(self) -> str:
         """The view on screen as a standalone SVG document."""
-        name = self.view.value
-        return glue(name).to_svg(self._source, self._view(name))
+        return glue(self.view.value).to_svg(self._source, self._view(self.view.value))
 
     def static_html(self) -> str:
         """The figure on screen as self-contained HTML (its SVG; no scripts, no network)."""
         return f"<div class='bvl-figure bvl-attention'>{self.to_svg()}</div>"
 
     def _name_export(self) -> None:
-        name = self.view.value
-        self.export_bar.name = glue(name).export_name(self._source, self._view(name))
+        self.export_bar.name = glue(self.view.value).export_name(self._source, self._view(self.view.value))
