@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 
@@ -38,22 +39,22 @@ from bertviz_lab.util import distributed
 class Encoded:
     """Every text's token ids and token types, flat, with offsets: small enough to keep for any corpus size."""
 
-    ids: np.ndarray  # (tokens,) int32
-    types: np.ndarray  # (tokens,) int8
-    offsets: np.ndarray  # (texts + 1,) int64
+    ids: npt.NDArray[np.int32]  # (tokens,)
+    types: npt.NDArray[np.int8]  # (tokens,)
+    offsets: npt.NDArray[np.int64]  # (texts + 1,)
 
     @property
-    def lengths(self) -> np.ndarray:
+    def lengths(self) -> npt.NDArray[Any]:
         return np.diff(self.offsets)
 
-    def positions(self, text_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def positions(self, text_ids: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
         """(indices into `ids`, position in its text) of every token of these texts, text after text."""
         lengths = self.lengths[text_ids]
         before = np.repeat(np.cumsum(lengths) - lengths, lengths)  # tokens of the earlier texts
         position = np.arange(lengths.sum()) - before
         return np.repeat(self.offsets[text_ids], lengths) + position, position
 
-    def batch(self, text_ids: np.ndarray, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def batch(self, text_ids: npt.NDArray[Any], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(input_ids, token_type_ids, attention_mask), each (B, T) long, padded to the longest text."""
         lengths = self.lengths[text_ids]
         ids = np.full((len(text_ids), lengths.max()), pad_id, dtype=np.int64)
@@ -75,8 +76,8 @@ def encode(tokenizer: Any, items: list[Item], max_length: int, chunk: int = 4096
     tokenizing all of it. A text whose first max_length tokens lie in that span (any text but runs of whitespace or
     words of 100+ characters) gets exactly the tokens it would get whole."""
     bound = CHARS_PER_TOKEN * max_length
-    ids: list[np.ndarray] = []  # one array a chunk (an array a text costs ~100 bytes each: 200 MB at 1M texts)
-    types: list[np.ndarray] = []
+    ids: list[npt.NDArray[Any]] = []  # one array a chunk (an array a text costs ~100 bytes each: 200 MB at 1M texts)
+    types: list[npt.NDArray[Any]] = []
     lengths: list[int] = []
     for start in range(0, len(items), chunk):
         part = items[start:start + chunk]
@@ -200,10 +201,10 @@ class ShardWriter:
 
         return hook
 
-    def _hooks(self) -> list[tuple[str, Callable]]:
+    def _hooks(self) -> list[tuple[str, Callable[[torch.Tensor, Any], None]]]:
         """The hooks that keep the requested vectors: hidden states after a layer, queries and keys of some heads.
         They only read, so every layer keeps its fast attention."""
-        pairs: list[tuple[str, Callable]] = []
+        pairs: list[tuple[str, Callable[[torch.Tensor, Any], None]]] = []
         for layer in self.layers:
             if "hidden" in self.kinds:
                 def on_hidden(hidden: torch.Tensor, point: Any, layer: int = layer) -> None:
@@ -236,20 +237,20 @@ class ShardWriter:
                                "layers answer bertviz_lab's attention statistics (bertviz_lab.load).")
         return found
 
-    def autocast(self) -> contextlib.AbstractContextManager:
+    def autocast(self) -> contextlib.AbstractContextManager[None]:
         """bf16 autocast for precision="bf16" (the attention statistics stay float32), else nothing."""
         if self.precision == "bf16":
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def write(self, out: Path, index: int, text_ids: np.ndarray, items: list[Item], encoded: Encoded,
+    def write(self, out: Path, index: int, text_ids: npt.NDArray[Any], items: list[Item], encoded: Encoded,
               batch_size: int, on_batch: Callable[[int], object]) -> None:
         """Compute shard `index` (texts `text_ids`, in this order) and publish it."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         stats, queries = [], []
-        arrays: dict[tuple[str, int], list[np.ndarray]] = {}
+        arrays: dict[tuple[str, int], list[npt.NDArray[Any]]] = {}
         with hooks(self.backbone, self._hooks(), points=self.points), torch.inference_mode():
             for start in range(0, len(text_ids), batch_size):
                 chunk = text_ids[start:start + batch_size]
@@ -296,7 +297,7 @@ class ShardWriter:
                     array[:, h]))
         folder.publish(target, folder.shard_dir(out, index))
 
-    def batch_inputs(self, chunk: np.ndarray, encoded: Encoded) -> tuple[torch.Tensor, ...]:
+    def batch_inputs(self, chunk: npt.NDArray[Any], encoded: Encoded) -> tuple[torch.Tensor, ...]:
         """The batch's inputs on the device, and the per-batch state the hooks read (valid queries, key masks)."""
         ids, types, mask = (x.to(self.device) for x in encoded.batch(chunk, self.pad_id))
         self.batch.update(valid=mask.to(torch.float32), where=mask.bool(),
@@ -358,7 +359,7 @@ def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_head
                    for i, (n, r) in enumerate(zip(shard_sizes, rows))]})
 
 
-def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike, *, layers: Any = None,
+def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike[str], *, layers: Any = None,
             heads: Any = None, vectors: Any = (), qk_heads: Any = None, batch_size: int = 32, max_length: int = 128,
             text_column: str = "text", progress: bool = True, shard_size: int = 1024,
             model_name: str | None = None, encoding: str = "utf-8", errors: str = "strict",
@@ -434,7 +435,7 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike,
     return Corpus.open(out, model=model, tokenizer=tokenizer)
 
 
-def _run_shards(writer: ShardWriter, out: Path, shards: list[np.ndarray], items: list[Item], encoded: Encoded,
+def _run_shards(writer: ShardWriter, out: Path, shards: list[npt.NDArray[Any]], items: list[Item], encoded: Encoded,
                 batch_size: int, progress: bool, context: distributed.DistributedContext) -> None:
     """This process' shards (every world_size-th) that are not on disk yet, with a texts/s bar."""
     from tqdm.auto import tqdm

@@ -24,7 +24,7 @@ def _kinds(value: str) -> list[str]:
 
 def add_corpus_parser(commands: Any) -> argparse.ArgumentParser:
     """The `corpus` subcommand on the CLI's subparsers."""
-    corpus = commands.add_parser(
+    corpus: argparse.ArgumentParser = commands.add_parser(
         "corpus", help="analyse a corpus: per-head attention statistics, nearest contexts, query-key maps",
         description="Run a model over a corpus and write a corpus folder (Parquet tables, a vector index) that "
                     "bertviz_lab.corpus.Corpus.open reads. Rerunning resumes an interrupted run and recomputes "

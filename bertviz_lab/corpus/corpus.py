@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from bertviz_lab.corpus import folder, vectors
 from bertviz_lab.corpus import manifest as checks
@@ -25,11 +26,12 @@ class Corpus:
         self.manifest = manifest
         self._model, self._tokenizer = model, tokenizer
         self._con: Any = None
-        self._rows: Any = None  # (text_ids, positions, tokens) of every stored token, in vector row order
+        # (text_ids, positions, tokens) of every stored token, in vector row order
+        self._rows: tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]] | None = None
         self._starts: dict[int, int] | None = None
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, model: Any = None, tokenizer: Any = None) -> "Corpus":
+    def open(cls, path: str | os.PathLike[str], *, model: Any = None, tokenizer: Any = None) -> "Corpus":
         """Read a corpus folder, which may come from anyone: its manifest and files are checked first (a ValueError
         of one line names the folder, file or field that is wrong), and nothing in it is run or followed (no SQL from
         its strings, no link, no file outside it, no model loaded by its name). `model` and `tokenizer` are needed
@@ -62,7 +64,7 @@ class Corpus:
     @property
     def precision(self) -> str:
         """The precision the model ran in: "fp32", or "bf16" (statistics within 2e-3, entropy 1e-2 of fp32)."""
-        return self.manifest.get("precision", "fp32")
+        return str(self.manifest.get("precision", "fp32"))
 
     @property
     def vector_layers(self) -> list[int]:
@@ -150,7 +152,7 @@ class Corpus:
         return [row[0] for row in rows]
 
     # vectors --------------------------------------------------------------------------------------------------
-    def _token_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _token_rows(self) -> tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]]:
         """(text_id, position, token) of every stored token, in the order of the vector files' rows."""
         if self._rows is None:
             import pyarrow as pa
@@ -174,12 +176,12 @@ class Corpus:
             raise ValueError(f"position {position!r} is not in text {text_id}, which has {length} tokens.")
         return start + int(position)
 
-    def vectors(self, layer: int) -> np.ndarray:
+    def vectors(self, layer: int) -> npt.NDArray[np.float32]:
         """(tokens, hidden) float32 hidden states stored at `layer`, in token row order (for brute-force checks)."""
         self._check_vector_layer(layer)
         return vectors.stacked(self._shard_dirs(), vectors.hidden_file(layer))
 
-    def vector(self, text_id: int, position: int, layer: int) -> np.ndarray:
+    def vector(self, text_id: int, position: int, layer: int) -> npt.NDArray[np.float32]:
         """(hidden,) float32: the stored hidden state of token `position` of text `text_id` at `layer`."""
         self._check_vector_layer(layer)
         return self._query_vector(int(text_id) if isinstance(text_id, np.integer) else text_id, position, layer)
@@ -189,15 +191,16 @@ class Corpus:
             stored = f"layers {self.vector_layers}" if self.vector_layers else "none (analyze with vectors=('hidden',))"
             raise ValueError(f"layer {layer!r} has no stored hidden states; this corpus stores {stored}.")
 
-    def _query_vector(self, text: Any, position: int, layer: int) -> np.ndarray:
+    def _query_vector(self, text: Any, position: int, layer: int) -> npt.NDArray[np.float32]:
         """The hidden state at `layer` of token `position` of `text`: a stored one (text id) or a new one (str)."""
         if not isinstance(text, str):
             if not isinstance(text, (int, np.integer)) or isinstance(text, bool):
                 raise TypeError(f"text must be a str or a text id (int), got {type(text).__name__}.")
             row = self._row_of(text, position)
             shard, offset = self._locate(row)
-            return np.load(self._shard_dirs()[shard] / vectors.hidden_file(layer), mmap_mode="r")[offset].astype(
-                np.float32)
+            stored: npt.NDArray[Any] = np.load(self._shard_dirs()[shard] / vectors.hidden_file(layer), mmap_mode="r")
+            kept: npt.NDArray[Any] = stored[offset]  # (hidden,) float16
+            return kept.astype(np.float32)
         model, tokenizer = self._model_and_tokenizer()
         from bertviz_lab.corpus.backbone import backbone_of
 

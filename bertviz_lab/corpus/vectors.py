@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from bertviz_lab.corpus.folder import DAMAGED
@@ -43,13 +44,13 @@ def segment_sizes(rows: int, segment_rows: int) -> list[int]:
     return [min(segment_rows, rows - first) for first in range(0, rows, segment_rows)]
 
 
-def stacked(shard_dirs: list[Path], name: str) -> np.ndarray:
+def stacked(shard_dirs: list[Path], name: str) -> npt.NDArray[np.float32]:
     """One (rows, dim) float32 array of a vector file over the shards, in shard order."""
     parts = list(one_by_one(shard_dirs, name))
     return np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, 0), np.float32)
 
 
-def gathered(shard_dirs: list[Path], name: str, rows: np.ndarray) -> np.ndarray:
+def gathered(shard_dirs: list[Path], name: str, rows: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.float32]:
     """(len(rows), dim) float32: the given rows (sorted row numbers over the whole layer) of the vector file `name`,
     read from the memory-mapped shards, so a sample of a large corpus costs the sample's memory only."""
     arrays = list(one_by_one(shard_dirs, name))
@@ -60,7 +61,7 @@ def gathered(shard_dirs: list[Path], name: str, rows: np.ndarray) -> np.ndarray:
     return np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, dim), np.float32)
 
 
-def chunks(arrays: Iterable[np.ndarray], size: int) -> Iterator[np.ndarray]:
+def chunks(arrays: Iterable[npt.NDArray[Any]], size: int) -> Iterator[npt.NDArray[Any]]:
     """The rows of `arrays` in order, `size` or fewer at a time (a chunk never spans two arrays); rows of a
     memory-mapped array are read only as their chunk comes."""
     for array in arrays:
@@ -68,7 +69,7 @@ def chunks(arrays: Iterable[np.ndarray], size: int) -> Iterator[np.ndarray]:
             yield np.asarray(array[first:first + size])
 
 
-def one_by_one(shard_dirs: list[Path], name: str) -> Iterator[np.ndarray]:
+def one_by_one(shard_dirs: list[Path], name: str) -> Iterator[npt.NDArray[Any]]:
     """The vector file `name` of each shard in turn, memory-mapped and let go before the next: pages read through a
     mapping count as the process' memory until it is unmapped, and a layer can be many gigabytes."""
     for folder in shard_dirs:
@@ -115,7 +116,8 @@ def needs_index(rows: int) -> bool:
     return rows > EXACT_UP_TO
 
 
-def exact_search(arrays: Iterable[np.ndarray], query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def exact_search(arrays: Iterable[npt.NDArray[Any]], query: npt.NDArray[Any],
+                 k: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     """(rows, cosine similarities) of the k rows of the stacked `arrays` nearest to `query`, best first (ties: the
     lower row first); scored in float64, so near-equal scores (the [CLS] of similar texts) keep one order, and a
     chunk at a time, so memory stays bounded."""
@@ -131,8 +133,8 @@ def exact_search(arrays: Iterable[np.ndarray], query: np.ndarray, k: int) -> tup
     return rows, scores[rows]
 
 
-def search(shard_dirs: list[Path], index: list[Path] | None, layer: int, query: np.ndarray, k: int,
-           exact: bool | None, rows: int, segment_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def search(shard_dirs: list[Path], index: list[Path] | None, layer: int, query: npt.NDArray[Any], k: int,
+           exact: bool | None, rows: int, segment_rows: int | None = None) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     """(rows, cosine similarities) of the k stored vectors of `layer` nearest to `query`, best first: through the
     HNSW segments in `index` (of `segment_rows` vectors each, `rows` in all) where the layer has them and `exact` is
     not True, else exactly over the shards' arrays. A segment that does not load, or does not hold the vectors it
@@ -166,7 +168,7 @@ def open_index(index: Path, ndim: int, rows: int) -> Any:
     return graph
 
 
-def project_2d(points: np.ndarray, method: str, seed: int) -> np.ndarray:
+def project_2d(points: npt.NDArray[Any], method: str, seed: int) -> npt.NDArray[Any]:
     """(n, 2) projection: PCA through torch (signs fixed: each axis' largest loading positive), or UMAP."""
     if method == "pca":
         x = torch.from_numpy(np.asarray(points, dtype=np.float64))
@@ -174,11 +176,13 @@ def project_2d(points: np.ndarray, method: str, seed: int) -> np.ndarray:
         _, _, vh = torch.linalg.svd(x, full_matrices=False)
         axes = vh[:2]  # (2, dim)
         signs = torch.sign(axes.gather(1, axes.abs().argmax(1, keepdim=True)))
-        return (x @ (axes * signs).T).numpy()
+        projected: npt.NDArray[Any] = (x @ (axes * signs).T).numpy()
+        return projected
     if method == "umap":
         try:
             import umap
         except ImportError:
             raise ImportError("method='umap' needs the umap-learn package: pip install umap-learn") from None
-        return umap.UMAP(n_components=2, random_state=seed).fit_transform(points)
+        embedded: npt.NDArray[Any] = umap.UMAP(n_components=2, random_state=seed).fit_transform(points)
+        return embedded
     raise ValueError(f"method={method!r} is not a projection; expected 'pca' or 'umap'.")

@@ -90,8 +90,9 @@ def _as_bert_name(architecture: str, prefix: str) -> str:
     return "Bert" + architecture[len(prefix):] if architecture.startswith(prefix) else architecture
 
 
-def load(name_or_path: str | os.PathLike | WeightsEntry, *, revision: str | None = None,
-         cache_dir: str | os.PathLike | None = None, local_files_only: bool = False, token: str | bool | None = None,
+def load(name_or_path: str | os.PathLike[str] | WeightsEntry, *, revision: str | None = None,
+         cache_dir: str | os.PathLike[str] | None = None, local_files_only: bool = False,
+         token: str | bool | None = None,
          device: str | torch.device | None = None) -> tuple[BERTPreTrainedModel, BERTTokenizerFast]:
     """(model, tokenizer) of any BERT checkpoint or a relative's (RoBERTa, XLM-RoBERTa, DistilBERT, ELECTRA, by
     config.json's model_type), with every head it has ("bert-base-uncased" -> BERTForPreTraining)."""

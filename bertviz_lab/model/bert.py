@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import nn
@@ -17,6 +17,11 @@ from bertviz_lab.model.cache import Cache, DynamicCache, EncoderDecoderCache, St
 from bertviz_lab.model.config import BERTConfig
 from bertviz_lab.model.hook_points import ActivationCache, Hook, HookPoint, NamesFilter
 from bertviz_lab.model.layers import BERTEmbeddings, BERTEncoder, BERTPooler
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from bertviz_lab.model.weights import LoadReport
 
 
 class BERTModelOutput(NamedTuple):
@@ -95,6 +100,7 @@ class BERTPreTrainedModel(nn.Module):
     """Shared by the backbone and the heads: config, initialisation, devices, loading and saving."""
 
     config: BERTConfig
+    load_report: LoadReport  # set by from_pretrained: what the checkpoint lacked or had besides
     base_model_prefix = "bert"
 
     def __init__(self, config: BERTConfig) -> None:
@@ -129,16 +135,16 @@ class BERTPreTrainedModel(nn.Module):
         self.hook_points()
         kernels.choose(self)
 
-    def _apply(self, fn: Any, recurse: bool = True):
+    def _apply(self, fn: Any, recurse: bool = True) -> Self:
         """Moving or casting the model (to, cuda, half, ...) gives its layers the backends for where and what their
         weights are now."""
-        super()._apply(fn, recurse)
+        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]  # torch leaves Module._apply unannotated
         kernels.choose(self)
         return self
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         """A copy or an unpickled model is given its backends like a new one, by the rules it had."""
-        super().__setstate__(state)
+        super().__setstate__(state)  # type: ignore[no-untyped-call]  # unannotated in torch
         kernels.choose(self)
 
     def set_backend(self, *, attention: str | None = None, cpu_gemm: str | None = None,
@@ -153,7 +159,7 @@ class BERTPreTrainedModel(nn.Module):
         """Every hook point by name (each point's `name` is its key here)."""
         return hooking.hook_points(self)
 
-    def hooks(self, fwd_hooks: Iterable[tuple[NamesFilter, Hook]]) -> contextlib.AbstractContextManager:
+    def hooks(self, fwd_hooks: Iterable[tuple[NamesFilter, Hook]]) -> contextlib.AbstractContextManager[nn.Module]:
         """A block in which each `(name_or_filter, hook)` is on the points it selects; `hook(tensor, point)` may
         return a replacement. Every one of them is removed on exit, also after an error."""
         return hooking.hooks(self, fwd_hooks)
@@ -175,7 +181,7 @@ class BERTPreTrainedModel(nn.Module):
     def dtype(self) -> torch.dtype:
         return next(self.parameters()).dtype
 
-    def to(self, *args: Any, **kwargs: Any):
+    def to(self, *args: Any, **kwargs: Any) -> Self:
         """Like nn.Module.to, and also accepts "auto" and "gpu" and checks the device exists."""
         from bertviz_lab.device import select_device
 
@@ -192,8 +198,8 @@ class BERTPreTrainedModel(nn.Module):
     @classmethod
     def from_pretrained(cls, path_or_weights: Any = None, *, weights: Any = None, config: BERTConfig | None = None,
                         device: str | torch.device | None = None, strict: bool = False, revision: str | None = None,
-                        cache_dir: str | os.PathLike | None = None, local_files_only: bool = False,
-                        token: str | bool | None = None):
+                        cache_dir: str | os.PathLike[str] | None = None, local_files_only: bool = False,
+                        token: str | bool | None = None) -> Self:
         """Load a checkpoint folder, a BERT_Weights entry or a Hub repo id ("bert-base-uncased"); see weights.py."""
         from bertviz_lab.model.weights import HubOptions, load_pretrained
 
@@ -201,7 +207,7 @@ class BERTPreTrainedModel(nn.Module):
         return load_pretrained(cls, weights if weights is not None else path_or_weights, config=config,
                                device=device, strict=strict, hub=hub)
 
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
+    def save_pretrained(self, directory: str | os.PathLike[str]) -> None:
         """Write config.json and model.safetensors with Hugging Face parameter names."""
         from bertviz_lab.model.weights import save_pretrained
 
@@ -237,15 +243,21 @@ class BERT(BERTPreTrainedModel):
                 raise ValueError(f"{name} is on {value.device} but the model is on {device}; "
                                  f"move it with {name}.to(model.device).")
 
-    def _check_inputs(self, input_ids, inputs_embeds, token_type_ids, position_ids, encoder_hidden_states,
-                      past_length):
+    def _check_inputs(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
+                      token_type_ids: torch.Tensor | None, position_ids: torch.Tensor | None,
+                      encoder_hidden_states: torch.Tensor | None, past_length: int) -> tuple[int, int]:
         if torch.compiler.is_compiling():  # value checks read tensors back: checked eagerly, not in compiled graphs
-            shape = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:2])
-            return shape
+            given = input_ids if input_ids is not None else inputs_embeds
+            assert given is not None  # exactly one of them, as the eager runs checked
+            rows, length = given.shape[:2]
+            return rows, length
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-        shape = self._check_ids(input_ids) if input_ids is not None else self._check_embeds(inputs_embeds)
-        name = "input_ids" if input_ids is not None else "inputs_embeds"
+        if input_ids is not None:
+            shape, name = self._check_ids(input_ids), "input_ids"
+        else:
+            assert inputs_embeds is not None  # exactly one of the two, checked above
+            shape, name = self._check_embeds(inputs_embeds), "inputs_embeds"
         if shape[0] == 0:
             raise ValueError(f"{name} has 0 rows: a batch needs at least one sequence.")
         if shape[1] == 0:
@@ -316,7 +328,9 @@ class BERT(BERTPreTrainedModel):
             raise TypeError(f"encoder_hidden_states is {states.dtype} but the model is {self.dtype}; convert them "
                             f"with encoder_hidden_states.to(model.dtype).")
 
-    def _self_attention_mask(self, attention_mask, batch, seq_len, past_length, key_len, cache_position, dtype, device):
+    def _self_attention_mask(self, attention_mask: torch.Tensor | None, batch: int, seq_len: int, past_length: int,
+                             key_len: int, cache_position: torch.Tensor | None, dtype: torch.dtype,
+                             device: torch.device) -> torch.Tensor | None:
         mask = None
         if attention_mask is not None:
             expanded = expand_mask(attention_mask, batch, seq_len, key_len, "attention_mask")
@@ -326,6 +340,7 @@ class BERT(BERTPreTrainedModel):
             if not hides_nothing:
                 mask = additive_mask(expanded, dtype)
         if self.config.is_decoder:
+            assert cache_position is not None  # forward gives a decoder its positions in the cache
             key_positions = torch.arange(key_len, device=device)
             allowed = key_positions[None, :] <= cache_position[:, None]  # (T, S)
             causal = torch.zeros((seq_len, key_len), dtype=dtype, device=device)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from bertviz_lab.model.config import BERTConfig
+
 
 class DynamicCache:
     """Grows by concatenation: one (keys, values) pair per layer, shape (B, nh, T_past, hs)."""
@@ -45,7 +47,8 @@ class StaticCache:
         self._seen = 0
 
     @classmethod
-    def for_config(cls, config, batch_size: int, max_cache_len: int, device=None, dtype=torch.float32) -> "StaticCache":
+    def for_config(cls, config: BERTConfig, batch_size: int, max_cache_len: int,
+                   device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> StaticCache:
         """A cache sized for every layer of a model with `config`."""
         return cls(config.num_hidden_layers, batch_size, config.num_attention_heads, config.head_size,
                    max_cache_len, device=device, dtype=dtype)
@@ -86,7 +89,8 @@ class EncoderDecoderCache:
         """Number of decoder positions cached."""
         return self.self_attention_cache.get_seq_length(layer_idx)
 
-    def update(self, key, value, layer_idx, cache_position=None):
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer_idx: int,
+               cache_position: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Self-attention update, delegated."""
         return self.self_attention_cache.update(key, value, layer_idx, cache_position)
 

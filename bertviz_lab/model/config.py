@@ -245,7 +245,7 @@ class BERTConfig:
                 known["num_labels"] = len(data["id2label"])
         return cls(**known, extra=extra)
 
-    def save_pretrained(self, directory: str | os.PathLike, architectures: list[str] | None = None) -> Path:
+    def save_pretrained(self, directory: str | os.PathLike[str], architectures: list[str] | None = None) -> Path:
         """Write config.json into `directory` (`architectures` names the transformers class that should load it)."""
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
@@ -257,7 +257,7 @@ class BERTConfig:
         return out
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike) -> "BERTConfig":
+    def from_pretrained(cls, path: str | os.PathLike[str]) -> "BERTConfig":
         """Read config.json from a file or a checkpoint folder; errors name the file (only a regular file of bounded
         size is read: see files.py)."""
         path = as_path(path, "a config.json file or a checkpoint folder holding one")

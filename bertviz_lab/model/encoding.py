@@ -42,7 +42,7 @@ class Truncation:
         return text
 
 
-class EncodedText(tuple):
+class EncodedText(tuple[Any, dict[str, torch.Tensor]]):
     """(encoding, model inputs), plus `.truncation`: what a text longer than the model lost.
 
     The encoding holds input_ids, token_type_ids, attention_mask and special_tokens_mask as (1, T) tensors on the
@@ -51,7 +51,7 @@ class EncodedText(tuple):
 
     truncation: Truncation
 
-    def __new__(cls, encoded: Any, inputs: dict, truncation: Truncation) -> "EncodedText":
+    def __new__(cls, encoded: Any, inputs: dict[str, torch.Tensor], truncation: Truncation) -> "EncodedText":
         self = super().__new__(cls, (encoded, inputs))
         self.truncation = truncation
         return self

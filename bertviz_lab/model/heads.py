@@ -35,7 +35,8 @@ class BERTPredictionHeadTransform(nn.Module):
         self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+        transformed: torch.Tensor = self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+        return transformed
 
 
 class BERTLMPredictionHead(nn.Module):
@@ -59,7 +60,8 @@ class BERTOnlyMLMHead(nn.Module):
         self.predictions = BERTLMPredictionHead(config)
 
     def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
-        return self.predictions(sequence_output)
+        scores: torch.Tensor = self.predictions(sequence_output)
+        return scores
 
 
 class BERTOnlyNSPHead(nn.Module):
@@ -68,7 +70,8 @@ class BERTOnlyNSPHead(nn.Module):
         self.seq_relationship = nn.Linear(config.hidden_size, 2)
 
     def forward(self, pooled_output: torch.Tensor) -> torch.Tensor:
-        return self.seq_relationship(pooled_output)
+        scores: torch.Tensor = self.seq_relationship(pooled_output)
+        return scores
 
 
 class BERTPreTrainingHeads(nn.Module):
@@ -91,7 +94,8 @@ class ELECTRADiscriminatorHead(nn.Module):
         self.dense_prediction = nn.Linear(config.hidden_size, 1)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.dense_prediction(self.activation(self.dense(hidden_states))).squeeze(-1)  # (B, T)
+        logits: torch.Tensor = self.dense_prediction(self.activation(self.dense(hidden_states)))
+        return logits.squeeze(-1)  # (B, T)
 
 
 def classifier_dropout(config: BERTConfig) -> float:
@@ -195,7 +199,8 @@ class BERTForPreTraining(BERTTaskModel):
                 inputs_embeds: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(prediction_scores (B, T, V), seq_relationship_scores (B, 2))."""
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        return self.cls(out.last_hidden_state, out.pooler_output)
+        scores: tuple[torch.Tensor, torch.Tensor] = self.cls(out.last_hidden_state, out.pooler_output)
+        return scores
 
     def get_mlm_loss(self, mlm_labels: torch.Tensor, input_ids: torch.Tensor | None = None,
                      attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None, *,
@@ -282,7 +287,8 @@ class BERTForMaskedLM(BERTTaskModel):
                 inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """Prediction scores (B, T, V)."""
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        return self.cls(out.last_hidden_state)
+        scores: torch.Tensor = self.cls(out.last_hidden_state)
+        return scores
 
     def get_loss(self, labels: torch.Tensor, input_ids: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None, *,
@@ -337,7 +343,8 @@ class BERTForCausalLM(BERTTaskModel):
         """Next-token scores (B, T, V)."""
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, encoder_hidden_states,
                         encoder_attention_mask, past_key_values, use_cache, cache_position)
-        return self.cls(out.last_hidden_state)
+        scores: torch.Tensor = self.cls(out.last_hidden_state)
+        return scores
 
     def get_loss(self, labels: torch.Tensor, input_ids: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None, *,
@@ -391,7 +398,9 @@ class BERTForNextSentencePrediction(BERTTaskModel):
                 token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """Scores (B, 2)."""
-        return self.cls(self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds).pooler_output)
+        pooled = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds).pooler_output
+        scores: torch.Tensor = self.cls(pooled)
+        return scores
 
     def get_loss(self: BERTTaskModel, labels: torch.Tensor, input_ids: torch.Tensor | None = None,
                  attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None, *,
@@ -440,7 +449,9 @@ class BERTClassifierModel(BERTTaskModel):
                 inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (B, num_labels), or (B, T, num_labels) per token."""
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        return self.classifier(self.dropout(out.last_hidden_state if self.per_token else out.pooler_output))
+        features = out.last_hidden_state if self.per_token else out.pooler_output
+        logits: torch.Tensor = self.classifier(self.dropout(features))
+        return logits
 
     def predict_labels_from_text(self, tokenizer: Any, text_a: str, text_b: str | None = None, *,
                                  device: str | torch.device | None = None) -> torch.Tensor:
@@ -534,7 +545,8 @@ class BERTForQuestionAnswering(BERTTaskModel):
         context_tokens = (encoded["token_type_ids"] == 1) & (encoded["special_tokens_mask"] == 0)
         best_start, best_end, _ = P.best_spans(start, end, max_answer_length, context_tokens)
         ids = encoded["input_ids"][0, int(best_start[0]): int(best_end[0]) + 1]
-        return tokenizer.decode(ids.tolist())
+        answer: str = tokenizer.decode(ids.tolist())
+        return answer
 
 
 class BERTForReplacedTokenDetection(BERTTaskModel):
@@ -553,9 +565,11 @@ class BERTForReplacedTokenDetection(BERTTaskModel):
                 inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """Replaced-token logits (B, T)."""
         out = self.bert(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
-        return self.discriminator_predictions(out.last_hidden_state)
+        logits: torch.Tensor = self.discriminator_predictions(out.last_hidden_state)
+        return logits
 
     def predict_replaced(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                          token_type_ids: torch.Tensor | None = None, **inputs: Any) -> torch.Tensor:
         """True where the discriminator judges a token replaced, (B, T)."""
-        return self(input_ids, attention_mask, token_type_ids, **inputs) > 0
+        logits: torch.Tensor = self(input_ids, attention_mask, token_type_ids, **inputs)
+        return logits > 0

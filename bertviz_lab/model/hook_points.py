@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import torch
 from torch import nn
@@ -42,11 +42,14 @@ class HookPoint(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
 
+    if TYPE_CHECKING:  # nn.Module's __call__ answers Any; a point hands back a tensor (its hooks' replacement)
+        def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
+
     def add_hook(self, hook: Hook) -> RemovableHandle:
         """Call `hook(x, self)` on every forward; what it returns (not None) replaces x. The handle's `remove()`
         takes it off again."""
 
-        def forward_hook(point: HookPoint, args: tuple, output: torch.Tensor) -> torch.Tensor | None:
+        def forward_hook(point: HookPoint, args: tuple[Any, ...], output: torch.Tensor) -> torch.Tensor | None:
             return hook(output, point)
 
         return self.register_forward_hook(forward_hook)
@@ -113,7 +116,7 @@ def hooks(model: nn.Module, fwd_hooks: Iterable[tuple[NamesFilter, Hook]], *,
             handle.remove()
 
 
-class ActivationCache(dict):
+class ActivationCache(dict[str, torch.Tensor]):
     """The tensors a forward pass left at its hook points, keyed by hook name (detached copies)."""
 
     def __missing__(self, key: Any) -> torch.Tensor:

@@ -52,11 +52,14 @@ def linear(layer: nn.Linear, x: torch.Tensor, gemm: kernels.PackedLinear | None)
     """layer(x) = x @ W.T + b, computed by `gemm` (the packed CPU GEMM the model was given) where it applies; a
     hooked layer is still called as a module, its hooks run around the GEMM's product."""
     if gemm is None or torch.compiler.is_compiling():
-        return layer(x)
+        plain: torch.Tensor = layer(x)
+        return plain
     if hooked(layer):
         return _hooked_linear(layer, x, gemm)
     y = gemm(x, layer.weight, layer.bias)
-    return layer(x) if y is None else y
+    if y is None:
+        y = layer(x)
+    return y
 
 
 def _hooked_linear(layer: nn.Linear, x: torch.Tensor, gemm: kernels.PackedLinear) -> torch.Tensor:
@@ -75,7 +78,8 @@ def _call_with_forward(module: nn.Module, forward: Callable[[torch.Tensor], torc
     nn.LayerNorm) for hooks and checkpoints."""
     vars(module)["forward"] = forward  # nn.Module runs the hooks around `forward`
     try:
-        return module(x)
+        y: torch.Tensor = module(x)
+        return y
     finally:
         vars(module).pop("forward", None)
 
@@ -84,7 +88,8 @@ def layer_norm(norm: nn.LayerNorm, x: torch.Tensor, fused: kernels.AddLayerNorm 
     """norm(x), in the arithmetic of the add + LayerNorm backend the layer was given where it applies (a hooked
     LayerNorm is still called as a module): a traced forward gives the output of an untraced one bit for bit."""
     if fused is None:
-        return norm(x)
+        plain: torch.Tensor = norm(x)
+        return plain
 
     def forward(x: torch.Tensor) -> torch.Tensor:
         y = fused.layer_norm(x, norm.weight, norm.bias, norm.eps)
@@ -183,7 +188,8 @@ class BERTSelfAttention(nn.Module):
         return x.view(B, T, -1, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
 
     def _project(self, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None,
-                 cache: Cache | None, cache_position: torch.Tensor | None):
+                 cache: Cache | None, cache_position: torch.Tensor | None,
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if not self.is_cross_attention:
             qkv = linear(self.qkv, hidden_states, self.linear_backend)  # (B, T, 3C)
             q, k, v = self._heads(qkv).chunk(3, dim=1)  # 3 x (B, nh, T, hs)
@@ -211,6 +217,7 @@ class BERTSelfAttention(nn.Module):
         backend, request = self.attention_backend, None if self.is_cross_attention else current_request()
         if request is not None and request.wants(self.layer_idx):
             y = self._with_statistics(q, k, v, attention_mask, dropout_p, request)
+            assert y is not None  # None only after the request's last layer, whose statistics stopped the forward
         elif backend is None or self.probs.is_watched:
             # the plain path: a hook on the probabilities sees them and may replace them
             y = self.attention(q, k, v, attention_mask, dropout_p)
@@ -288,7 +295,8 @@ class BERTAttention(nn.Module):
                 encoder_hidden_states: torch.Tensor | None = None, cache: Cache | None = None,
                 cache_position: torch.Tensor | None = None) -> torch.Tensor:
         y = self.self(hidden_states, attention_mask, encoder_hidden_states, cache, cache_position)
-        return self.output(y, hidden_states)
+        out: torch.Tensor = self.output(y, hidden_states)
+        return out
 
 
 class BERTIntermediate(nn.Module):
@@ -330,7 +338,8 @@ class BERTLayer(nn.Module):
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         """Intermediate + output on (a chunk of) the sequence."""
-        return self.output(self.intermediate(x), x)
+        y: torch.Tensor = self.output(self.intermediate(x), x)
+        return y
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 encoder_hidden_states: torch.Tensor | None = None, encoder_attention_mask: torch.Tensor | None = None,
@@ -378,4 +387,5 @@ class BERTPooler(nn.Module):
         self.linear_backend: kernels.PackedLinear | None = None  # given by the model (kernels.choose)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.activation(linear(self.dense, hidden_states[:, 0], self.linear_backend))
+        pooled: torch.Tensor = self.activation(linear(self.dense, hidden_states[:, 0], self.linear_backend))
+        return pooled

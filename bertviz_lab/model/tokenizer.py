@@ -41,7 +41,7 @@ TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, os.PathLike[str]]
 TextInput = Union[str, tuple[str, str]]
 Ids = Union[int, Sequence[int], torch.Tensor]
 
@@ -103,7 +103,7 @@ def clean_up_tokenization(text: str) -> str:
     )
 
 
-class BatchEncoding(dict):
+class BatchEncoding(dict[str, Any]):
     """The tokenizer's output: a plain dict of lists or tensors, plus .to(device) so `model(**enc.to(dev))` works."""
 
     def to(self, device: str | torch.device) -> "BatchEncoding":

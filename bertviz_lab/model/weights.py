@@ -10,7 +10,7 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import torch
 from huggingface_hub import constants as hub_constants
@@ -44,6 +44,7 @@ from bertviz_lab.util.files import (
 if TYPE_CHECKING:  # bert.py imports this module where a model loads or saves
     from bertviz_lab.model.bert import BERTPreTrainedModel
 
+Model = TypeVar("Model", bound="BERTPreTrainedModel")  # the class a checkpoint is loaded into, and what comes back
 SAFETENSORS_NAME, PYTORCH_NAME, CONFIG_NAME = "model.safetensors", "pytorch_model.bin", "config.json"
 # A sharded checkpoint (transformers' save_pretrained(max_shard_size=...)): this index maps each tensor to its shard.
 SAFETENSORS_INDEX_NAME, PYTORCH_INDEX_NAME = "model.safetensors.index.json", "pytorch_model.bin.index.json"
@@ -289,8 +290,8 @@ def _read_pytorch(pytorch_file: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def load_pretrained(cls: type, source: Any, config: BERTConfig | None = None, device: Any = None,
-                    strict: bool = False, hub: HubOptions | None = None):
+def load_pretrained(cls: type[Model], source: Any, config: BERTConfig | None = None, device: Any = None,
+                    strict: bool = False, hub: HubOptions | None = None) -> Model:
     """Build `cls` from a checkpoint folder, a BERT_Weights entry or a Hub repo id; missing heads are initialised
     and reported."""
     directory = checkpoint_folder(source, hub)
@@ -299,8 +300,8 @@ def load_pretrained(cls: type, source: Any, config: BERTConfig | None = None, de
                        name=_source_name(source, directory))
 
 
-def build_model(cls: type, config: BERTConfig, hf_state: dict[str, torch.Tensor], device: Any = None,
-                strict: bool = False, name: str = "checkpoint"):
+def build_model(cls: type[Model], config: BERTConfig, hf_state: dict[str, torch.Tensor], device: Any = None,
+                strict: bool = False, name: str = "checkpoint") -> Model:
     """`cls(config)` with the tensors of an HF-named state dict copied in; what did not match is reported."""
     model = cls(config)
     state = _align_prefix(from_hf_state_dict(hf_state, family_of(config)), model)
@@ -398,7 +399,7 @@ def _check_fits(key: str, tensor: torch.Tensor, target: torch.Tensor) -> None:
                          f"the file is damaged or not a checkpoint of this model.")
 
 
-def save_pretrained(model: BERTPreTrainedModel, directory: str | os.PathLike) -> None:
+def save_pretrained(model: BERTPreTrainedModel, directory: str | os.PathLike[str]) -> None:
     """config.json (with the matching transformers class in `architectures`) and model.safetensors."""
     path = Path(directory)
     architecture = getattr(type(model), "hf_architecture", None)
@@ -487,7 +488,7 @@ class HubOptions:
     huggingface_hub's own (HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE, as it read them when it was imported)."""
 
     revision: str | None = None
-    cache_dir: str | os.PathLike | None = None
+    cache_dir: str | os.PathLike[str] | None = None
     local_files_only: bool = False
     token: str | bool | None = None
 

@@ -12,8 +12,9 @@ from bertviz_lab.trace.attention import (
     special_token_masks,
 )
 from bertviz_lab.trace.diagram import MermaidDiagram, to_graphviz, to_mermaid
-from bertviz_lab.trace.hooks import DEFAULT_MAX_BYTES, Call, ForwardPass, Trace, trace
+from bertviz_lab.trace.hooks import DEFAULT_MAX_BYTES, Trace, trace
 from bertviz_lab.trace.interventions import ablate
+from bertviz_lab.trace.records import Call, ForwardPass
 from bertviz_lab.trace.saliency import saliency
 from bertviz_lab.trace.shapes import TensorSpec
 from bertviz_lab.trace.storage import TraceSizeError

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,7 +26,7 @@ class CallRecorder:
         self._model_ref = weakref.ref(model)
         self._open: dict[int, list[int]] = {}  # id(module) -> indices of its calls still running
         self._stack: list[int] = []  # indices of the calls now running, outermost first
-        self._producers: dict[int, tuple[weakref.ref, int]] = {}  # id(tensor) -> (ref, producing call)
+        self._producers: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}  # id(tensor) -> (ref, producing call)
         self._params: dict[int, tuple[int, int, bool]] | None = None
 
     def attach(self, model: nn.Module) -> list[RemovableHandle]:
@@ -38,7 +39,8 @@ class CallRecorder:
                 handles.append(module.register_forward_hook(self.call_end, with_kwargs=True))
         return handles
 
-    def model_start(self, model: nn.Module, args: tuple, kwargs: dict, named: dict) -> None:
+    def model_start(self, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    named: dict[str, Any]) -> None:
         """A forward of the traced model begins: its arguments are the model's input; its call is named by `named`."""
         self._producers.clear()
         self._stack.clear()
@@ -46,11 +48,11 @@ class CallRecorder:
             self._producers[id(tensor)] = (weakref.ref(tensor), MODEL_INPUT)
         self.call_start("", model, (), named)
 
-    def model_end(self, model: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
+    def model_end(self, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: object) -> None:
         self.call_end(model, args, kwargs, output)
         self._producers.clear()
 
-    def call_start(self, path: str, module: nn.Module, args: tuple, kwargs: dict) -> None:
+    def call_start(self, path: str, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         tensors = list(call_arguments(args, kwargs))
         num, trainable, shared = self._param_counts(module)
         index = len(self.calls)
@@ -63,7 +65,7 @@ class CallRecorder:
         self._open.setdefault(id(module), []).append(index)
         self._stack.append(index)
 
-    def call_end(self, module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
+    def call_end(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: object) -> None:
         running = self._open.get(id(module))
         if not running:
             return

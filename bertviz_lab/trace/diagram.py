@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from bertviz_lab.trace.graph import ArchitectureGraph, Cluster, Node, build_graph
 from bertviz_lab.trace.hooks import Trace, trace
+
+if TYPE_CHECKING:  # optional, and untyped: mypy sees its names as Any
+    import graphviz
 
 DIRECTIONS = ("LR", "RL", "TB", "TD", "BT")
 # Graphviz's look: the sans family the widgets ship (figures/fonts), so a PNG export draws the same text; light node
@@ -128,9 +131,9 @@ def to_mermaid(model_or_trace: Trace | nn.Module, input_shape: tuple[int, ...] |
 
 
 # graphviz ----------------------------------------------------------------------------------------------
-def _require_graphviz():
+def _require_graphviz() -> None:
     try:
-        import graphviz
+        import graphviz  # noqa: F401  (importing it is the check)
     except ImportError as error:
         raise ImportError("to_graphviz needs the `graphviz` Python package: pip install 'bertviz_lab[lab]' "
                           "(or pip install graphviz); to_mermaid needs nothing.") from error
@@ -138,13 +141,13 @@ def _require_graphviz():
         raise FileNotFoundError("Graphviz's `dot` program was not found on PATH: install Graphviz (Debian/Ubuntu: "
                                 "apt-get install graphviz; macOS: brew install graphviz; conda install graphviz). "
                                 "The pip package `graphviz` is only the Python binding. to_mermaid needs nothing.")
-    return graphviz
 
 
-def _dot_label(lines: list[str]):
+def _dot_label(lines: list[str]) -> str:
     import graphviz
 
-    return graphviz.nohtml("\\n".join(line.replace("\\", "\\\\") for line in lines if line))
+    label: str = graphviz.nohtml("\\n".join(line.replace("\\", "\\\\") for line in lines if line))
+    return label
 
 
 def _add_cluster(graph: Any, cluster: Cluster, font_size: float) -> None:
@@ -160,7 +163,8 @@ def _add_cluster(graph: Any, cluster: Cluster, font_size: float) -> None:
 
 def to_graphviz(model_or_trace: Trace | nn.Module, input_shape: tuple[int, ...] | None = None, inputs: Any = None,
                 depth: int | None = 3, direction: str = "LR", show_shapes: bool = True,
-                collapse_repeats: bool = True, check_dot: bool = True, font_size: float | None = None):
+                collapse_repeats: bool = True, check_dot: bool = True,
+                font_size: float | None = None) -> graphviz.Digraph:
     """The same graph as to_mermaid as a graphviz.Digraph (clusters for containers); notebooks show it as SVG.
 
     check_dot=False builds the Digraph even where Graphviz's `dot` program is missing (it cannot render then).

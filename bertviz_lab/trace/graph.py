@@ -49,7 +49,7 @@ class _Item:
 
     call: "Call"
     children: list["_Item"] = field(default_factory=list)
-    signature: tuple = ()
+    signature: tuple[object, ...] = ()  # (class name, the children's signatures), compared for equality
 
 
 def _tree(calls: list["Call"]) -> list[_Item]:

@@ -145,7 +145,7 @@ class Trace:
         except (TypeError, ValueError):
             return None
 
-    def _on_model_start(self, model: nn.Module, args: tuple, kwargs: dict) -> None:
+    def _on_model_start(self, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         current = ForwardPass(len(self.passes), sites=self._sites)
         self.passes.append(current)
         named: dict[str, Any] = dict(kwargs)
@@ -166,7 +166,7 @@ class Trace:
         if self.record_shapes:
             self._calls.model_start(model, args, kwargs, named)  # inputs named by the forward signature
 
-    def _on_model_end(self, model: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+    def _on_model_end(self, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
         if self.record_shapes:
             self._calls.model_end(model, args, kwargs, output)
 

@@ -55,7 +55,7 @@ OUTPUT_NAMES: tuple[tuple[type, tuple[str, ...]], ...] = (
 # other names of the same outputs in dictionary outputs (Hugging Face's ModelOutput keys)
 OUTPUT_ALIASES = {"prediction_logits": "mlm_logits", "seq_relationship_logits": "nsp_logits"}
 
-Target = str | tuple | Callable[[Any], torch.Tensor]
+Target = str | tuple[str | int, ...] | Callable[[Any], torch.Tensor]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,14 +72,15 @@ class Shorthand:
         if not isinstance(named.get(self.output), torch.Tensor):
             raise ValueError(f"target {self.text} needs {self.output}, but {model_name} returns "
                              f"{describe_outputs(named)}; pass a callable target for this model.")
-        logits = named[self.output]
+        logits: torch.Tensor = named[self.output]
         if logits.dim() != 1 + len(self.index):
             raise ValueError(f"target {self.text} needs {self.output} with {1 + len(self.index)} dimensions "
                              f"(batch, {', '.join(self.index_names)}), got shape {shape_text(logits)}.")
         for axis, (value, name) in enumerate(zip(self.index, self.index_names), start=1):
             if not 0 <= value < logits.shape[axis]:
                 raise ValueError(f"target {self.text}: {name} {value} is out of range [0, {logits.shape[axis]}).")
-        index = (slice(None), *self.index)  # a tuple first: mypy reads `x[(a, *b)]` as 3.11's `x[a, *b]`
+        # a tuple first: mypy reads `x[(a, *b)]` as 3.11's `x[a, *b]`
+        index: tuple[slice | int, ...] = (slice(None), *self.index)
         return logits[index]
 
 
@@ -164,7 +165,7 @@ def saliency(model: nn.Module, inputs: Mapping[str, Any], target: Target, method
 def gradient_x_input(problem: Problem, x: torch.Tensor, chunk: int) -> torch.Tensor:
     """grad * input per row (Captum's InputXGradient), `chunk` rows per forward."""
     rows = torch.arange(x.shape[0], device=x.device)
-    grads = torch.cat([problem.gradients(x[part], part) for part in rows.split(chunk)])
+    grads = torch.cat([problem.gradients(x[part], part) for part in torch.split(rows, chunk)])
     return grads * x  # (B, T, C)
 
 
@@ -175,7 +176,7 @@ def integrated_gradients(problem: Problem, x: torch.Tensor, base: torch.Tensor, 
     alphas, weights = gauss_legendre(steps, x.device)
     B, delta = x.shape[0], x - base
     total = torch.zeros(x.shape, dtype=torch.promote_types(x.dtype, torch.float32), device=x.device)
-    for flat in torch.arange(steps * B, device=x.device).split(chunk):
+    for flat in torch.split(torch.arange(steps * B, device=x.device), chunk):
         step, rows = flat // B, flat % B  # points ordered step-major, as Captum's
         points = base[rows] + alphas[step].to(x.dtype)[:, None, None] * delta[rows]  # (N, T, C)
         grads = problem.gradients(points, rows)

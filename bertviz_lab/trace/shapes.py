@@ -51,7 +51,7 @@ def iter_tensors(value: Any, name: str = "", _level: int = 0) -> Iterator[tuple[
         yield from iter_tensors(item, prefix + key, _level + 1)
 
 
-def call_arguments(args: tuple, kwargs: Mapping[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
+def call_arguments(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Iterator[tuple[str, torch.Tensor]]:
     """Tensors of a call: positional ones named arg0, arg1, ...; keyword ones by their keyword."""
     for i, arg in enumerate(args):
         yield from iter_tensors(arg, f"arg{i}")

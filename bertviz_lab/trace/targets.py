@@ -54,8 +54,9 @@ def sequence_output(output: Any) -> torch.Tensor:
     """The last layer's token vectors (B, T, C) from a backbone's output (named tuple, dict or plain tuple)."""
     if isinstance(output, Mapping):
         for name in ("last_hidden_state", "sequence_output"):
-            if isinstance(output.get(name), torch.Tensor):
-                return output[name]
+            value = output.get(name)
+            if isinstance(value, torch.Tensor):
+                return value
     hidden = getattr(output, "last_hidden_state", None)
     if isinstance(hidden, torch.Tensor):
         return hidden
@@ -66,12 +67,14 @@ def sequence_output(output: Any) -> torch.Tensor:
 
 def cls_norm(output: Any) -> torch.Tensor:
     """The length of the last layer's [CLS] vector, one score per row."""
-    return sequence_output(output)[:, 0].norm(dim=-1)
+    score: torch.Tensor = sequence_output(output)[:, 0].norm(dim=-1)
+    return score
 
 
 def mean_norm(output: Any) -> torch.Tensor:
     """The length of the mean of the last layer's token vectors: a sentence embedding, pooled as MiniLM's is."""
-    return sequence_output(output).mean(dim=1).norm(dim=-1)
+    score: torch.Tensor = sequence_output(output).mean(dim=1).norm(dim=-1)
+    return score
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +99,8 @@ class OutputLogit:
     position: int
 
     def __call__(self, output: Any) -> torch.Tensor:
-        return output[self.index][:, self.position]
+        logits: torch.Tensor = output[self.index]
+        return logits[:, self.position]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +151,8 @@ def target_choices(model: torch.nn.Module, tokenizer: Any, encoding: Mapping[str
     note = ""
 
     def name(token_id: int) -> str:
-        return tokenizer.convert_ids_to_tokens([token_id])[0]
+        token: str = tokenizer.convert_ids_to_tokens([token_id])[0]
+        return token
 
     mlm = named.get("mlm_logits")
     if mlm is not None and mlm.dim() == 3 and _is_decoder(model):
