@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from bertviz_lab import kernels
+from bertviz_lab.kernels.head_statistics import STATISTIC_NAMES
+
+# the statistics a single trace's maps give: the registry's first four (entropy, cls, sep, self), by its names
+ENTROPY, CLS, SEP, SELF = STATISTIC_NAMES[:4]
 
 if TYPE_CHECKING:
     from bertviz_lab.trace.hooks import Trace
@@ -132,9 +136,9 @@ def attention_shares(attention: torch.Tensor, is_cls: torch.Tensor, is_sep: torc
     queries = _query_mask(keys, T).to(p.dtype)
     diagonal = torch.arange(T) + (S - T)
     per_query = {
-        "cls": (p * (is_cls.cpu() & keys)[:, None, None, :].to(p.dtype)).sum(-1),
-        "sep": (p * (is_sep.cpu() & keys)[:, None, None, :].to(p.dtype)).sum(-1),
-        "self": p[:, :, torch.arange(T), diagonal],
+        CLS: (p * (is_cls.cpu() & keys)[:, None, None, :].to(p.dtype)).sum(-1),
+        SEP: (p * (is_sep.cpu() & keys)[:, None, None, :].to(p.dtype)).sum(-1),
+        SELF: p[:, :, torch.arange(T), diagonal],
     }
     count = queries.sum(-1, keepdim=True).clamp_min(1)
     return {k: ((v * queries[:, None, :]).sum(-1) / count).float() for k, v in per_query.items()}
@@ -145,9 +149,9 @@ def head_statistics(trace: "Trace", *, cls_token_id: int = 101, sep_token_id: in
     layers, mask = _layers(trace)
     is_cls, is_sep = special_token_masks(trace.input_ids, trace.tokens, cls_token_id=cls_token_id,
                                          sep_token_id=sep_token_id)
-    stats: dict[str, list[torch.Tensor]] = {"entropy": [], "cls": [], "sep": [], "self": []}
+    stats: dict[str, list[torch.Tensor]] = {ENTROPY: [], CLS: [], SEP: [], SELF: []}
     for attention in layers:
-        stats["entropy"].append(head_entropy(attention, mask))
+        stats[ENTROPY].append(head_entropy(attention, mask))
         for key, value in attention_shares(attention, is_cls, is_sep, mask).items():
             stats[key].append(value)
     return {k: torch.stack(v) for k, v in stats.items()}
