@@ -53,7 +53,8 @@ API_PAGES = {
     "api/model.md": ("bertviz_lab.model", "BERT as a student would read it: config, layers, heads, tokenizer, "
                                           "weights and the factories."),
     "api/trace.md": ("bertviz_lab.trace", "Traces of a forward pass, hook points, attention statistics, ablation, "
-                                          "saliency and architecture diagrams."),
+                                          "saliency, the logit lens, activation patching and architecture "
+                                          "diagrams."),
     "api/trace.saliency.md": ("bertviz_lab.trace.saliency", "Token saliency: integrated gradients and "
                                                             "gradient x input on the word embeddings."),
     "api/widgets.md": ("bertviz_lab.widgets", "The panels users compose, and the workbench."),
