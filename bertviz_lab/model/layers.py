@@ -9,7 +9,8 @@ for the device and dtype of its weights (bertviz_lab.kernels.choose: SDPA or the
 packed CPU weights, GELU in that GEMM's epilogue, add + LayerNorm in one GPU kernel); each computes the same thing
 faster from tensors, is reached through one call, and stands aside (answers None) where it does not apply. A layer
 whose modules someone hooks calls them as modules. HookPoints mark the tensors a trace or a hook can read or replace;
-a watched `probs` point makes its layer write the attention out. Inside `attention_statistics(...)` a self-attention
+a watched `probs` point makes its layer write the attention out, a watched `attn_out` or `mlp_out` makes its
+block add and normalise with the plain modules. Inside `attention_statistics(...)` a self-attention
 layer also answers its per-head statistics (attention_statistics.py), through the backend's `with_statistics`.
 """
 
