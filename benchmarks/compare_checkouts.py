@@ -4,6 +4,8 @@
                                                                        # and trace_overhead.py's q/k/v and shapes traces
     python benchmarks/compare_checkouts.py BASE_DIR NEW_DIR --quick    # fewer pairs (noisier)
     python benchmarks/compare_checkouts.py BASE_DIR NEW_DIR --rows minilm:1:512:yes,bert-base:1:128:shapes
+    python benchmarks/compare_checkouts.py BASE_DIR NEW_DIR --untraced # only the untraced forward rows: a change to
+                                                                       # the layers (new hook points) before/after
 
 Traced: "no" (plain forward), "yes" (`trace(model, attentions=True, shapes=False)`, as forward.py's workbench
 reads it), "qkv" (also every layer's queries, keys and values) and "shapes" (the default trace: module calls and
@@ -92,6 +94,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="5 pairs and 4 s per row instead of 15 and 12 s")
     parser.add_argument("--rows", default=None, help="only these rows, as model:batch:seq:traced,... "
                                                     "(e.g. minilm:1:32:yes; traced: no, yes, qkv, shapes)")
+    parser.add_argument("--untraced", action="store_true", help="only the untraced forward rows (traced: no), "
+                                                                   "for a change that must not slow the plain forward")
     parser.add_argument("--seconds", type=float, default=None, help="at least this long per row")
     parser.add_argument("--pairs", type=int, default=None, help="at least this many pairs per row")
     args = parser.parse_args()
@@ -105,6 +109,8 @@ def main() -> None:
     try:
         for name, batch, seq, traced in ROWS:
             if wanted is not None and f"{name}:{batch}:{seq}:{traced}" not in wanted:
+                continue
+            if args.untraced and traced != "no":
                 continue
             request = {"model": name, "batch": batch, "seq": seq, "traced": traced}
             base.time(request), new.time(request)  # warm-up (and building the model)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
@@ -159,16 +159,24 @@ class BERTPreTrainedModel(nn.Module):
         """Every hook point by name (each point's `name` is its key here)."""
         return hooking.hook_points(self)
 
-    def hooks(self, fwd_hooks: Iterable[tuple[NamesFilter, Hook]]) -> contextlib.AbstractContextManager[nn.Module]:
+    def hooks(self, fwd_hooks: Iterable[tuple[NamesFilter, Hook]] = (), *,
+              bwd_hooks: Iterable[tuple[NamesFilter, Hook]] = ()) -> contextlib.AbstractContextManager[nn.Module]:
         """A block in which each `(name_or_filter, hook)` is on the points it selects; `hook(tensor, point)` may
-        return a replacement. Every one of them is removed on exit, also after an error."""
-        return hooking.hooks(self, fwd_hooks)
+        return a replacement, and so may a backward hook `hook(grad, point)` (on the gradient of the point's tensor
+        when a backward pass inside the block reaches it). Every one of them is removed on exit, also after an
+        error."""
+        return hooking.hooks(self, fwd_hooks, bwd_hooks=bwd_hooks)
 
     def run_with_cache(self, *model_args: Any, names_filter: NamesFilter = None,
-                       device: str | torch.device | None = None, **model_kwargs: Any) -> tuple[Any, ActivationCache]:
+                       device: str | torch.device | None = None, incl_bwd: bool = False,
+                       metric: Callable[[Any], torch.Tensor] | None = None,
+                       **model_kwargs: Any) -> tuple[Any, ActivationCache]:
         """The forward's output and an ActivationCache keyed by hook name of the points `names_filter` selects (a
-        name, names, a predicate; all by default), detached, on `device` (default where they were computed)."""
-        return hooking.run_with_cache(self, *model_args, names_filter=names_filter, device=device, **model_kwargs)
+        name, names, a predicate; all by default), detached, on `device` (default where they were computed).
+        `incl_bwd=True` adds each point's gradient of `metric(output)` (a scalar) as NAME + "_grad", with grad
+        enabled for this call even under torch.no_grad() (not under torch.inference_mode(): an error)."""
+        return hooking.run_with_cache(self, *model_args, names_filter=names_filter, device=device,
+                                      incl_bwd=incl_bwd, metric=metric, **model_kwargs)
 
     def tie_weights(self) -> None:
         """Heads with an MLM decoder share its weight with the word embeddings (when configured)."""

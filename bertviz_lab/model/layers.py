@@ -9,7 +9,8 @@ for the device and dtype of its weights (bertviz_lab.kernels.choose: SDPA or the
 packed CPU weights, GELU in that GEMM's epilogue, add + LayerNorm in one GPU kernel); each computes the same thing
 faster from tensors, is reached through one call, and stands aside (answers None) where it does not apply. A layer
 whose modules someone hooks calls them as modules. HookPoints mark the tensors a trace or a hook can read or replace;
-a watched `probs` point makes its layer write the attention out. Inside `attention_statistics(...)` a self-attention
+a watched `probs` point makes its layer write the attention out, a watched `attn_out` or `mlp_out` makes its
+block add and normalise with the plain modules. Inside `attention_statistics(...)` a self-attention
 layer also answers its per-head statistics (attention_statistics.py), through the backend's `with_statistics`.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -261,9 +263,14 @@ class BERTSelfAttention(nn.Module):
 
 
 class BERTOutput(nn.Module):
-    """Projection back to the hidden size, dropout, residual, post-LayerNorm (after attention and after the MLP)."""
+    """Projection back to the hidden size, dropout, residual, post-LayerNorm (after attention and after the MLP).
 
-    def __init__(self, config: BERTConfig, in_features: int) -> None:
+    `point` names the HookPoint on the block's output before the residual add (`attn_out` after attention,
+    `mlp_out` after the feed-forward), so the names read as TransformerLens's. `heads` (attention only) adds the
+    `head_out` point: each head's context times its columns of the projection, (B, nh, T, C), formed only while a
+    hook watches it; the output is then the sum of those (possibly replaced) contributions plus the bias."""
+
+    def __init__(self, config: BERTConfig, in_features: int, point: str, heads: int = 0) -> None:
         super().__init__()
         self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -271,16 +278,38 @@ class BERTOutput(nn.Module):
         # given once per device and dtype by the model (kernels.choose); None: the plain modules
         self.linear_backend: kernels.PackedLinear | None = None
         self.add_layer_norm_backend: kernels.AddLayerNorm | None = None
+        self.heads = heads
+        if heads:
+            self.head_out = HookPoint()  # (B, nh, T, C) each head's share of the projection, only formed when watched
+        self.point_name = point
+        self.add_module(point, HookPoint())  # (B, T, C) the block's output before the residual add
+
+    @property
+    def point(self) -> HookPoint:
+        """The output's hook point (`attn_out` or `mlp_out`)."""
+        return cast(HookPoint, self._modules[self.point_name])
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        y = linear(self.dense, hidden_states, self.linear_backend)  # (B, T, C)
-        fused = self.add_layer_norm_backend  # the sum and the LayerNorm below in one pass, where it applies
-        if fused is not None and not hooked(self.LayerNorm, self.dropout):
+        if self.heads and self.head_out.is_watched:
+            y = self._from_heads(hidden_states)
+        else:
+            y = linear(self.dense, hidden_states, self.linear_backend)  # (B, T, C)
+        point, fused = self.point, self.add_layer_norm_backend  # fused: the sum and the LayerNorm in one pass
+        if fused is not None and not point.is_watched and not hooked(self.LayerNorm, self.dropout):
             norm, dropout_p = self.LayerNorm, self.dropout.p if self.training else 0.0
             out = fused(y, residual, norm.weight, norm.bias, norm.eps, dropout_p)
             if out is not None:
                 return out
-        return layer_norm(self.LayerNorm, self.dropout(y) + residual, fused)  # (B, T, C)
+        return layer_norm(self.LayerNorm, point(self.dropout(y)) + residual, fused)  # (B, T, C)
+
+    def _from_heads(self, context: torch.Tensor) -> torch.Tensor:
+        """dense(context) as the sum over heads of each head's contribution, which passes the `head_out` point (a
+        hook may replace it) first; the product is written out (no GEMM backend, no hooks of `dense`)."""
+        B, T, _ = context.shape
+        weight = self.dense.weight  # (C, nh * hs): head h owns the columns h * hs ... (h + 1) * hs
+        per_head = torch.einsum("bthd,chd->bhtc", context.view(B, T, self.heads, -1),
+                                weight.view(weight.shape[0], self.heads, -1))  # (B, nh, T, C)
+        return self.head_out(per_head).sum(dim=1) + self.dense.bias
 
 
 class BERTAttention(nn.Module):
@@ -289,7 +318,7 @@ class BERTAttention(nn.Module):
     def __init__(self, config: BERTConfig, layer_idx: int, is_cross_attention: bool = False) -> None:
         super().__init__()
         self.self = BERTSelfAttention(config, layer_idx, is_cross_attention)
-        self.output = BERTOutput(config, config.hidden_size)
+        self.output = BERTOutput(config, config.hidden_size, "attn_out", heads=config.num_attention_heads)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 encoder_hidden_states: torch.Tensor | None = None, cache: Cache | None = None,
@@ -332,8 +361,9 @@ class BERTLayer(nn.Module):
         self.attention = BERTAttention(config, layer_idx)
         if config.add_cross_attention:
             self.crossattention = BERTAttention(config, layer_idx, is_cross_attention=True)
+        self.resid_mid = HookPoint()  # (B, T, C) the residual stream the feed-forward reads
         self.intermediate = BERTIntermediate(config)
-        self.output = BERTOutput(config, config.intermediate_size)
+        self.output = BERTOutput(config, config.intermediate_size, "mlp_out")
         self.hidden = HookPoint()  # (B, T, C) the residual stream after this layer
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -350,12 +380,14 @@ class BERTLayer(nn.Module):
                 raise ValueError("encoder_hidden_states were given but this model has no cross-attention "
                                  "(build it with BERTConfig(is_decoder=True, add_cross_attention=True)).")
             x = self.crossattention(x, encoder_attention_mask, encoder_hidden_states, cache=cache)
+        x = self.resid_mid(x)
         if self.chunk_size:
             T = x.shape[1]
             if T % self.chunk_size:
                 raise ValueError(f"sequence length {T} is not a multiple of chunk_size_feed_forward={self.chunk_size}; "
                                  "pad the input or choose a chunk size that divides it.")
-            x = torch.cat([self.feed_forward(part) for part in x.split(self.chunk_size, dim=1)], dim=1)
+        if self.chunk_size and not (self.intermediate.act.is_watched or self.output.point.is_watched):
+            x = torch.cat([self.feed_forward(part) for part in torch.split(x, self.chunk_size, dim=1)], dim=1)
         else:
             x = self.feed_forward(x)
         return self.hidden(x)

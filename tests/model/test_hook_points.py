@@ -64,8 +64,9 @@ def test_every_point_of_a_bert_by_name():
     names = list(hook_points(BERT(tiny_config(num_hidden_layers=1))))
     assert names == ["embeddings.hidden", "encoder.layer.0.attention.self.q", "encoder.layer.0.attention.self.k",
                      "encoder.layer.0.attention.self.v", "encoder.layer.0.attention.self.probs",
-                     "encoder.layer.0.attention.self.context", "encoder.layer.0.intermediate.act",
-                     "encoder.layer.0.hidden"]
+                     "encoder.layer.0.attention.self.context", "encoder.layer.0.attention.output.head_out",
+                     "encoder.layer.0.attention.output.attn_out", "encoder.layer.0.resid_mid",
+                     "encoder.layer.0.intermediate.act", "encoder.layer.0.output.mlp_out", "encoder.layer.0.hidden"]
     with pytest.raises(TypeError, match="model must be a torch.nn.Module, got str"):
         hook_points("bert")
 

@@ -31,8 +31,9 @@ def probs_points(model):
 def test_hook_point_names_are_stable_and_documented():
     torch.manual_seed(0)
     model = BERT(trace_config(num_hidden_layers=2, is_decoder=True, add_cross_attention=True))
-    per_layer = [*(f"{block}.self.{name}" for block in ("attention", "crossattention")
-                   for name in ("q", "k", "v", "probs", "context")), "intermediate.act", "hidden"]
+    per_layer = [*(f"{block}.{name}" for block in ("attention", "crossattention")
+                   for name in ("self.q", "self.k", "self.v", "self.probs", "self.context", "output.head_out",
+                                "output.attn_out")), "resid_mid", "intermediate.act", "output.mlp_out", "hidden"]
     assert list(hook_points(model)) == ["embeddings.hidden", *(f"encoder.layer.{i}.{name}" for i in range(2)
                                                                for name in per_layer)]
     heads = BERTForPreTraining(trace_config(num_hidden_layers=1))
