@@ -68,7 +68,7 @@ CASES = {  # model, metric over the whole (two-row) batch's output
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("point", ["hidden"])
+@pytest.mark.parametrize("point", ["hidden", "attn_out", "mlp_out", "head_out"])
 def test_batched_grid_equals_one_forward_per_cell(point, case):
     make, metric = CASES[case]
     model = make()
