@@ -18,6 +18,7 @@ import torch
 from bertviz_lab.views.inputs import AttentionSet, check_heads
 from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.panels.attention_views import Axes, glue
+from bertviz_lab.widgets.panels.attention_views.base import PanelControls
 from bertviz_lab.widgets.panels.controls import LABEL_STYLE, labelled, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.panel import Panel
@@ -38,7 +39,7 @@ def sides(chosen: AttentionSet) -> str:
             f"({len(chosen.key_tokens)}, keys)")
 
 
-class SetSource:
+class SetSource(PanelControls):
     """What the attention views read from an AttentionMapsPanel (see attention_views.AttentionSource): the chosen
     set's maps at the chosen layer and head; no [CLS]/[SEP] choice, no colour scale choice, no query, no model."""
 
@@ -64,14 +65,6 @@ class SetSource:
         return self.chosen.name.replace(" ", "-").replace("→", "to") or "attention"
 
     @property
-    def layer(self) -> int:
-        return self.panel.layer.value
-
-    @property
-    def head(self) -> int:
-        return self.panel.head.value
-
-    @property
     def heads(self) -> list[int]:
         return list(self.panel._heads)
 
@@ -83,9 +76,6 @@ class SetSource:
     def num_layers(self) -> int:
         return len(self.chosen.layers)
 
-    @property
-    def head_view_k(self) -> int:
-        return self.panel.head_view_k
 
     def axes(self) -> Axes:
         chosen = self.chosen

@@ -99,6 +99,25 @@ class AttentionSource(Protocol):
         it has and leaves the others."""
 
 
+class PanelControls:
+    """The controls both panels' sources read alike: the layer and head dropdowns, and how many of a query's keys
+    the head view draws lines to."""
+
+    panel: Any
+
+    @property
+    def layer(self) -> int:
+        return int(self.panel.layer.value)
+
+    @property
+    def head(self) -> int:
+        return int(self.panel.head.value)
+
+    @property
+    def head_view_k(self) -> int:
+        return int(self.panel.head_view_k)
+
+
 class AttentionView:
     """One view of the attention panel's switcher: its registry entry, and how it is made, drawn and named.
 

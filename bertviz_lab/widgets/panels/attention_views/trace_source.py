@@ -14,7 +14,7 @@ import torch
 from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.panels.ablation_bar import AblationBar, AblationSource, check_ablation_mode
-from bertviz_lab.widgets.panels.attention_views.base import Axes
+from bertviz_lab.widgets.panels.attention_views.base import Axes, PanelControls
 from bertviz_lab.widgets.panels.running import evaluating
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def _open(value: T | None) -> T:
     return value
 
 
-class TraceSource:
+class TraceSource(PanelControls):
     """What the attention views read from an AttentionPanel (see base.AttentionSource)."""
 
     label, export_prefix, controls, same_tokens = "", "attention", CONTROLS, True
@@ -89,14 +89,6 @@ class TraceSource:
 
     # the controls ------------------------------------------------------------------------------------------
     @property
-    def layer(self) -> int:
-        return self.panel.layer.value
-
-    @property
-    def head(self) -> int:
-        return self.panel.head.value
-
-    @property
     def query(self) -> int | None:
         return self.panel.query.value
 
@@ -129,9 +121,6 @@ class TraceSource:
     def num_layers(self) -> int:
         return len(self.attentions)
 
-    @property
-    def head_view_k(self) -> int:
-        return self.panel.head_view_k
 
     @property
     def row(self) -> int:
