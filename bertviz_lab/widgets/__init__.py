@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what the names are, for type checkers and the API reference
     from bertviz_lab.widgets.panels.architecture import ArchitecturePanel
     from bertviz_lab.widgets.panels.attention import AttentionPanel
+    from bertviz_lab.widgets.panels.causal import CausalPanel
     from bertviz_lab.widgets.panels.corpus import CorpusPanel
     from bertviz_lab.widgets.panels.device_picker import DevicePicker
     from bertviz_lab.widgets.panels.loss_curves import LossCurves
@@ -21,13 +22,21 @@ if TYPE_CHECKING:  # what the names are, for type checkers and the API reference
     from bertviz_lab.widgets.panels.workbench import Workbench, open_view
 
 _PANELS = {
-    "ArchitecturePanel": "architecture", "AttentionPanel": "attention", "CorpusPanel": "corpus",
-    "DevicePicker": "device_picker", "LossCurves": "loss_curves", "MaskingPreview": "masking",
-    "SaliencyPanel": "saliency", "TrainingPanel": "training", "Workbench": "workbench", "open_view": "workbench",
+    "ArchitecturePanel": "architecture",
+    "AttentionPanel": "attention",
+    "CausalPanel": "causal",
+    "CorpusPanel": "corpus",
+    "DevicePicker": "device_picker",
+    "LossCurves": "loss_curves",
+    "MaskingPreview": "masking",
+    "SaliencyPanel": "saliency",
+    "TrainingPanel": "training",
+    "Workbench": "workbench",
+    "open_view": "workbench",
 }
 
-__all__ = ["ArchitecturePanel", "AttentionPanel", "CorpusPanel", "DevicePicker", "LossCurves", "MaskingPreview",
-           "SaliencyPanel", "TrainingPanel", "Workbench", "open_view"]
+__all__ = ["ArchitecturePanel", "AttentionPanel", "CausalPanel", "CorpusPanel", "DevicePicker", "LossCurves",
+           "MaskingPreview", "SaliencyPanel", "TrainingPanel", "Workbench", "open_view"]  # = _PANELS's names
 
 
 def __getattr__(name: str) -> Any:

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-ATTENTION, TAB = "attention", "tab"  # where a view lives: the attention panel's switcher, or a workbench tab
+# where a view lives: the attention panel's switcher, a workbench tab, or the Causal tab's switcher of tools
+ATTENTION, TAB, CAUSAL = "attention", "tab", "causal"
 # the attention panel's views, by name (code refers to a view through these)
 HEATMAP, HEAD_VIEW, MODEL_VIEW, NEURON_VIEW, SALIENCY = "heatmap", "head view", "model view", "neuron view", "saliency"
+# the Causal tab's tools, by name
+PATCHING, LOGIT_LENS, FFN_NEURONS = "patching", "logit lens", "ffn neurons"
+CELL_KEYS = ("arrows move between cells (Home/End: a row's ends, PageUp/PageDown: the first/last row), hover or focus "
+             "shows a cell's exact value · **Enter**/**Space** opens it")
 
 
 @dataclass(frozen=True)
@@ -69,8 +74,17 @@ REGISTRY: tuple[View, ...] = (
          keys="(loss curves) ←/→ move a step cursor (Home/End, PageUp/PageDown ten steps), ↑/↓ change chart; the "
               "values show as on hover · **Esc** hides them"),
     View("device", "Device", "where the model runs: CPU, CUDA or MPS", TAB, magic="device"),
+    View("causal", "Causal", "activation patching, the logit lens and FFN neurons on a clean and a corrupted text",
+         TAB, magic="causal"),
     View("corpus", "Corpus", "an analysed corpus: head atlas, nearest contexts, query-key maps", TAB,
          on_request=True),
+    View(PATCHING, "Patching", "the metric with one layer's state (or one head) at one position patched from the "
+         "clean run into the corrupted one: ROME's layer × token map, and a layer × head grid", CAUSAL,
+         keys=CELL_KEYS + " in the attention panel below (its layer and head)"),
+    View(LOGIT_LENS, "Logit lens", "what the masked-LM head reads after every layer at one position: top-k tokens "
+         "and their probabilities", CAUSAL, keys=CELL_KEYS + ": follows that token through the layers"),
+    View(FFN_NEURONS, "FFN neurons", "the feed-forward neurons most active at a token, one neuron over the text, and "
+         "the corpus's texts that activate it most", CAUSAL, keys=CELL_KEYS + ": a neuron becomes the one shown"),
 )
 
 ALL = "all"  # %bert_inspect --view all: the whole workbench
@@ -87,7 +101,8 @@ def view(name: str, place: str) -> View:
         if candidate.name == name:
             return candidate
     known = ", ".join(repr(v.name) for v in views(place))
-    raise ValueError(f"{'view' if place == ATTENTION else 'tab'} must be one of {known}; got {name!r}.")
+    what = {ATTENTION: "view", TAB: "tab", CAUSAL: "tool"}[place]
+    raise ValueError(f"{what} must be one of {known}; got {name!r}.")
 
 
 def magic_names() -> tuple[str, ...]:
@@ -111,9 +126,12 @@ def keys_table() -> str:
     return "\n".join(["| view | keys |", "| --- | --- |", *rows])
 
 
+PLACES = {ATTENTION: "attention panel", TAB: "workbench tab", CAUSAL: "Causal tab"}
+
+
 def views_table() -> str:
     """The docs' table of views (Markdown): where each lives, its `--view` name, what it draws, its controls."""
-    rows = [f"| {v.label} | {'attention panel' if v.place == ATTENTION else 'workbench tab'} | "
+    rows = [f"| {v.label} | {PLACES[v.place]} | "
             f"{f'`--view {v.magic}`' if v.magic else '—'} | {v.summary} | {', '.join(v.controls) or '—'} |"
             for v in REGISTRY]
     return "\n".join(["| view | where | `%bert_inspect` | shows | controls |", "| --- | --- | --- | --- | --- |",

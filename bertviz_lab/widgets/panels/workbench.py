@@ -12,6 +12,7 @@ from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.architecture import ArchitecturePanel
 from bertviz_lab.widgets.panels.attention import AttentionPanel
+from bertviz_lab.widgets.panels.causal import CausalPanel
 from bertviz_lab.widgets.panels.corpus import CorpusPanel, show_at
 from bertviz_lab.widgets.panels.device_picker import DevicePicker
 from bertviz_lab.widgets.panels.masking import MaskingPreview
@@ -27,7 +28,8 @@ TABS = tuple(view.name for view in registry.views(registry.TAB) if not view.on_r
 
 
 class Workbench(Panel):
-    """Tabs Attention · Masking · Architecture · Training · Device sharing one text (and optional sentence B).
+    """Tabs Attention · Masking · Architecture · Training · Device sharing one text (and optional sentence B), and
+    a Causal tab with texts of its own (a clean and a corrupted one).
 
     Each text (and each device move) is encoded once and run through the model once, traced; every panel reads
     that one run. Only the masking preview runs a forward of its own, on its masked copy of the text.
@@ -56,6 +58,8 @@ class Workbench(Panel):
         self.masking.offer_model_from(self.training.ensure_trainer)  # a model with an MLM head, on request
         self.training.on_new_trainer.append(self._training_restarted)
         self.device = DevicePicker(self.model, on_change=self._rerun)
+        self.causal = CausalPanel(self.model, self.tokenizer, deferred=True)  # its tool runs when the tab opens
+        self.causal.offer_model_from(self.training.ensure_trainer)
         self.tabs = widgets.Tab(children=[getattr(self, name) for name in TABS])
         for index, name in enumerate(TABS):
             self.tabs.set_title(index, registry.view(name, registry.TAB).label)
@@ -63,15 +67,21 @@ class Workbench(Panel):
         if corpus is not None:  # a Corpus tab (a Corpus or its folder): the texts it opens show in the Attention tab
             self.corpus = CorpusPanel(corpus, self.model, self.tokenizer, on_open=self.open_corpus_text)
             self.tabs.children = (*self.tabs.children, self.corpus)
+            self.causal.corpus = self.corpus.corpus  # its FFN neurons list the corpus's texts
             self.tabs.set_title(len(TABS), registry.view("corpus", registry.TAB).label)
         self.tabs.selected_index = (*TABS, "corpus").index(tab)
         for panel in self.panels().values():
             panel.on_figure_changed(self.figure_changed)
-        self.tabs.observe(lambda _: self.figure_changed(), names="selected_index")
+        self.tabs.observe(lambda _: self._tab_chosen(), names="selected_index")
         self.run_button.on_click(lambda _: self.run())
         header = widgets.VBox([self.model_header, widgets.HBox([self.text_box, self.run_button]), self.text_b_box,
                                self.error, self.predictions])
         super().__init__([header, self.tabs])
+
+    def _tab_chosen(self) -> None:
+        if self.tabs.selected_index == TABS.index("causal") and self.causal.on_screen is None:
+            self.causal.show_tool()  # the first time the tab is opened
+        self.figure_changed()
 
     def forward(self, text: str, text_b: str | None = None) -> TextRun:
         """Encode the text (pair) once and run the model on it once, traced: the run every panel reads."""
@@ -170,4 +180,6 @@ def open_view(model: torch.nn.Module | str | None = None, tokenizer: Any = None,
         return TrainingPanel()
     if shown.name == "device":
         return DevicePicker(model)
+    if shown.name == "causal":
+        return CausalPanel(model, tokenizer, clean=text, corrupted=None)
     raise ValueError(f"the {shown.name} tab does not open on its own; use the workbench.")
