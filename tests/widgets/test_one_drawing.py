@@ -14,6 +14,7 @@ from test_export_themes import GENERIC, font_families, shipped_families
 
 from bertviz_lab.widgets import ArchitecturePanel, AttentionPanel, DevicePicker, LossCurves, MaskingPreview
 from bertviz_lab.widgets.figures.export import themed
+from bertviz_lab.widgets.panels.logit_lens import LogitLensPanel
 from bertviz_lab.widgets.panels.panel import Panel
 from bertviz_lab.widgets.views.front_end import all_css
 
@@ -64,6 +65,7 @@ PANELS = {
     "masking": lambda model, tokenizer: MaskingPreview(tokenizer, TEXT, model=model),
     "loss curves": curves,
     "architecture": lambda model, tokenizer: ArchitecturePanel(model),
+    "logit lens": lambda model, tokenizer: LogitLensPanel(model, tokenizer, TEXT, track="cat"),
 }
 NEEDS = {"architecture": pytest.mark.needs_program("dot")}
 
