@@ -238,6 +238,20 @@ def chart_grid(charts: Sequence[str], columns: int = 2, title: str = "", subtitl
     return "".join(parts)
 
 
+def stacked(charts: Sequence[str], gap: int = 8) -> str:
+    """Standalone SVG drawings one under another, each at its own height, in one SVG document (nested <svg>
+    elements, as chart_grid places them): a panel's figures on screen as one export."""
+    sizes = [svg_size(chart) for chart in charts]
+    width = math.ceil(max((w for w, _ in sizes), default=0))
+    height = math.ceil(sum(h for _, h in sizes) + gap * max(0, len(charts) - 1))
+    parts, y = [svg_open(width, height, "stacked", 12)], 0.0
+    for index, (chart, (_, chart_h)) in enumerate(zip(charts, sizes)):
+        parts.append(chart.replace("<svg ", f'<svg x="0" y="{y:g}" data-chart="{index}" ', 1))
+        y += chart_h + gap
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def table_svg(headers: Sequence[str], rows: Sequence[Sequence], title: str = "", font_size: int = 12) -> str:
     """A plain table as SVG: a bold header row on a band, one text row per entry, columns as wide as their cells."""
     cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
