@@ -130,7 +130,8 @@ def test_every_magic_name_opens_its_view(magics, view):
         assert isinstance(shown, AttentionPanel) and shown.view.value == "heatmap"
     else:
         assert type(shown).__name__ == {"masking": "MaskingPreview", "architecture": "ArchitecturePanel",
-                                        "training": "TrainingPanel", "device": "DevicePicker"}[view.name]
+                                        "training": "TrainingPanel", "device": "DevicePicker",
+                                        "causal": "CausalPanel"}[view.name]
 
 
 def test_layer_and_head_only_where_the_view_has_them(magics):

@@ -29,10 +29,10 @@ def bench(pretraining_model, minilm_tokenizer) -> Workbench:
 
 
 def test_tabs_around_one_text(bench):
-    titles = [bench.tabs.get_title(i) for i in range(5)]
-    assert titles == ["Attention", "Masking", "Architecture", "Training", "Device"]
+    titles = [bench.tabs.get_title(i) for i in range(6)]
+    assert titles == ["Attention", "Masking", "Architecture", "Training", "Device", "Causal"]
     assert list(bench.tabs.children) == [bench.attention, bench.masking, bench.architecture, bench.training,
-                                         bench.device]
+                                         bench.device, bench.causal]
     assert bench.tabs.selected_index == 0
     assert (bench.attention.layer.value, bench.attention.head.value) == (1, 2)
     tokens = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", ".", "[SEP]"]
