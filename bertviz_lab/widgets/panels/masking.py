@@ -27,17 +27,16 @@ from bertviz_lab.model.pretraining import (
 from bertviz_lab.model.weights import initialised_head_note
 from bertviz_lab.trace.targets import predicts_masked_tokens, predicts_next_sentence, split_heads
 from bertviz_lab.widgets.figures.masking import KEPT_MARK, Chip, MaskingState, masking_figure
-from bertviz_lab.widgets.panels.controls import lean, toggle_buttons
+from bertviz_lab.widgets.panels.controls import toggle_buttons
 from bertviz_lab.widgets.panels.export_bar import ExportBar
+from bertviz_lab.widgets.panels.model_row import CURRENT, LABELLED, TRAINING, ModelRow
 from bertviz_lab.widgets.panels.models import named_model_and_tokenizer
-from bertviz_lab.widgets.panels.panel import Panel, error_html
+from bertviz_lab.widgets.panels.panel import Panel
 from bertviz_lab.widgets.panels.running import evaluating
 from bertviz_lab.widgets.panels.text_run import TextRun
 from bertviz_lab.widgets.views.masking_view import MaskingView
 
-LABELLED = {"description_width": "initial"}
 MODES = ("choose", "sample")  # the typed [MASK]s and the clicked tokens; BERT's random 80/10/10 masking
-CURRENT, TRAINING, NAMED = "current", "training", "name"  # where the predicting model comes from
 Prediction = tuple[int, list[tuple[str, float]]]  # (position, the top-k (token, probability), most probable first)
 
 
@@ -114,14 +113,9 @@ class MaskingPreview(Panel):
         self.resample = widgets.Button(description="resample", icon="refresh", layout=widgets.Layout(width="auto"))
         self.export = ExportBar(self, "masking")
         self.view = MaskingView()
-        self.model_choice = lean(widgets.Dropdown, options=self._model_options(), value=CURRENT,
-                                 description="predict with", style=LABELLED, layout={"width": "auto"})
-        self.model_name = widgets.Text(description="name", placeholder="runs/tiny/checkpoints, bert-base-uncased, ...",
-                                       style=LABELLED, layout=widgets.Layout(width="340px"))
-        self.load_button = widgets.Button(description="load", icon="download", layout=widgets.Layout(width="auto"))
-        self.model_message = lean(widgets.HTML)
-        self.model_choice.observe(lambda change: self._model_chosen(change["new"]), names="value")
-        self.load_button.on_click(lambda _: self._load_named())
+        self.model_row = ModelRow(self.use_model, self._own_model_name())
+        self.model_choice, self.model_name = self.model_row.choice, self.model_row.name
+        self.load_button, self.model_message = self.model_row.load_button, self.model_row.message
         self.resample.on_click(lambda _: setattr(self.seed, "value", self.seed.value + 1))
         self.mask_share.observe(self._keep_split_valid, names="value")
         self.random_share.observe(self._keep_split_valid, names="value")
@@ -132,10 +126,7 @@ class MaskingPreview(Panel):
                                 self.resample, self.export],
                                layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
         toolbar.add_class("bvl-toolbar")
-        models = widgets.HBox([self.model_choice, self.model_name, self.load_button, self.model_message],
-                              layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
-        models.add_class("bvl-toolbar")
-        super().__init__([toolbar, models, self.view])
+        super().__init__([toolbar, self.model_row, self.view])
         with self._lock:
             with self._held():
                 if run is not None and run.reads(self.model, self.tokenizer):
@@ -201,12 +192,8 @@ class MaskingPreview(Panel):
         ids, attended = self.inputs["input_ids"][0], self.inputs["attention_mask"][0].bool()
         return [] if mask_id is None else ((ids == mask_id) & attended).nonzero().squeeze(1).tolist()
 
-    def _model_options(self) -> list[tuple[str, str]]:
-        name = "no model" if self.own_model is None else type(self.own_model).__name__
-        options = [(f"this model ({name})", CURRENT)]
-        if self._model_source is not None:
-            options.append(("the Training tab's model", TRAINING))
-        return options + [("a checkpoint folder or Hub name…", NAMED)]
+    def _own_model_name(self) -> str:
+        return "no model" if self.own_model is None else type(self.own_model).__name__
 
     def set_model(self, model: torch.nn.Module | None, tokenizer: Any = None) -> None:
         """Make `model` (and its own tokenizer, if it has one) the current model, and predict with it."""
@@ -279,40 +266,11 @@ class MaskingPreview(Panel):
         self._model_source = source
         self._show_model_controls(options=True)
 
-    # the model row: what a click there does --------------------------------------------------------------
-    def _model_chosen(self, choice: str) -> None:
-        if self._holding:
-            return
-        if choice == NAMED:
-            self._show_model_controls(choosing_name=True)
-            return
-        self.model_message.value = "preparing the Training tab's model…" if choice == TRAINING else ""
-        self._try_model(choice)
-
-    def _load_named(self) -> None:
-        self._try_model(self.model_name.value)
-
-    def _try_model(self, which: str) -> None:
-        """use_model(which), its error shown in one line beside the controls, which then show the model in use."""
-        try:
-            self.use_model(which)
-            self.model_message.value = ""
-        except (ValueError, TypeError, RuntimeError, OSError) as error:
-            self.model_message.value = error_html(" ".join(str(error).split()))
-            self._show_model_controls(choosing_name=self.model_choice.value == NAMED)
-
-    def _show_model_controls(self, choosing_name: bool = False, options: bool = False) -> None:
-        """The row shows the model in use (its choices listed anew with `options`); the name box and its button
-        only while a name is being chosen or used."""
-        named = choosing_name or self.source not in (CURRENT, TRAINING)
-        with self._held():
-            if options:
-                self.model_choice.options = self._model_options()
-            self.model_choice.value = NAMED if named else self.source
-            if self.source not in (CURRENT, TRAINING):
-                self.model_name.value = self.source
-        self.model_name.layout.display = None if named else "none"
-        self.load_button.layout.display = None if named else "none"
+    def _show_model_controls(self, options: bool = False) -> None:
+        """The model row shows the model in use (its choices listed anew with `options`)."""
+        if options:
+            self.model_row.offer(own_model=self._own_model_name(), training=self._model_source is not None)
+        self.model_row.show(self.source)
 
     @property
     def has_mlm_head(self) -> bool:

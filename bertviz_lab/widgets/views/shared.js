@@ -72,13 +72,16 @@ export function redrawScheduler(draw) {
   };
 }
 
-// Draws now, then once after each batch of changes to the kernel's drawing (`svg`); returns the cleanup, what a
-// view's render returns.
-export function followDrawing(model, draw) {
+// Draws now, then once after each batch of changes to the kernel's drawing (`svg`, and the other `traits` the drawing
+// reads); returns the cleanup, what a view's render returns.
+export function followDrawing(model, draw, traits = ["svg"]) {
   const schedule = redrawScheduler(draw);
-  model.on("change:svg", schedule);
+  const events = traits.map((name) => `change:${name}`);
+  for (const event of events) model.on(event, schedule);
   draw();
-  return () => model.off("change:svg", schedule);
+  return () => {
+    for (const event of events) model.off(event, schedule);
+  };
 }
 
 // A view's frame in `el`: the outer element (class `className`: its data- attributes say what it shows), the holder
