@@ -15,6 +15,7 @@ from test_export_themes import GENERIC, font_families, shipped_families
 from bertviz_lab.widgets import ArchitecturePanel, AttentionPanel, DevicePicker, LossCurves, MaskingPreview
 from bertviz_lab.widgets.figures.export import themed
 from bertviz_lab.widgets.panels.panel import Panel
+from bertviz_lab.widgets.panels.patching import PatchingPanel
 from bertviz_lab.widgets.views.front_end import all_css
 
 TEXT = "The cat sat on the <b>mat</b> & it was warm."
@@ -64,6 +65,8 @@ PANELS = {
     "masking": lambda model, tokenizer: MaskingPreview(tokenizer, TEXT, model=model),
     "loss curves": curves,
     "architecture": lambda model, tokenizer: ArchitecturePanel(model),
+    "activation patching": lambda model, tokenizer: PatchingPanel(model, tokenizer),
+    "activation patching, heads": lambda model, tokenizer: PatchingPanel(model, tokenizer, point="head_out"),
 }
 NEEDS = {"architecture": pytest.mark.needs_program("dot")}
 
