@@ -68,13 +68,13 @@ class LogitLens:
         return rows
 
 
-def mlm_head(model: nn.Module) -> BERTLMPredictionHead:
+def mlm_head(model: nn.Module, needed_by: str = "the logit lens") -> BERTLMPredictionHead:
     """The model's masked-LM prediction head (`cls.predictions`); a model without one is an error that says how
-    to load one."""
+    to load one (`needed_by` names what needs it, e.g. "activation patching at [MASK]")."""
     head = getattr(getattr(model, "cls", None), "predictions", None)
     if not isinstance(head, BERTLMPredictionHead):
         raise ValueError(
-            f"the logit lens needs a masked-LM head, and {type(model).__name__} has none: load the checkpoint "
+            f"{needed_by} needs a masked-LM head, and {type(model).__name__} has none: load the checkpoint "
             f"with its head, e.g. BERTForMaskedLM.from_pretrained(path) or bertviz_lab.load(name) for a "
             f"checkpoint that holds one (bert-base-uncased gives BERTForPreTraining).")
     return head

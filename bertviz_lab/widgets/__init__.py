@@ -15,8 +15,11 @@ if TYPE_CHECKING:  # what the names are, for type checkers and the API reference
     from bertviz_lab.widgets.panels.causal import CausalPanel
     from bertviz_lab.widgets.panels.corpus import CorpusPanel
     from bertviz_lab.widgets.panels.device_picker import DevicePicker
+    from bertviz_lab.widgets.panels.ffn_neurons import FFNNeuronsPanel
+    from bertviz_lab.widgets.panels.logit_lens import LogitLensPanel
     from bertviz_lab.widgets.panels.loss_curves import LossCurves
     from bertviz_lab.widgets.panels.masking import MaskingPreview
+    from bertviz_lab.widgets.panels.patching import PatchingPanel
     from bertviz_lab.widgets.panels.saliency import SaliencyPanel
     from bertviz_lab.widgets.panels.training import TrainingPanel
     from bertviz_lab.widgets.panels.workbench import Workbench, open_view
@@ -27,16 +30,20 @@ _PANELS = {
     "CausalPanel": "causal",
     "CorpusPanel": "corpus",
     "DevicePicker": "device_picker",
+    "FFNNeuronsPanel": "ffn_neurons",
+    "LogitLensPanel": "logit_lens",
     "LossCurves": "loss_curves",
     "MaskingPreview": "masking",
+    "PatchingPanel": "patching",
     "SaliencyPanel": "saliency",
     "TrainingPanel": "training",
     "Workbench": "workbench",
     "open_view": "workbench",
 }
 
-__all__ = ["ArchitecturePanel", "AttentionPanel", "CausalPanel", "CorpusPanel", "DevicePicker", "LossCurves",
-           "MaskingPreview", "SaliencyPanel", "TrainingPanel", "Workbench", "open_view"]  # = _PANELS's names
+__all__ = ["ArchitecturePanel", "AttentionPanel", "CausalPanel", "CorpusPanel", "DevicePicker", "FFNNeuronsPanel",
+           "LogitLensPanel", "LossCurves", "MaskingPreview", "PatchingPanel", "SaliencyPanel", "TrainingPanel",
+           "Workbench", "open_view"]  # = _PANELS's names
 
 
 def __getattr__(name: str) -> Any:

@@ -16,6 +16,7 @@ from bertviz_lab.widgets import ArchitecturePanel, AttentionPanel, DevicePicker,
 from bertviz_lab.widgets.figures.export import themed
 from bertviz_lab.widgets.panels.logit_lens import LogitLensPanel
 from bertviz_lab.widgets.panels.panel import Panel
+from bertviz_lab.widgets.panels.patching import PatchingPanel
 from bertviz_lab.widgets.views.front_end import all_css
 
 TEXT = "The cat sat on the <b>mat</b> & it was warm."
@@ -66,6 +67,8 @@ PANELS = {
     "loss curves": curves,
     "architecture": lambda model, tokenizer: ArchitecturePanel(model),
     "logit lens": lambda model, tokenizer: LogitLensPanel(model, tokenizer, TEXT, track="cat"),
+    "activation patching": lambda model, tokenizer: PatchingPanel(model, tokenizer),
+    "activation patching, heads": lambda model, tokenizer: PatchingPanel(model, tokenizer, point="head_out"),
 }
 NEEDS = {"architecture": pytest.mark.needs_program("dot")}
 

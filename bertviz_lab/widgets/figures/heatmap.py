@@ -194,10 +194,11 @@ def _hatch(x: float, y: float, width: float, height: float) -> str:
             f"M{x + width / 2:g},{y + height:g}l{width / 2:g},{-height / 2:g}")
 
 
-def clipped_marks(codes: np.ndarray, left: float, top: float, cell_w: int, cell_h: int) -> str:
+def clipped_marks(codes: np.ndarray, left: float, top: float, cell_w: int, cell_h: int, css_class: str = "") -> str:
     """One path that outlines and hatches every cell beyond the colour scale (code 255), or '' when none is or the
     cells are too small to carry a mark (their overflow colour still sets them apart). Each cell's outline is the
-    subpath `M{x},{y}h{width}v{height}h-{width}z`, inset half a pixel."""
+    subpath `M{x},{y}h{width}v{height}h-{width}z`, inset half a pixel; `css_class` is added to the path's class (an
+    ink class where the clipped cells' colour needs another ink than the overflow colour's black)."""
     rows, cols = np.nonzero(codes == D.OVER_CODE)
     if not len(rows) or min(cell_w, cell_h) < MIN_MARKED_CELL:
         return ""
@@ -206,7 +207,8 @@ def clipped_marks(codes: np.ndarray, left: float, top: float, cell_w: int, cell_
     for r, c in zip(rows.tolist(), cols.tolist()):
         x, y = left + c * cell_w + 0.5, top + r * cell_h + 0.5
         parts.append(f"M{x:g},{y:g}h{w}v{h}h-{w}z" + (_hatch(x, y, w, h) if min(w, h) >= 7 else ""))
-    return f'<path class="bvl-clipped-mark" data-cells="{len(rows)}" d="{"".join(parts)}"/>'
+    classes = f"bvl-clipped-mark {escape(css_class)}" if css_class else "bvl-clipped-mark"
+    return f'<path class="{classes}" data-cells="{len(rows)}" d="{"".join(parts)}"/>'
 
 
 def window_slices(window: Sequence[int] | None, rows: int, cols: int) -> tuple[slice, slice]:
