@@ -19,8 +19,8 @@ def test_the_switcher_offers_the_registrys_causal_tools_and_each_is_made_when_fi
                                                                                           minilm_tokenizer):
     panel = CausalPanel(mlm_model, minilm_tokenizer, CLEAN, CORRUPTED)
     tools = registry.views(registry.CAUSAL)
-    assert panel.tool.options == tuple(v.name for v in tools) == (registry.PATCHING, registry.LOGIT_LENS,
-                                                                  registry.FFN_NEURONS)
+    assert panel.tool.options == tuple((v.label, v.name) for v in tools)
+    assert [v.name for v in tools] == [registry.PATCHING, registry.LOGIT_LENS, registry.FFN_NEURONS]
     assert list(panel.tools) == [registry.PATCHING] and panel.on_screen is panel.patching
     for view in tools:
         panel.tool.value = view.name
@@ -43,7 +43,7 @@ def test_new_texts_reach_each_tool_when_it_is_shown(mlm_model, minilm_tokenizer)
     mask = batch["input_ids"][0].tolist().index(minilm_tokenizer.mask_token_id)
     target, foil = (minilm_tokenizer.convert_tokens_to_ids(t) for t in (panel.patching.target, panel.patching.foil))
     expected = patch(mlm_model, batch, minilm_tokenizer([corrupted], return_tensors="pt"),
-                     lambda out: out.logits[0, mask, target] - out.logits[0, mask, foil])
+                     lambda logits: logits[0, mask, target] - logits[0, mask, foil])
     assert torch.allclose(result.effect, expected.effect, atol=1e-6)
     panel.set_texts(CLEAN, CORRUPTED)  # the boxes follow, without running twice
     assert (panel.clean_box.value, panel.corrupted_box.value) == (CLEAN, CORRUPTED)
@@ -72,7 +72,7 @@ def test_the_model_row_switches_every_tool_and_a_model_without_an_mlm_head_is_on
     panel = CausalPanel(backbone, minilm_tokenizer, CLEAN, CORRUPTED)
     assert "needs a masked-LM head" in panel.patching.view.message and not panel.patching.view.svg
     panel.tool.value = registry.FFN_NEURONS  # needs no head
-    assert panel.ffn_neurons.view.svg and not panel.ffn_neurons.view.message
+    assert panel.ffn_neurons.text_view.svg and not panel.ffn_neurons.text_view.message
 
     class Trainer:  # what the Training tab hands over: a model being trained and its tokenizer
         model, tokenizer = mlm_model, minilm_tokenizer

@@ -183,7 +183,7 @@ class CausalPanel(Panel):
         self.show_tool()
 
     # what a tool opens --------------------------------------------------------------------------------------
-    def open_attention(self, layer: int, head: int | None = None, position: int | None = None) -> AttentionPanel:
+    def open_attention(self, layer: int, head: int | None = None, position: int | None = None) -> None:
         """Show the clean text's attention at `layer` (and `head`; the mean of heads for None) below the tool: what a
         patching cell opens (a cell of the layer × token map gives its `position`, which the heatmap shows whole)."""
         aggregation = "head" if head is not None else "mean"
@@ -196,7 +196,6 @@ class CausalPanel(Panel):
         if head is not None:
             controls["head"] = head
         self.attention.open_view(registry.HEATMAP, **controls)
-        return self.attention
 
     def _close_attention(self) -> None:
         if self.attention is not None:
@@ -235,8 +234,9 @@ class CausalPanel(Panel):
 
     def release(self) -> None:
         """A closed panel closes the tools it made but was not showing (the one shown closed with it)."""
-        for tool in self.tools.values():
+        tools = self.__dict__.get("tools", {})  # a panel whose constructor failed made none
+        for tool in tools.values():
             if tool not in self.slot.children:
                 tool.close()
-        self.tools.clear()
+        tools.clear()
         self.attention = None

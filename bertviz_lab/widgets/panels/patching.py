@@ -334,8 +334,8 @@ class PatchingPanel(Panel):
 
     def _show_error(self, message: str) -> None:
         self.error = message
-        self.status.value = error_html(message)
-        self.view.clear("")
+        self.status.value = ""
+        self.view.clear(message)  # in the view, as the other causal tools say it
         self.figure_changed()
 
     @contextlib.contextmanager
