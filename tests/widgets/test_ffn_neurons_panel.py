@@ -19,8 +19,8 @@ import bertviz_lab
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.export import themed
 from bertviz_lab.widgets.figures.ffn_neurons import (
-    activation_text,
     corpus_texts_svg,
+    exact,
     neuron_text_svg,
     top_neurons_svg,
 )
@@ -129,10 +129,10 @@ def test_corpus_texts_figure_lists_each_text_as_a_cell():
     assert_themed(svg)
 
 
-def test_activation_text_reads_back_as_the_same_float():
+def test_exact_reads_back_as_the_same_float():
     for value in np.array([3.1415927, -0.16997, 1e-7, 12345.678], np.float32):
-        assert np.float32(activation_text(value)) == value
-    assert activation_text(3.141593) == "3.141593"
+        assert np.float32(exact(value)) == value
+    assert exact(3.141593) == "3.141593"
 
 
 # the panel ----------------------------------------------------------------------------------------------------------

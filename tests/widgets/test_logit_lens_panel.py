@@ -18,7 +18,8 @@ from bertviz_lab.model.encoding import encode_text
 from bertviz_lab.trace import LayerTop, logit_lens
 from bertviz_lab.trace.logit_lens import mlm_head
 from bertviz_lab.widgets.figures import attention_data as D
-from bertviz_lab.widgets.figures.logit_lens import TrackedToken, exact, logit_lens_svg
+from bertviz_lab.widgets.figures.cell_grid import exact
+from bertviz_lab.widgets.figures.logit_lens import TrackedToken, logit_lens_svg
 from bertviz_lab.widgets.panels.logit_lens import LogitLensPanel, vocabulary_token
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -11,6 +11,11 @@ it on hover too. A cell that opens nothing adds data-opens="false".
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import numpy as np
+
 from bertviz_lab.widgets.figures.text import escape
 
 CELL_CLASS = "bvl-cell"
@@ -25,3 +30,17 @@ def cell_attributes(row: int, col: int, tip: str, opens: bool = True) -> str:
 def cell_title(tip: str) -> str:
     """The <title> a cell carries: the same text as its data-tip, for hover where no script runs."""
     return f"<title>{escape(tip)}</title>"
+
+
+def exact(value: Any, decimals: int = 0) -> str:
+    """A number as a tip writes it: the shortest decimal that reads back as the same number (a float32's own digits
+    where it is one, as the model's outputs are: 0.312456, not 0.31245601177215576; 2.0 for two), with at least
+    `decimals` decimals; nan and ±inf by name."""
+    value = float(value)
+    if not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    single = np.float32(value)
+    text = np.format_float_positional(single if float(single) == value else np.float64(value), unique=True,
+                                      trim="0")
+    whole, _, fraction = text.partition(".")
+    return f"{whole}.{fraction.ljust(decimals, '0')}"

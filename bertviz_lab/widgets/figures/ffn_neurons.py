@@ -23,7 +23,7 @@ import numpy as np
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.atlas import colour_codes
 from bertviz_lab.widgets.figures.atlas import scale_top as nice_top
-from bertviz_lab.widgets.figures.cell_grid import CELL_CLASS, cell_attributes, cell_title
+from bertviz_lab.widgets.figures.cell_grid import CELL_CLASS, cell_attributes, cell_title, exact
 from bertviz_lab.widgets.figures.contrast import ink_class, ink_on
 from bertviz_lab.widgets.figures.heatmap import (
     LABEL_FONT,
@@ -43,15 +43,6 @@ LINE_W = 680  # px a line of the text figure holds before it wraps
 BOX_H, BOX_GAP, LINE_PITCH = 20, 3, 26  # a token's box, the gap between boxes, the distance between lines
 SCALE_TITLE = "activation after GELU (0 and below: white)"
 CORPUS_COLUMNS = ("text_id", "position", "token", "activation", "left", "right")
-
-
-def activation_text(value: Any) -> str:
-    """An activation as hover shows it: the shortest decimal that reads back as the same number of its own type (a
-    float32 from the model to float32's full precision), so a tip is the model's number, not a rounding of it."""
-    number = value if isinstance(value, np.floating) else np.float64(value)
-    if not np.isfinite(number):
-        return str(float(number))
-    return np.format_float_positional(number, unique=True, trim="0")
 
 
 def _values(activations: Any) -> np.ndarray:
@@ -108,7 +99,7 @@ def top_neurons_svg(neurons: Sequence[int], activations: Any, layer: int, positi
     top = nice_top(values)
     codes = colour_codes(values, top)
     labels = [f"neuron {n}" for n in ids]
-    shown = [minus(activation_text(v)) for v in values]
+    shown = [minus(exact(v)) for v in values]
     label_w = math.ceil(max([text_width(t, LABEL_FONT, True) for t in labels] + [40])) + 16
     value_w = math.ceil(max([text_width(t, LABEL_FONT, True) for t in shown] + [40])) + 12
     top_y = 34 + (NOTE_FONT + 8 if note else 0) + 22
@@ -125,7 +116,7 @@ def top_neurons_svg(neurons: Sequence[int], activations: Any, layer: int, positi
                  f'data-rows="{len(ids)}">')
     for rank, (neuron, value) in enumerate(zip(ids, values)):
         y = top_y + rank * ROW_H
-        tip = f"layer {int(layer)} · neuron {neuron} · at {where} · activation {activation_text(value)}"
+        tip = f"layer {int(layer)} · neuron {neuron} · at {where} · activation {exact(value)}"
         end = zero_x + BAR_AREA * (float(value) - 0.0) / (high - low) if np.isfinite(value) else zero_x
         x0, width = min(zero_x, end), max(abs(end - zero_x), 1.0)
         fill = _hex(int(codes[rank]))
@@ -201,7 +192,7 @@ def neuron_text_svg(tokens: Sequence[str], activations: Any, layer: int, neuron:
         bx, by = left + x, top_y + line * LINE_PITCH
         fill = _hex(int(codes[position]))
         tip = (f"layer {int(layer)} · neuron {int(neuron)} · {at_token(position, word)} · "
-               f"activation {activation_text(value)}")
+               f"activation {exact(value)}")
         parts.append(f'<g class="{CELL_CLASS} bvl-ffn-token"{cell_attributes(0, position, tip)} '
                      f'data-position="{position}" data-line="{line}">{cell_title(tip)}'
                      f'<rect x="{bx:g}" y="{by}" width="{widths[position]}" height="{BOX_H}" rx="3" fill="{fill}"/>'
@@ -241,7 +232,7 @@ def corpus_texts_svg(rows: Any, layer: int, neuron: int, title: str = "", note: 
     codes = colour_codes(values, top)
     title = title or f"layer {layer} · neuron {neuron} · the corpus texts where it fires most"
     note = note or f"{len(listed)} texts, each at its token of largest activation"
-    shown = [minus(activation_text(v)) for v in values]
+    shown = [minus(exact(v)) for v in values]
     lefts, rights = [cut_left(str(r[4])) for r in listed], [cut_right(str(r[5])) for r in listed]
     value_w = math.ceil(max([text_width(t, LABEL_FONT, True) for t in shown] + [60])) + 12
     id_w = math.ceil(max([text_width(f"#{int(r[0])} · {int(r[1])}", LABEL_FONT, True) for r in listed] + [60])) + 12
@@ -266,7 +257,7 @@ def corpus_texts_svg(rows: Any, layer: int, neuron: int, title: str = "", note: 
     for rank, (text_id, position, token, value, left, right) in enumerate(listed):
         y = top_y + rank * ROW_H
         tip = (f"text {int(text_id)} · {at_token(int(position), str(token))} · activation "
-               f"{activation_text(values[rank])} · {left} [{token}] {right}")
+               f"{exact(values[rank])} · {left} [{token}] {right}")
         fill = _hex(int(codes[rank]))
         parts.append(f'<g class="{CELL_CLASS} bvl-ffn-corpus-text"{cell_attributes(rank, 0, tip)} '
                      f'data-text-id="{int(text_id)}" data-position="{int(position)}">{cell_title(tip)}'

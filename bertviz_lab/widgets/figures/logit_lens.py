@@ -20,7 +20,7 @@ import numpy as np
 
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.atlas import colour_codes
-from bertviz_lab.widgets.figures.cell_grid import CELL_CLASS, cell_attributes, cell_title
+from bertviz_lab.widgets.figures.cell_grid import CELL_CLASS, cell_attributes, cell_title, exact
 from bertviz_lab.widgets.figures.contrast import ink_class, ink_on
 from bertviz_lab.widgets.figures.heatmap import BAR_W, LABEL_FONT, NOTE_FONT, TITLE_FONT, colorbar, figure_header
 from bertviz_lab.widgets.figures.text import escape, short_token, text_width
@@ -43,14 +43,6 @@ class TrackedToken:
     probs: list[float]
     ranks: list[int]
     logits: list[float]
-
-
-def exact(value: float) -> str:
-    """The shortest text that reads back as `value`: a float32's own digits where it is one (the lens's softmax is
-    float32, so 0.312456 rather than 0.31245601177215576), else Python's repr."""
-    value = float(value)
-    single = np.float32(value)
-    return str(single) if math.isfinite(value) and float(single) == value else repr(value)
 
 
 def layer_name(layer: int) -> str:

@@ -29,6 +29,7 @@ import numpy as np
 from bertviz_lab.widgets.figures import attention_data as D
 from bertviz_lab.widgets.figures.atlas import LABELLED_CELL, cell_side
 from bertviz_lab.widgets.figures.cell_grid import CELL_CLASS, cell_attributes, cell_title
+from bertviz_lab.widgets.figures.cell_grid import exact as exact_number
 from bertviz_lab.widgets.figures.contrast import ink_class, ink_on
 from bertviz_lab.widgets.figures.heatmap import (
     LABEL_FONT,
@@ -61,16 +62,8 @@ DIFFERS_MARK = "*"  # after a column label where the corrupted text has another 
 
 
 def exact(value: float) -> str:
-    """A value as the tips show it: every digit it needs to read back exactly (as float32 where it is one, as the
-    patching results are), at least four decimals; nan and ±inf by name."""
-    value = float(value)
-    if not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    single = np.float32(value)
-    text = np.format_float_positional(single if float(single) == value else np.float64(value), unique=True,
-                                      trim="-")
-    whole, _, decimals = text.partition(".")
-    return f"{whole}.{decimals.ljust(4, '0')}"
+    """A value as the patching tips and lines show it: exact, with at least four decimals."""
+    return exact_number(value, decimals=4)
 
 
 def _hex(code: int) -> str:
