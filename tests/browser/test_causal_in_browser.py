@@ -104,6 +104,11 @@ def test_the_causal_tab_renders_reads_exact_values_opens_exports_and_passes_axe(
     hovered = hover_cell(page, output, 1, 4)
     assert hovered["shown"] == hovered["tip"] and f"restores {expected}" in hovered["tip"], hovered
 
+    SCREENSHOTS.mkdir(exist_ok=True)
+    tab_picture = SCREENSHOTS / "causal_tab.png"  # the README's: the tab on its patching map
+    page.mouse.move(1, 1)
+    page.screenshot(path=str(tab_picture), clip=output.evaluate(CONTENT_BOX))
+
     # the keyboard: the arrows move between cells, Enter opens one: its layer in the attention panel below
     output.locator(GRID).first.locator('.bvl-cell[data-row="1"][data-col="4"]').focus()
     page.keyboard.press("ArrowRight")
@@ -147,7 +152,6 @@ def test_the_causal_tab_renders_reads_exact_values_opens_exports_and_passes_axe(
     page.add_script_tag(content=AXE.read_text(encoding="utf-8"))
     found: dict[str, list[dict]] = {}
     pictures = []
-    SCREENSHOTS.mkdir(exist_ok=True)
     tools = {"Patching": "activation patching", "Logit lens": "logit lens", "FFN neurons": "layer 0 ·"}
     try:
         for theme in ("light", "dark"):
@@ -164,7 +168,7 @@ def test_the_causal_tab_renders_reads_exact_values_opens_exports_and_passes_axe(
     finally:
         set_theme(page, "light")
     assert not found, f"axe-core found serious or critical violations: {found}"
-    copy_to_readme([p for p in pictures if p.name == "causal_patching_light.png"])
+    copy_to_readme([tab_picture])
 
     # the kernel gone: hover still shows the exact values the page holds
     choose_tool(page, output, "Logit lens", "logit lens")

@@ -160,7 +160,7 @@ def test_the_panel_shows_what_patch_computes(tiny, metric, point):
         row, col = int(cell.get("data-row")), int(cell.get("data-col"))
         assert np.float32(tip_numbers(cell.get("data-tip"))["restores"]) == normalized[row, col]
     assert panel.to_svg() == panel.view.svg
-    assert exact(panel.result.clean) in panel.status.value and exact(panel.result.corrupted) in panel.status.value
+    assert exact(panel.result.clean) in panel.view.svg and exact(panel.result.corrupted) in panel.view.svg
 
 
 def test_the_defaults_are_the_models_top_predictions_at_the_mask(tiny):
@@ -186,7 +186,7 @@ def test_bad_input_is_one_line(tiny, texts, tokens, needle):
     model, tokenizer = tiny
     panel = PatchingPanel(model, tokenizer, *texts, **tokens)
     assert needle in panel.error
-    assert panel.view.message == panel.error and panel.status.value == "" and "\n" not in panel.error
+    assert panel.view.message == panel.error and "\n" not in panel.error
     assert panel.view.svg == ""
     with pytest.raises(ValueError, match=re.escape(panel.error[:20])):
         panel.to_svg()
@@ -241,7 +241,7 @@ def test_the_controls_recompute_and_an_empty_target_is_the_top_prediction_again(
     panel = PatchingPanel(model, tokenizer)
     default = panel.target
     panel.target_box.value = "paris"
-    assert panel.result is not None and "paris" in panel.status.value
+    assert panel.result is not None and "paris" in panel.metric_line()
     expected = direct(model, tokenizer, "paris", panel.foil, "logit difference", "hidden")
     assert torch.allclose(panel.result.effect, expected.effect, atol=1e-6)
     panel.target_box.value = ""
@@ -282,5 +282,5 @@ def test_the_panel_escapes_what_the_model_predicts(xss_model, xss_tokenizer):
     panel = PatchingPanel(xss_model, xss_tokenizer, "the cat sat on the [MASK] .", "the dog sat on the [MASK] .",
                           foil="mat")
     assert panel.target == XSS and panel.error == ""
-    assert_safe_html(panel.status.value)
+    assert_safe_html(panel.static_html())
     assert "<img" not in panel.to_svg()

@@ -22,7 +22,6 @@ from bertviz_lab.trace.logit_lens import mlm_head
 from bertviz_lab.trace.patching import PatchResult, patch
 from bertviz_lab.trace.targets import split_heads
 from bertviz_lab.widgets.figures.patching import POINT_LABELS, POINT_TITLES, exact, head_grid_svg, patching_svg
-from bertviz_lab.widgets.figures.text import escape
 from bertviz_lab.widgets.panels.controls import LABEL_STYLE, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.model_label import model_name
@@ -144,12 +143,11 @@ class PatchingPanel(Panel):
         self.foil_box.observe(lambda change: self._typed("foil", change["new"]), names="value")
         for toggle in (self.metric_toggle, self.point_toggle):
             toggle.observe(lambda _: self._changed(), names="value")
-        self.status = lean(widgets.HTML)
         self.view = CellGridView(label="activation patching")
         self.view.on_open(self._cell_opened)
         self.export_bar = ExportBar(self, "patching")
         super().__init__([toolbar(self.target_box, self.foil_box, self.metric_toggle, self.point_toggle),
-                          self.status, self.view, self.export_bar])
+                          self.view, self.export_bar])
         self.refresh()
 
     # what the workbench and users call ---------------------------------------------------------------------
@@ -276,7 +274,6 @@ class PatchingPanel(Panel):
                                corrupted_tokens=inputs.corrupted_tokens, effect=effect, clean=result.clean,
                                corrupted=result.corrupted)
         self.error = ""
-        self.status.value = f"<div class='bvl-patching-metrics'>{escape(note)}</div>"
         self.view.show(svg, title, self.selected)
         self.export_bar.name = self.export_name()
         self.figure_changed()
@@ -334,7 +331,6 @@ class PatchingPanel(Panel):
 
     def _show_error(self, message: str) -> None:
         self.error = message
-        self.status.value = ""
         self.view.clear(message)  # in the view, as the other causal tools say it
         self.figure_changed()
 
