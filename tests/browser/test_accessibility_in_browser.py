@@ -26,6 +26,7 @@ TABS = {  # a workbench tab's title -> what its panel shows once drawn
     "Architecture": "div.bvl-diagram svg",
     "Training": "div.bvl-loss-curves svg.bvl-fig",
     "Device": "button",
+    "Causal": "div.bvl-cell-grid-view",  # the default model has no masked-LM head: patching says so in its view
 }
 ATTENTION_VIEWS = {  # a view's toggle button -> what it draws once shown
     "heatmap": "div.bvl-heatmap-view svg.bvl-heatmap",
