@@ -220,8 +220,8 @@ class ShardWriter:
         for layer in self.layers:
             if self.neurons:
                 def on_act(act: torch.Tensor, point: Any, layer: int = layer) -> None:
-                    values, positions = neurons_module.text_maxima(act, self.batch["where"])
-                    self.tops[layer].add(values.T, self.batch["text_ids"], positions.T)
+                    self.tops[layer].add_batch(act, self.batch["lengths"], self.batch["shortest"],
+                                               self.batch["text_ids"])
                     if layer == self._stop_after():
                         raise StatisticsCollected
 
@@ -332,6 +332,7 @@ class ShardWriter:
         ids, types, mask = (x.to(self.device) for x in encoded.batch(chunk, self.pad_id))
         self.batch.update(valid=mask.to(torch.float32), where=mask.bool(),
                           text_ids=torch.from_numpy(np.asarray(chunk, dtype=np.int64)).to(self.device),
+                          lengths=mask.sum(1), shortest=int(encoded.lengths[chunk].min()),
                           keys=key_masks(ids, self.cls_id, self.sep_id, self.punct))
         return ids, types, mask
 

@@ -22,13 +22,26 @@ COLUMNS = ("layer", "neuron", "text_id", "position", "activation")  # both table
 MAX_K = 10_000  # texts kept per neuron at most (the manifest's check)
 
 
-def text_maxima(act: torch.Tensor, real: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, I) float32 each text's largest activation of each neuron over its real tokens, and (B, I) the position
-    of it (the first, where two tie). `act` (B, T, I) in any dtype, `real` (B, T) bool; the reduction runs in float32
-    (a bf16 activation converts exactly, so the maximum is the one the model computed)."""
-    masked = act.float().masked_fill(~real[..., None], float("-inf"))
-    values, positions = masked.max(dim=1)
-    return values, positions
+def text_maxima(act: torch.Tensor, lengths: torch.Tensor, shortest: int) -> torch.Tensor:
+    """(B, I) float32: each text's largest activation of each neuron over its real tokens. `act` (B, T, I) in any
+    dtype; text b's real tokens are its first lengths[b], and every text has at least `shortest`: those positions are
+    read in place, only the rest (little, as batches are sorted by length) is copied to mask its padding. A maximum
+    adds nothing up, so taking it in the model's dtype and converting it to float32 gives exactly the float32
+    maximum (a bf16 value converts exactly)."""
+    values = act[:, :shortest].amax(dim=1)
+    if shortest < act.shape[1]:
+        padding = torch.arange(shortest, act.shape[1], device=act.device)[None, :] >= lengths[:, None]  # (B, T - s)
+        values = torch.maximum(values, act[:, shortest:].masked_fill(padding[..., None], float("-inf")).amax(dim=1))
+    return values.float()
+
+
+def first_positions(act: torch.Tensor, rows: torch.Tensor, neurons: torch.Tensor, values: torch.Tensor,
+                    lengths: torch.Tensor) -> torch.Tensor:
+    """(S,) the first real position where neuron neurons[s] of text rows[s] takes its maximum values[s]: found only
+    for the few (text, neuron) pairs that enter a top k (argmax over the whole batch costs 20x the maximum)."""
+    columns = act[rows, :, neurons].float()  # (S, T): exact, as the maxima were taken from these values
+    real = torch.arange(act.shape[1], device=act.device)[None, :] < lengths[rows][:, None]
+    return ((columns == values[:, None]) & real).to(torch.uint8).argmax(dim=1)
 
 
 class TopTexts:
@@ -40,6 +53,18 @@ class TopTexts:
         self.values: torch.Tensor | None = None
         self.text_ids: torch.Tensor | None = None
         self.positions: torch.Tensor | None = None
+
+    def add_batch(self, act: torch.Tensor, lengths: torch.Tensor, shortest: int, text_ids: torch.Tensor) -> None:
+        """Merge a batch's texts (its (B, T, I) activations, as text_maxima takes them, and (B,) text ids); the
+        position of a maximum is looked up only for the texts that enter the top k."""
+        values = text_maxima(act, lengths, shortest).T  # (I, B)
+        rows = torch.arange(values.shape[1], device=values.device)
+        self.add(values, text_ids, (-1 - rows).expand_as(values))  # a new entry's position: -1 - its batch row
+        assert self.values is not None and self.positions is not None  # set by add
+        new = self.positions < 0
+        neurons = new.nonzero()[:, 0]
+        rows = -1 - self.positions[new]
+        self.positions[new] = first_positions(act, rows, neurons, self.values[new], lengths)
 
     def add(self, values: torch.Tensor, text_ids: torch.Tensor, positions: torch.Tensor) -> None:
         """Merge candidates: values and positions (I, n), text ids (n,) or (I, n)."""
@@ -55,11 +80,14 @@ class TopTexts:
 
 def best(values: torch.Tensor, text_ids: torch.Tensor, positions: torch.Tensor,
          k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The first min(k, n) of each row of (I, n) candidates ordered by value (largest first), then text id: two
-    stable sorts, so equal activations (the same text twice in a corpus) rank the same in every run."""
-    by_id = torch.sort(text_ids, dim=1, stable=True).indices
-    values, text_ids, positions = (x.gather(1, by_id) for x in (values, text_ids, positions))
-    order = torch.sort(values, dim=1, descending=True, stable=True).indices[:, :k]
+    """The first min(k, n) of each row of (I, n) candidates ordered by value (largest first), then text id, so equal
+    activations (the same text twice in a corpus) rank the same in every run: one topk over an int64 key that
+    orders that way (a float32's bits made to order as integers do, then the text id reversed), a third of the time
+    of two stable sorts."""
+    bits = (values + 0.0).view(torch.int32).long()  # + 0.0: -0.0 becomes 0.0, which it equals
+    ordered = torch.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)  # negative floats' bits count the other way
+    key = (ordered << 32) + (0xFFFFFFFF - text_ids)  # text ids are below 2**32
+    order = torch.topk(key, min(k, key.shape[1]), dim=1).indices
     return values.gather(1, order), text_ids.gather(1, order), positions.gather(1, order)
 
 

@@ -21,7 +21,7 @@ from tiny_models import tiny_config
 from bertviz_lab.cli import main
 from bertviz_lab.corpus import SENTENCES, Corpus, analyze
 from bertviz_lab.corpus.analyze import ShardWriter
-from bertviz_lab.corpus.neurons import best, text_maxima
+from bertviz_lab.corpus.neurons import TopTexts, best, text_maxima
 from bertviz_lab.kernels import machine
 from bertviz_lab.model import BERT
 from bertviz_lab.trace import run_with_cache
@@ -113,12 +113,23 @@ def test_equal_activations_rank_by_text_id_whatever_order_they_come_in():
     assert kept_positions.tolist() == [[30, 50, 70]]
 
 
-def test_the_maximum_runs_in_float32_over_real_tokens_only():
-    act = torch.tensor([[[0.5, -1.0], [0.25, 3.0], [9.0, 9.0]]], dtype=torch.bfloat16)  # the last token is padding
-    real = torch.tensor([[True, True, False]])
-    values, positions = text_maxima(act, real)
-    assert values.dtype == torch.float32
-    assert values.tolist() == [[0.5, 3.0]] and positions.tolist() == [[0, 1]]
+def test_the_maximum_is_float32_over_real_tokens_only_at_the_first_position_of_equals():
+    act = torch.tensor([[[0.5, -1.0, 2.0], [0.25, 3.0, 2.0], [9.0, 9.0, 9.0]],  # text 0: 2 tokens and padding
+                        [[0.5, -1.0, 2.0], [0.25, 3.0, 1.0], [0.75, 3.0, 2.0]]], dtype=torch.bfloat16)
+    lengths = torch.tensor([2, 3])
+    assert text_maxima(act, lengths, shortest=2).dtype == torch.float32
+    top = TopTexts(k=2)
+    top.add_batch(act, lengths, 2, torch.tensor([7, 4]))
+    assert top.values.tolist() == [[0.75, 0.5], [3.0, 3.0], [2.0, 2.0]]
+    assert top.text_ids.tolist() == [[4, 7], [4, 7], [4, 7]] and top.positions.tolist() == [[2, 0], [1, 1], [0, 0]]
+    random = torch.randn(4, 9, 16)
+    lengths = torch.tensor([9, 3, 5, 7])
+    top = TopTexts(k=4)
+    top.add_batch(random, lengths, 3, torch.arange(4))
+    for b, n in enumerate(lengths.tolist()):
+        want = random[b, :n].max(dim=0)
+        kept = top.text_ids == b
+        assert torch.equal(top.values[kept], want.values) and torch.equal(top.positions[kept], want.indices)
 
 
 def test_an_interrupted_run_resumes_to_the_neuron_table_of_an_uninterrupted_one(tiny, tiny_corpus, tmp_path,
