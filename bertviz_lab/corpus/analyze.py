@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from bertviz_lab.corpus import folder, vectors
+from bertviz_lab.corpus import neurons as neurons_module
 from bertviz_lab.corpus.backbone import backbone_of, config_of
 from bertviz_lab.corpus.corpus import Corpus
 from bertviz_lab.corpus.extra import require_corpus_extra
@@ -122,6 +123,13 @@ def _checked_vectors(value: Any) -> list[str]:
     return [kind for kind in VECTOR_KINDS if kind in kinds]
 
 
+def _checked_neurons(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= neurons_module.MAX_K:
+        raise ValueError(f"neurons must be an int of 0 (keep none) to {neurons_module.MAX_K:,}, the texts kept per "
+                         f"feed-forward neuron; got {value!r}.")
+    return int(value)
+
+
 def _positive(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}.")
@@ -167,13 +175,15 @@ def default_model_name(backbone: nn.Module) -> str | None:
 
 
 class ShardWriter:
-    """Runs batches of one shard asking the model for its attention statistics (reduced on the device) and
-    keeping the requested vectors, then writes the shard's tables and arrays into a temporary folder and renames it."""
+    """Runs batches of one shard asking the model for its attention statistics (reduced on the device), keeping
+    the requested vectors and, with `neurons` > 0, each feed-forward neuron's top texts, then writes the shard's
+    tables and arrays into a temporary folder and renames it."""
 
     def __init__(self, backbone: nn.Module, tokenizer: Any, layers: list[int], heads: list[int],
-                 kinds: list[str], qk_heads: list[int], precision: str = "fp32") -> None:
+                 kinds: list[str], qk_heads: list[int], precision: str = "fp32", neurons: int = 0) -> None:
         self.backbone, self.tokenizer, self.layers, self.heads, self.kinds = backbone, tokenizer, layers, heads, kinds
-        self.qk_heads, self.precision = qk_heads, precision
+        self.qk_heads, self.precision, self.neurons = qk_heads, precision, neurons
+        self.tops: dict[int, neurons_module.TopTexts] = {}  # the shard's running top texts per layer (neurons > 0)
         self.num_heads = config_of(backbone).num_attention_heads
         self.chosen = [] if len(heads) == self.num_heads else heads  # [] for all heads
         self.device = next(backbone.parameters()).device
@@ -203,9 +213,19 @@ class ShardWriter:
 
     def _hooks(self) -> list[tuple[str, Callable[[torch.Tensor, Any], None]]]:
         """The hooks that keep the requested vectors: hidden states after a layer, queries and keys of some heads.
-        They only read, so every layer keeps its fast attention."""
+        They only read, so every layer keeps its fast attention; the feed-forward's activation, read after its fused
+        GELU, keeps its fast path too. Without hidden states kept, the last layer's activation hook ends the forward
+        (StatisticsCollected): nothing after it is needed."""
         pairs: list[tuple[str, Callable[[torch.Tensor, Any], None]]] = []
         for layer in self.layers:
+            if self.neurons:
+                def on_act(act: torch.Tensor, point: Any, layer: int = layer) -> None:
+                    self.tops[layer].add_batch(act, self.batch["lengths"], self.batch["shortest"],
+                                               self.batch["text_ids"])
+                    if layer == self._stop_after():
+                        raise StatisticsCollected
+
+                pairs.append((self._point(f"encoder.layer.{layer}.intermediate.act"), self._on_analyze_thread(on_act)))
             if "hidden" in self.kinds:
                 def on_hidden(hidden: torch.Tensor, point: Any, layer: int = layer) -> None:
                     self.batch[("hidden", layer)] = hidden[self.batch["where"]].to("cpu", torch.float16)
@@ -221,10 +241,15 @@ class ShardWriter:
                                   self._on_analyze_thread(on_qk)))
         return pairs
 
+    def _stop_after(self) -> int | None:
+        """The layer after which the forward may stop: the last analysed one, unless hidden states are kept."""
+        return self.layers[-1] if "hidden" not in self.kinds else None
+
     def _statistics(self, ids: torch.Tensor, types: torch.Tensor, mask: torch.Tensor) -> dict[int, torch.Tensor]:
         """One batch's forward, answering the model's attention statistics request for the analysed layers; it
-        stops after the last one where no hidden states after it are kept."""
-        last = self.layers[-1] if "hidden" not in self.kinds else None
+        stops after the last one where no hidden states after it are kept (after its feed-forward activation where
+        neuron maxima are kept)."""
+        last = self._stop_after() if not self.neurons else None  # the neurons' hook stops it then
         with attention_statistics(self.layers, self.batch["valid"], self.batch["keys"][:, 0],
                                   self.chosen or None, stop_after=last) as found, self.autocast():
             try:
@@ -251,6 +276,7 @@ class ShardWriter:
 
         stats, queries = [], []
         arrays: dict[tuple[str, int], list[npt.NDArray[Any]]] = {}
+        self.tops = {layer: neurons_module.TopTexts(self.neurons) for layer in self.layers} if self.neurons else {}
         with hooks(self.backbone, self._hooks(), points=self.points), torch.inference_mode():
             for start in range(0, len(text_ids), batch_size):
                 chunk = text_ids[start:start + batch_size]
@@ -295,12 +321,18 @@ class ShardWriter:
             for h, head in enumerate(self.qk_heads):
                 np.save(target / vectors.qk_files(layer, head)[0 if kind == "q" else 1], np.ascontiguousarray(
                     array[:, h]))
+        if self.neurons:
+            neurons_module.write_table(target / neurons_module.SHARD_TABLE, self.layers,
+                                       [self.tops[layer] for layer in self.layers])
+            self.tops = {}
         folder.publish(target, folder.shard_dir(out, index))
 
     def batch_inputs(self, chunk: npt.NDArray[Any], encoded: Encoded) -> tuple[torch.Tensor, ...]:
         """The batch's inputs on the device, and the per-batch state the hooks read (valid queries, key masks)."""
         ids, types, mask = (x.to(self.device) for x in encoded.batch(chunk, self.pad_id))
         self.batch.update(valid=mask.to(torch.float32), where=mask.bool(),
+                          text_ids=torch.from_numpy(np.asarray(chunk, dtype=np.int64)).to(self.device),
+                          lengths=mask.sum(1), shortest=int(encoded.lengths[chunk].min()),
                           keys=key_masks(ids, self.cls_id, self.sep_id, self.punct))
         return ids, types, mask
 
@@ -321,8 +353,10 @@ def check_precision(precision: Any, device: torch.device) -> None:
             warnings.warn(caution, stacklevel=3)
 
 
-def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_heads: int) -> None:
-    """Rank 0, once every shard is on disk: the corpus-wide head statistics, the indexes, then the manifest."""
+def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_heads: int,
+           intermediate_size: int) -> None:
+    """Rank 0, once every shard is on disk: the corpus-wide head statistics, the indexes, the neuron maxima, then
+    the manifest."""
     import duckdb
 
     shard_dirs = [folder.shard_dir(out, i) for i in range(len(shard_sizes))]
@@ -347,6 +381,11 @@ def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_head
         for layer in vector_layers:
             paths = [out / folder.INDEX / name for name in vectors.index_files(layer, sum(rows), segment_rows)]
             vectors.build_index(shard_dirs, vectors.hidden_file(layer), paths, segment_rows)
+    extra: dict[str, Any] = {}  # written only where kept, so folders without them stay as they were
+    if settings.get("neurons"):
+        neurons_module.merge_shards(shard_dirs, out / neurons_module.TABLE, settings["layers"], intermediate_size,
+                                    settings["neurons"])
+        extra = {"neurons": settings["neurons"], "intermediate_size": intermediate_size}
     qk_heads = ([[layer, head] for layer in settings["layers"] for head in settings.get("qk_heads", settings["heads"])]
                 if "qk" in settings["vectors"] else [])
     folder.write_json(out / folder.MANIFEST, {
@@ -356,14 +395,14 @@ def finish(out: Path, settings: dict[str, Any], shard_sizes: list[int], num_head
         "index_segment_rows": segment_rows, "precision": settings.get("precision", "fp32"),
         "num_texts": settings["num_texts"], "max_length": settings["max_length"],
         "shards": [{"name": folder.shard_name(i), "texts": n, "tokens": r}
-                   for i, (n, r) in enumerate(zip(shard_sizes, rows))]})
+                   for i, (n, r) in enumerate(zip(shard_sizes, rows))], **extra})
 
 
 def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike[str], *, layers: Any = None,
             heads: Any = None, vectors: Any = (), qk_heads: Any = None, batch_size: int = 32, max_length: int = 128,
             text_column: str = "text", progress: bool = True, shard_size: int = 1024,
             model_name: str | None = None, encoding: str = "utf-8", errors: str = "strict",
-            precision: str = "fp32") -> Corpus:
+            precision: str = "fp32", neurons: int = 0) -> Corpus:
     """Run `model` over the corpus `data` and write the folder `out` (per-head statistics, per-text values, tokens
     and the requested vectors: "hidden" states at `layers`, "qk" queries and keys of `qk_heads`, by default
     `heads`, at `layers`); resumes an interrupted run and returns at once where `out` holds this corpus already.
@@ -372,7 +411,12 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike[
     precision="bf16" runs the model under bf16 autocast where the hardware computes bf16 natively (AMX or
     AVX-512 BF16 CPUs, GPUs from compute capability 8.0; elsewhere one line refuses it) and keeps the attention
     statistics in float32: every share within 2e-3 and the entropy within 1e-2 nats of the fp32 run. The folder
-    records the precision."""
+    records the precision.
+
+    neurons=k keeps, for every analysed layer and every feed-forward neuron (the activation after the intermediate
+    GELU), the k texts where it fires most: each text's largest activation over its real tokens (float32), and its
+    position (Corpus.top_neuron_texts reads them). It costs a running top k per neuron in memory and no second
+    forward."""
     require_corpus_extra()
     out = Path(out)
     backbone = backbone_of(model)
@@ -385,6 +429,7 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike[
         raise ValueError(f"qk_heads={qk_heads!r} names heads whose queries and keys to keep, but vectors={vectors!r} "
                          "keeps none: add 'qk' to vectors.")
     qk_heads = heads if qk_heads is None else _checked_indices(qk_heads, config.num_attention_heads, "head")
+    neurons = _checked_neurons(neurons)
     _positive(batch_size, "batch_size")
     _positive(shard_size, "shard_size")
     if _positive(max_length, "max_length") > config.max_positions:
@@ -401,6 +446,8 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike[
         settings["qk_heads"] = qk_heads
     if precision != "fp32":  # fp32 folders keep the settings (and the hash) they had
         settings["precision"] = precision
+    if neurons:  # so do folders without neuron maxima
+        settings["neurons"] = neurons
     context = distributed.init_distributed(next(backbone.parameters()).device.type)
     writer = contextlib.ExitStack()  # rank 0 holds the folder's lock for the whole run, for every process of it
     try:
@@ -415,13 +462,14 @@ def analyze(model: nn.Module, tokenizer: Any, data: Any, out: str | os.PathLike[
         if isinstance(outcome, Exception):
             raise outcome
         if not outcome:
-            shard_writer = ShardWriter(backbone, tokenizer, layers, heads, kinds, qk_heads, precision)
+            shard_writer = ShardWriter(backbone, tokenizer, layers, heads, kinds, qk_heads, precision, neurons)
             _run_shards(shard_writer, out, shards, items, encoded, batch_size, progress and context.is_main, context)
             distributed.barrier(context)
             failure: Exception | None = None
             if context.is_main:
                 try:
-                    finish(out, settings, [len(s) for s in shards], config.num_attention_heads)
+                    finish(out, settings, [len(s) for s in shards], config.num_attention_heads,
+                           config.intermediate_size)
                 except Exception as error:  # told to every process, so none waits for a manifest that never comes
                     failure = error
             message = distributed.broadcast_object(None if failure is None else str(failure), context)

@@ -42,6 +42,9 @@ def add_corpus_parser(commands: Any) -> argparse.ArgumentParser:
                              "for query-key maps), e.g. hidden,qk (default: none)")
     corpus.add_argument("--qk-heads", type=_int_list,
                         help="with --vectors qk: the heads whose queries and keys to keep, e.g. 2,7 (default: --heads)")
+    corpus.add_argument("--neurons", type=int, default=0, metavar="K",
+                        help="keep, for every analysed layer and every feed-forward neuron (after the GELU), the K "
+                             "texts where it fires most, for Corpus.top_neuron_texts (default: 0, none)")
     corpus.add_argument("--text-column", default="text", help="the text column of .jsonl/.csv/.parquet (default: text)")
     corpus.add_argument("--encoding", default="utf-8",
                         help="the encoding of a .txt/.jsonl/.csv file, any Python codec (default: utf-8)")
@@ -102,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
                              vectors=args.vectors, qk_heads=args.qk_heads, batch_size=args.batch_size,
                              max_length=args.max_length, text_column=args.text_column,
                              progress=not args.no_progress, shard_size=args.shard_size, model_name=args.model,
-                             encoding=args.encoding, errors=args.errors, precision=args.precision)
+                             encoding=args.encoding, errors=args.errors, precision=args.precision,
+                             neurons=args.neurons)
     except KeyboardInterrupt as error:
         print(f"bertviz-lab corpus: interrupted {_progress(args.out)}; rerun the same command to resume.",
               file=sys.stderr)
@@ -115,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"{where}: {why} {_progress(args.out)}; rerun the same command to resume.")
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"{corpus.num_texts} texts, layers {corpus.layers}, {len(corpus.heads)} heads per layer, vectors "
-              f"{', '.join(corpus.manifest['vectors']) or 'none'}: {corpus.path}")
+              f"{', '.join(corpus.manifest['vectors']) or 'none'}"
+              f"{f', top {args.neurons} texts per neuron' if corpus.neuron_layers else ''}: {corpus.path}")
     return 0
 
 

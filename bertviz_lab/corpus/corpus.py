@@ -10,12 +10,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bertviz_lab.corpus import folder, vectors
+from bertviz_lab.corpus import folder, neurons, vectors
 from bertviz_lab.corpus import manifest as checks
 from bertviz_lab.corpus.extra import require_corpus_extra
 from bertviz_lab.corpus.statistics import STATISTICS
 
-CONTEXT = 5  # tokens of context on each side of a nearest match
+CONTEXT = 5  # tokens of context on each side of a nearest match or a neuron's maximum
+# a text as one string: text_a, or text_a [SEP] text_b (SQL over `texts t`, our own text, no value in it)
+WHOLE_TEXT = "case when t.text_b is null then t.text_a else t.text_a || ' [SEP] ' || t.text_b end"
+
+
+def context(tokens: Any, position: int) -> tuple[str, str]:
+    """(left, right): up to CONTEXT tokens of a text before and after its token `position`, each joined by spaces."""
+    return (" ".join(tokens[max(0, position - CONTEXT):position]),
+            " ".join(tokens[position + 1:position + 1 + CONTEXT]))
 
 
 class Corpus:
@@ -74,6 +82,11 @@ class Corpus:
     def qk_heads(self) -> list[tuple[int, int]]:
         return [(int(layer), int(head)) for layer, head in self.manifest["qk_heads"]]
 
+    @property
+    def neuron_layers(self) -> list[int]:
+        """The layers whose feed-forward neurons have their top texts kept (analyze(..., neurons=K)); [] for none."""
+        return self.layers if self.manifest.get("neurons") else []
+
     def __repr__(self) -> str:
         return (f"Corpus({str(self.path)!r}: {self.num_texts} texts, layers {self.layers}, {len(self.heads)} heads, "
                 f"model {self.model_name})")
@@ -99,6 +112,8 @@ class Corpus:
                 for table in checks.TABLES:  # file names go in as values, never as SQL text
                     con.read_parquet([str(d / f"{table}.parquet") for d in dirs]).create_view(table)
                 con.read_parquet(str(self.path / folder.HEAD_STATS)).create_view("head_stats")
+                if self.neuron_layers:
+                    con.read_parquet(str(self.path / neurons.TABLE)).create_view("neuron_maxima")
             except BaseException:
                 con.close()
                 raise
@@ -123,9 +138,9 @@ class Corpus:
         _check_k(k)
         order = "desc" if largest else "asc"
         return self.sql(
-            f"select s.text_id, case when t.text_b is null then t.text_a else t.text_a || ' [SEP] ' || t.text_b end "
-            f"as text, s.{stat} as value, s.queries from text_stats s join texts t using (text_id) "
-            f"where s.layer = ? and s.head = ? order by value {order}, s.text_id limit ?", [layer, head, int(k)])
+            f"select s.text_id, {WHOLE_TEXT} as text, s.{stat} as value, s.queries from text_stats s "
+            f"join texts t using (text_id) where s.layer = ? and s.head = ? order by value {order}, s.text_id limit ?",
+            [layer, head, int(k)])
 
     def _check_head(self, layer: int, head: int) -> None:
         if layer not in self.layers:
@@ -260,9 +275,9 @@ class Corpus:
         for row, score in sorted(zip(rows.tolist(), scores.tolist()), key=lambda pair: (-pair[1], pair[0])):
             start = row - int(positions[row])
             end = start + int(np.searchsorted(text_ids[start:], text_ids[row], side="right"))
+            left, right = context(tokens[start:end], int(positions[row]))
             records.append({"text_id": int(text_ids[row]), "position": int(positions[row]), "token": tokens[row],
-                            "left": " ".join(tokens[max(start, row - CONTEXT):row]),
-                            "right": " ".join(tokens[row + 1:min(end, row + 1 + CONTEXT)]), "score": score})
+                            "left": left, "right": right, "score": score})
         return pd.DataFrame.from_records(records, columns=["text_id", "position", "token", "left", "right", "score"])
 
     def _index(self, layer: int) -> list[Path] | None:
@@ -302,6 +317,53 @@ class Corpus:
                              "text_id": np.tile(text_ids[rows], 2).astype(np.int64),
                              "position": np.tile(positions[rows], 2).astype(np.int64),
                              "token": np.tile(tokens[rows], 2), "x": xy[:, 0], "y": xy[:, 1]})
+
+    # neurons --------------------------------------------------------------------------------------------------
+    def top_neuron_texts(self, layer: int, neuron: int, k: int = 5) -> Any:
+        """The k texts where feed-forward neuron `neuron` of `layer` (its activation after the intermediate GELU)
+        fires most, best first: text_id, position and token of the text's largest activation, the activation, a few
+        tokens of context on each side (left, right, as nearest() gives them) and the whole text."""
+        import pandas as pd
+
+        self._check_neuron(layer, neuron)
+        _check_k(k)
+        kept = neurons.kept(self.manifest)
+        if k > kept:
+            raise ValueError(f"k={k} is more than the {kept} texts this corpus keeps per neuron; analyze with "
+                             f"neurons={int(k)} or more to keep more.")
+        top = self.connection.execute(
+            f"select n.text_id, n.position, n.activation, {WHOLE_TEXT} as text from neuron_maxima n join texts t "
+            "using (text_id) where n.layer = ? and n.neuron = ? order by n.activation desc, n.text_id limit ?",
+            [int(layer), int(neuron), int(k)]).fetchall()
+        ids = sorted({row[0] for row in top})
+        found = self.connection.execute(  # the placeholders' count is ours; the ids go in as values
+            f"select text_id, list(token order by position) from tokens where text_id in ({', '.join('?' * len(ids))}) "
+            "group by text_id", ids).fetchall() if ids else []
+        tokens = dict(found)
+        records = []
+        for text_id, position, activation, text in top:
+            words = tokens.get(text_id) or []
+            if not 0 <= position < len(words):
+                raise ValueError(f"{neurons.TABLE} names position {position} of text {text_id}, which has "
+                                 f"{len(words)} tokens; {folder.DAMAGED}.")
+            left, right = context(words, position)
+            records.append({"text_id": text_id, "position": position, "token": words[position],
+                            "activation": activation, "left": left, "right": right, "text": text})
+        return pd.DataFrame.from_records(records, columns=["text_id", "position", "token", "activation", "left",
+                                                           "right", "text"])
+
+    def _check_neuron(self, layer: int, neuron: int) -> None:
+        """One line where the corpus keeps no neuron maxima of `layer`, or `neuron` is not one of its neurons."""
+        if not self.neuron_layers:
+            raise ValueError("this corpus keeps no neuron maxima; run analyze(..., neurons=K) or bertviz-lab corpus "
+                             "--neurons K to keep each feed-forward neuron's top K texts.")
+        if isinstance(layer, bool) or layer not in self.neuron_layers:
+            raise ValueError(f"layer {layer!r} has no neuron maxima; this corpus keeps them for layers "
+                             f"{self.neuron_layers}.")
+        width = int(self.manifest["intermediate_size"])
+        if isinstance(neuron, bool) or not isinstance(neuron, (int, np.integer)) or not 0 <= neuron < width:
+            raise ValueError(f"neuron {neuron!r} does not exist: layer {layer} has {width} feed-forward neurons "
+                             f"(0-{width - 1}).")
 
     def close(self) -> None:
         """Close the DuckDB connection (reopened on the next query)."""

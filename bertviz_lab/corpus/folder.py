@@ -5,6 +5,8 @@ written shards are temporary directories that the next run removes and recompute
     out/settings.json            what the corpus was analysed with (and its hash): a rerun must match it
     out/shards/00000/            texts, tokens, text_stats (.parquet); hidden-L{l}.npy, q-L{l}-H{h}.npy, k-...npy
     out/head_stats.parquet       the token-weighted means over the whole corpus
+    out/neuron_maxima.parquet    with neurons=k: each feed-forward neuron's top k texts (shards/*/neurons.parquet:
+                                 each shard's own, merged into it at the end; bertviz_lab.corpus.neurons)
     out/index/hidden-L{l}-{j}.usearch  segment j of the HNSW index of layer l's hidden states (only above
                                  vectors.EXACT_UP_TO of them; manifest's index_segment_rows vectors a segment)
     out/manifest.json            written last: complete, shard list, layers, heads, vectors, model name

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from bertviz_lab.corpus import folder, vectors
+from bertviz_lab.corpus import folder, neurons, vectors
 from bertviz_lab.util.files import first_line, named, shown
 
 MAX_MANIFEST_BYTES = 64 << 20  # ~1,000 times the manifest of a million texts in shards of 1,024
@@ -154,6 +154,9 @@ def check_schema(manifest: dict[str, Any], path: Path) -> None:
     if precision not in ("fp32", "bf16"):
         raise ManifestError(f"{named(path)}: field 'precision' is {shown(precision)}, not 'fp32' or 'bf16'; "
                             f"{DAMAGED}.")
+    if "neurons" in manifest or "intermediate_size" in manifest:  # both absent where no neuron maxima are kept
+        integer(field(manifest, "neurons", path), "neurons", path, 1, neurons.MAX_K)
+        integer(field(manifest, "intermediate_size", path), "intermediate_size", path, 1, MAX_LENGTH)
     num_texts = integer(field(manifest, "num_texts", path), "num_texts", path, 0)
     integer(field(manifest, "max_length", path), "max_length", path, 2, MAX_LENGTH)
     shards = field(manifest, "shards", path)
@@ -200,12 +203,29 @@ def check_files(out: Path, manifest: dict[str, Any]) -> None:
         for layer, head in manifest["qk_heads"]:
             for name in vectors.qk_files(layer, head):
                 check_vectors(out, shard / name, tokens)
+    if manifest.get("neurons"):
+        check_neuron_table(out, manifest)
     segment_rows = manifest.get("index_segment_rows")
     if segment_rows:
         rows = sum(entry["tokens"] for entry in manifest["shards"])
         for layer in manifest["vector_layers"]:
             for name in vectors.index_files(layer, rows, segment_rows):
                 regular_file(out, out / folder.INDEX / name)  # its graph is checked when a search first opens it
+
+
+NEURON_SCHEMA = {"layer": "int16", "neuron": "int32", "text_id": "int64", "position": "int32", "activation": "float"}
+
+
+def check_neuron_table(out: Path, manifest: dict[str, Any]) -> None:
+    """The neuron maxima: kept texts x neurons x layers rows of the columns neurons.COLUMNS, of their types."""
+    import pyarrow.parquet as pq
+
+    path = out / neurons.TABLE
+    check_parquet(out, path, len(manifest["layers"]) * manifest["intermediate_size"] * neurons.kept(manifest))
+    schema = pq.read_schema(path)
+    found = {name: str(schema.field(name).type) for name in schema.names}
+    if found != NEURON_SCHEMA:
+        raise ManifestError(f"{named(path)} holds the columns {shown(found)}, not {NEURON_SCHEMA}; {DAMAGED}.")
 
 
 def check_parquet(out: Path, path: Path, rows: int) -> None:
@@ -247,4 +267,6 @@ def check_vectors(out: Path, path: Path, rows: int) -> None:
 def data_files(out: Path, manifest: dict[str, Any]) -> list[str]:
     """Every file the tables read: what the DuckDB connection over the folder may open, and nothing else."""
     shards = [out / folder.SHARDS / entry["name"] for entry in manifest["shards"]]
-    return [str(out / folder.HEAD_STATS)] + [str(shard / f"{table}.parquet") for shard in shards for table in TABLES]
+    extra = [str(out / neurons.TABLE)] if manifest.get("neurons") else []
+    tables = [str(shard / f"{table}.parquet") for shard in shards for table in TABLES]
+    return [str(out / folder.HEAD_STATS)] + extra + tables
