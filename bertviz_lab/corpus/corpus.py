@@ -87,6 +87,11 @@ class Corpus:
         """The layers whose feed-forward neurons have their top texts kept (analyze(..., neurons=K)); [] for none."""
         return self.layers if self.manifest.get("neurons") else []
 
+    @property
+    def neurons_kept(self) -> int:
+        """How many top texts each feed-forward neuron has (analyze's `neurons=`); 0 where none were kept."""
+        return neurons.kept(self.manifest) if self.manifest.get("neurons") else 0
+
     def __repr__(self) -> str:
         return (f"Corpus({str(self.path)!r}: {self.num_texts} texts, layers {self.layers}, {len(self.heads)} heads, "
                 f"model {self.model_name})")

@@ -77,7 +77,8 @@ def test_every_neurons_top_texts_equal_a_brute_force_run_of_each_text_alone(tiny
     model, tokenizer = tiny
     reference = brute_force(model, tokenizer, TEXTS)
     shards = shard_of(tiny_corpus)
-    assert tiny_corpus.neuron_layers == [0, 1] and tiny_corpus.manifest["intermediate_size"] == 128
+    assert tiny_corpus.neuron_layers == [0, 1] and tiny_corpus.neurons_kept == K
+    assert tiny_corpus.manifest["intermediate_size"] == 128
     spanning = 0
     for layer in (0, 1):
         values, positions = reference[layer]
@@ -175,7 +176,7 @@ def test_neurons_0_writes_the_folder_it_always_wrote_and_neurons_change_no_other
                                     "num_texts", "max_length", "shards"}
     settings = json.loads((tmp_path / "c" / "settings.json").read_text(encoding="utf-8"))["settings"]
     assert "neurons" not in settings  # so the hash of a folder from before is the hash of this one
-    assert corpus.neuron_layers == []
+    assert corpus.neuron_layers == [] and corpus.neurons_kept == 0
 
 
 def test_bad_requests_are_one_line(tiny, tiny_corpus, tmp_path):

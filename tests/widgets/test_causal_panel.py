@@ -103,3 +103,25 @@ def test_the_static_copy_names_the_texts_escaped(mlm_model, minilm_tokenizer):
     html = panel.static_html()
     assert "<img" not in html and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
     assert panel.on_screen.to_svg() in html
+
+
+def test_the_ffn_neurons_list_a_corpus_analysed_with_neuron_maxima_and_open_its_texts(mlm_model, minilm_tokenizer,
+                                                                                      tmp_path):
+    from bertviz_lab.corpus import analyze
+
+    texts = ["The river bank was muddy.", "She paid at the bank.", "A capital idea.", "Paris is the capital.",
+             "The cat sat on the mat."]
+    corpus = analyze(mlm_model, minilm_tokenizer, texts, tmp_path / "corpus", neurons=3, progress=False)
+    panel = CausalPanel(mlm_model, minilm_tokenizer, CLEAN, CORRUPTED, tool=registry.FFN_NEURONS, corpus=corpus)
+    neurons = panel.ffn_neurons
+    neurons.set(layer=1, neuron=7)
+    listed = corpus.top_neuron_texts(1, 7, k=3)
+    assert corpus.neurons_kept == 3 and neurons.corpus_view.svg and not neurons.corpus_view.message  # 3 of 5 asked
+    assert neurons.corpus_view.svg.count('class="bvl-cell') == len(listed) == 3
+    neurons.corpus_view.open_cell(0, 0)  # the text where neuron 7 of layer 1 fires most becomes the clean text
+    first = texts[int(listed["text_id"].iloc[0])]
+    assert panel.clean == first and panel.clean_box.value == first and neurons.text == first
+    assert (neurons.layer.value, neurons.chosen_neuron, neurons.position.value) == (
+        1, 7, int(listed["position"].iloc[0]))
+    assert float(neurons.activations[1, int(listed["position"].iloc[0]), 7]) == pytest.approx(
+        float(listed["activation"].iloc[0]), abs=1e-5)

@@ -205,10 +205,10 @@ class CausalPanel(Panel):
 
     def _open_corpus_text(self, text: str, text_b: str | None, layer: int | None, position: int | None) -> None:
         """A corpus text opened in the FFN neurons tool: it becomes the clean text, shown at that layer and token."""
+        neurons = self.tools[registry.FFN_NEURONS]
+        neuron = neurons.chosen_neuron  # the neuron whose text this is: shown on it
         self.set_texts(text, self.corrupted)
-        neurons = self.tools.get(registry.FFN_NEURONS)
-        if neurons is not None:
-            neurons.set(**{k: v for k, v in (("layer", layer), ("position", position)) if v is not None})
+        neurons.set(neuron=neuron, **{k: v for k, v in (("layer", layer), ("position", position)) if v is not None})
 
     # figures ------------------------------------------------------------------------------------------------
     def to_svg(self) -> str:

@@ -300,7 +300,8 @@ class FFNNeuronsPanel(Panel):
         key = (int(self.layer.value), self.chosen_neuron)
         rows = self._corpus_rows.get(key)
         if rows is None:
-            rows = self._corpus_rows[key] = self.corpus.top_neuron_texts(key[0], key[1], k=CORPUS_TEXTS)
+            kept = getattr(self.corpus, "neurons_kept", CORPUS_TEXTS) or CORPUS_TEXTS  # 0: its own one-line error
+            rows = self._corpus_rows[key] = self.corpus.top_neuron_texts(key[0], key[1], k=min(CORPUS_TEXTS, kept))
         return rows
 
     def _draw_corpus(self) -> None:
