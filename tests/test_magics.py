@@ -241,7 +241,7 @@ def test_question_mark_documents_every_option(shell, capsys):
     assert shell.run_cell("%bert_inspect?").success
     doc = capsys.readouterr().out
     assert doc.strip() == shell.object_inspect_text("%bert_inspect").strip()
-    choices = "attention,masking,architecture,training,device,head,model,neuron,saliency,all"
+    choices = "attention,masking,architecture,training,device,causal,head,model,neuron,saliency,all"
     for part in ("%bert_inspect", "--view", choices, "--layer",
                  "--head", "--pair", "TEXT_B", "--device", "[MODEL [TOKENIZER]] TEXT", "%%bert_inspect",
                  "never evaluated"):

@@ -8,8 +8,7 @@ encoder keys) is drawn as the rectangle it is in all three views.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator, Sequence
+from typing import Any, ContextManager, Sequence
 
 import ipywidgets as widgets
 import numpy as np
@@ -19,7 +18,7 @@ from bertviz_lab.views.inputs import AttentionSet, check_heads
 from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.panels.attention_views import Axes, glue
 from bertviz_lab.widgets.panels.attention_views.base import PanelControls
-from bertviz_lab.widgets.panels.controls import LABEL_STYLE, labelled, lean, toggle_buttons, toolbar
+from bertviz_lab.widgets.panels.controls import LABEL_STYLE, Hold, labelled, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.panel import Panel
 from bertviz_lab.widgets.views.head_view import HeadView
@@ -100,17 +99,12 @@ class SetSource(PanelControls):
         sliced = ["a slice of the attention: rows do not sum to 1"] if self.chosen.name.startswith("sentence") else []
         return [sides(self.chosen), *sliced]
 
-    @contextlib.contextmanager
-    def quietly(self) -> Iterator[None]:
-        self.panel._suspended = True
-        try:
-            yield
-        finally:
-            self.panel._suspended = False
+    def quietly(self) -> ContextManager[None]:
+        return self.panel._quietly()
 
     @property
     def quiet(self) -> bool:
-        return self.panel._suspended
+        return bool(self.panel._quietly)
 
     def query_positions(self) -> list[int]:
         return []  # no query token to choose
@@ -169,12 +163,12 @@ class AttentionMapsPanel(Panel):
                               description="attention", style=LABEL_STYLE, layout={"width": "auto"})
         self.layer, self.head = (lean(widgets.Dropdown, description=name, style=LABEL_STYLE, layout={"width": "auto"})
                                  for name in ("layer", "head"))
-        self._suspended = True
-        self._set_layers(layer)
-        self.head.options = list(range(num_heads))
-        self.head.value = heads[0] if heads else 0
+        self._quietly = Hold()  # open while the panel sets several controls: one redraw after
+        with self._quietly():
+            self._set_layers(layer)
+            self.head.options = list(range(num_heads))
+            self.head.value = heads[0] if heads else 0
         self._heads = heads if heads is not None else list(range(num_heads))  # the head view's chips
-        self._suspended = False
         self._made: dict[str, Any] = {}
         self._parts: dict[str, list[widgets.Widget]] = {}
         self._source = SetSource(self)
@@ -207,11 +201,8 @@ class AttentionMapsPanel(Panel):
         self.layer.value = keep if keep in layers else layers[0]
 
     def _attention_chosen(self, _: Any) -> None:
-        self._suspended = True
-        try:
+        with self._quietly():
             self._set_layers(None)
-        finally:
-            self._suspended = False
         self.redraw()
 
     @property
@@ -237,7 +228,7 @@ class AttentionMapsPanel(Panel):
     def _moved_on_screen(self, name: str) -> None:
         """A view changed in the front end (heads chosen, a window zoomed or scrolled): where it is on screen, the
         export's name and the static copy follow."""
-        if not self._suspended and self.view.value == name and name in self._made:
+        if not self._quietly and self.view.value == name and name in self._made:
             self.export_bar.name = glue(name).export_name(self._source, self._made[name])
             self.figure_changed()
 
@@ -249,14 +240,11 @@ class AttentionMapsPanel(Panel):
 
     def _open(self, view: str | None, layer: int | None, head: int | None) -> None:
         """Show `view` (None: the one on screen) at this layer and head (a thumbnail opened in the heatmap)."""
-        self._suspended = True
-        try:
+        with self._quietly():
             if layer is not None:
                 self.layer.value = layer
             if head is not None:
                 self.head.value = head
-        finally:
-            self._suspended = False
         if view is None or self.view.value == view:
             self.redraw()
         else:
@@ -273,7 +261,7 @@ class AttentionMapsPanel(Panel):
 
     def redraw(self) -> None:
         """Draw the view on screen for the attention, layer and head chosen."""
-        if self._suspended:
+        if self._quietly:
             return
         name = self.view.value
         view, widget = glue(name), self._view(name)

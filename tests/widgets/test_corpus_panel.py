@@ -16,6 +16,7 @@ from bertviz_lab.corpus import Corpus, analyze
 from bertviz_lab.kernels.head_statistics import statistic
 from bertviz_lab.widgets import CorpusPanel, Workbench
 from bertviz_lab.widgets.panels.corpus import in_context, longest_word
+from bertviz_lab.widgets.panels.workbench import TABS
 
 TEXTS = ["The cat sat on the mat.", "A dog ran home, and the cat followed.", "Rivers flow to the sea.",
          f"Markup like {XSS} is only text.", "She sat on the bank of the river.", "Why did the bank close early?",
@@ -148,8 +149,8 @@ def test_the_static_copy_is_the_figure_on_screen(panel):
 def test_workbench_corpus_tab_opens_texts_in_the_attention_tab(corpus, pretraining_model, minilm_tokenizer):
     bench = Workbench(pretraining_model, minilm_tokenizer, corpus=corpus.path, tab="corpus")
     try:
-        assert bench.panels()["corpus"] is bench.corpus and bench.tabs.selected_index == 5
-        assert bench.tabs.get_title(5) == "Corpus"
+        assert bench.panels()["corpus"] is bench.corpus and bench.tabs.selected_index == len(TABS)
+        assert bench.tabs.get_title(len(TABS)) == "Corpus"
         bench.corpus.atlas.selected = [1, 2]
         front_end_opens(bench.corpus.atlas, 0)
         text_id = bench.corpus.atlas.top_ids[0]
@@ -168,7 +169,7 @@ def test_bert_inspect_corpus_opens_the_corpus_tab(corpus, ipython_shell):
     ipython_shell.register_magics(BertInspectMagics)
     panel = ipython_shell.run_line_magic("bert_inspect", f"--corpus {corpus.path}")
     try:
-        assert isinstance(panel, Workbench) and panel.tabs.selected_index == 5
+        assert isinstance(panel, Workbench) and panel.tabs.selected_index == len(TABS)
         assert panel.corpus.corpus.path == corpus.path
     finally:
         panel.close()

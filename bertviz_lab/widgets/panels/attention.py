@@ -5,9 +5,8 @@ view's."""
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import ipywidgets as widgets
 import numpy as np
@@ -23,7 +22,7 @@ from bertviz_lab.widgets.panels.attention_views.controls import AttentionControl
 from bertviz_lab.widgets.panels.attention_views.head_view import HeadsShown
 from bertviz_lab.widgets.panels.attention_views.heatmap import check_window
 from bertviz_lab.widgets.panels.attention_views.trace_source import TraceSource, token_info
-from bertviz_lab.widgets.panels.controls import lean
+from bertviz_lab.widgets.panels.controls import Hold, lean
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.layer_qk import LayerQK, recorded_inputs
 from bertviz_lab.widgets.panels.panel import Panel, notice_html
@@ -95,7 +94,7 @@ class AttentionPanel(Panel):
         self.stage = lean(widgets.VBox)
         self._make(registry.HEATMAP, hidden=False)
         super().__init__([self.view, self.toolbar, self.truncation_notice, self.message, self.stage])
-        self._suspended = False
+        self._quietly = Hold()  # open while several controls are set at once: one redraw after
         self.set_trace(trace, layer=layer, head=head, query=query)
         for control in (self.view, self.layer, self.aggregation, self.direction, self.scale, self.special, self.query):
             control.observe(lambda _: self.redraw(), names="value")
@@ -196,7 +195,7 @@ class AttentionPanel(Panel):
     # what the controls and the views do ---------------------------------------------------------------------
     def _head_chosen(self, change: dict) -> None:
         """A head picked in the dropdown is also the one the head view shows."""
-        if not self._suspended:
+        if not self._quietly:
             self.heads_shown.show([change["new"]])
         self.redraw()
 
@@ -209,7 +208,7 @@ class AttentionPanel(Panel):
                 self.query.value = query
         if heads is not None:
             self.heads_shown.heads = list(heads)
-        if not self._suspended and self.view.value == view:
+        if not self._quietly and self.view.value == view:
             self._name_export()
             self.figure_changed()
 
@@ -230,19 +229,11 @@ class AttentionPanel(Panel):
         if focus:
             self.on_screen.focus_request += 1
 
-    @contextlib.contextmanager
-    def _quietly(self) -> Iterator[None]:
-        """Set several controls at once: no redraw until the block ends."""
-        self._suspended = True
-        try:
-            yield
-        finally:
-            self._suspended = False
 
     # drawing ---------------------------------------------------------------------------------------------
     def redraw(self) -> None:
         """Update the view on screen, sending only what it shows."""
-        if self._suspended:
+        if self._quietly:
             return
         self.head.disabled = self.aggregation.value != "head" and self.view.value == registry.HEATMAP
         self.message.value = ""

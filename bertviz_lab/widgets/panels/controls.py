@@ -12,6 +12,7 @@ styles) so that nothing stays registered in ipywidgets after `panel.close()`; `f
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Iterator, TypeVar
 
 import ipywidgets as widgets
@@ -115,3 +116,22 @@ def forget_widgets(owner: widgets.Widget) -> None:
             delattr(owner, name)
     if isinstance(owner, widgets.Box):
         owner.children = ()
+
+
+class Hold:
+    """Blocks (`with hold():`, nested as deep as need be) in which a panel sets its own controls: while one is open
+    the hold is true, and the controls' observers take the change for no reader's choice (no redraw, no action)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+
+    def __bool__(self) -> bool:
+        return self.depth > 0
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1

@@ -10,9 +10,8 @@ and the keys read every exact value without the kernel and a click opens a neuro
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import ipywidgets as widgets
 import torch
@@ -21,7 +20,7 @@ from bertviz_lab.model.encoding import encode_text
 from bertviz_lab.trace.hooks import trace
 from bertviz_lab.widgets.figures.charts import stacked
 from bertviz_lab.widgets.figures.ffn_neurons import at_token, corpus_texts_svg, neuron_text_svg, top_neurons_svg
-from bertviz_lab.widgets.panels.controls import LABEL_STYLE, lean, toolbar
+from bertviz_lab.widgets.panels.controls import LABEL_STYLE, Hold, lean, toolbar
 from bertviz_lab.widgets.panels.corpus import longest_word
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.panel import Panel, error_html, notice_html
@@ -89,7 +88,7 @@ class FFNNeuronsPanel(Panel):
         self._opened: tuple[int, int, int] | None = None  # (layer, neuron, row) of the corpus text opened last
         self._open_listeners: list[OpenText] = []
         self._neuron: int | None = None  # a neuron chosen; None follows the most active at the token
-        self._quiet = False  # controls set by the panel itself: no redraw per control
+        self._holding = Hold()  # open while the panel sets its own controls: no redraw per control
         self.message = lean(widgets.HTML)
         self.notice = lean(widgets.HTML)
         self.layer = lean(widgets.Dropdown, description="layer", style=LABEL_STYLE, layout={"width": "auto"})
@@ -236,7 +235,7 @@ class FFNNeuronsPanel(Panel):
 
     def _from_control(self, **choice: Any) -> None:
         """A control or a click changed one value: set it, or show why not in one line."""
-        if self._quiet:
+        if self._holding:
             return
         try:
             self.set(**choice)
@@ -249,14 +248,6 @@ class FFNNeuronsPanel(Panel):
         if 0 <= row < len(neurons):
             self._from_control(neuron=neurons[row])
 
-    @contextlib.contextmanager
-    def _holding(self) -> Iterator[None]:
-        """A block in which the panel sets its own controls without a redraw per control."""
-        was, self._quiet = self._quiet, True
-        try:
-            yield
-        finally:
-            self._quiet = was
 
     # drawing -------------------------------------------------------------------------------------------------------
     def redraw(self) -> None:

@@ -7,8 +7,7 @@ and choosing another position, another k or another token to follow only reads i
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
+from typing import Any
 
 import ipywidgets as widgets
 import torch
@@ -16,7 +15,7 @@ import torch
 from bertviz_lab.model.encoding import EncodedText, check_texts, encode_text
 from bertviz_lab.trace.logit_lens import LogitLens, logit_lens, mlm_head
 from bertviz_lab.widgets.figures.logit_lens import TrackedToken, logit_lens_svg
-from bertviz_lab.widgets.panels.controls import LABEL_STYLE, lean, toolbar
+from bertviz_lab.widgets.panels.controls import LABEL_STYLE, Hold, lean, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.panel import Panel, error_html
 from bertviz_lab.widgets.panels.running import evaluating, threads_for
@@ -81,7 +80,7 @@ class LogitLensPanel(Panel):
         self._tokens: list[str] = []
         self._selected: tuple[int, int] | None = None
         self._problem = ""  # why there is no figure (no MLM head, a text too long), "" when there is one
-        self._holding = 0
+        self._held = Hold()  # open while the panel sets its own controls
         self.position = lean(widgets.Dropdown, options=[], description="position", style=LABEL_STYLE,
                              layout={"width": "auto"})
         self.k = lean(widgets.IntSlider, value=k, min=1, max=MAX_K, description="top k", style=LABEL_STYLE,
@@ -164,17 +163,9 @@ class LogitLensPanel(Panel):
             self.position.value = position
 
     # drawing --------------------------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _held(self) -> Iterator[None]:
-        """While the panel sets its own controls, their observers leave the redraw to it."""
-        self._holding += 1
-        try:
-            yield
-        finally:
-            self._holding -= 1
 
     def _control_changed(self) -> None:
-        if not self._holding:
+        if not self._held:
             self._selected = None
             self.redraw()
 

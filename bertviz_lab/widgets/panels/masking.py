@@ -3,11 +3,10 @@ to a text, and see what a masked-LM model of your choice predicts there."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import ipywidgets as widgets
 import torch
@@ -27,7 +26,7 @@ from bertviz_lab.model.pretraining import (
 from bertviz_lab.model.weights import initialised_head_note
 from bertviz_lab.trace.targets import predicts_masked_tokens, predicts_next_sentence, split_heads
 from bertviz_lab.widgets.figures.masking import KEPT_MARK, Chip, MaskingState, masking_figure
-from bertviz_lab.widgets.panels.controls import toggle_buttons
+from bertviz_lab.widgets.panels.controls import Hold, toggle_buttons
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.model_row import CURRENT, LABELLED, TRAINING, ModelRow
 from bertviz_lab.widgets.panels.models import named_model_and_tokenizer
@@ -97,7 +96,7 @@ class MaskingPreview(Panel):
         self._predictions: list[Prediction] = []
         self._model_source: Callable[[], Any] | None = None
         self._lock = threading.RLock()  # the training thread and the notebook may both redraw
-        self._holding = 0  # > 0 while the panel sets its own controls (see _held)
+        self._held = Hold()  # open while the panel sets its own controls
         mask = getattr(tokenizer, "mask_token", None) or "[MASK]"  # the model's own: RoBERTa's is <mask>
         self.mode = toggle_buttons([("choose", "choose"), ("sample 80/10/10", "sample")], "choose",
                                    [f"mask the tokens you click and the {mask}s you type",
@@ -139,14 +138,6 @@ class MaskingPreview(Panel):
                 self._show_model_controls()
             self.update()
 
-    @contextlib.contextmanager
-    def _held(self) -> Iterator[None]:
-        """While the panel sets its own controls, their observers leave the redraw to it (and take no user action)."""
-        self._holding += 1
-        try:
-            yield
-        finally:
-            self._holding -= 1
 
     # inputs and models -------------------------------------------------------------------------------------
     def set_text(self, text: str, text_b: str | None = None) -> None:
@@ -296,7 +287,7 @@ class MaskingPreview(Panel):
 
     # masking and predictions -------------------------------------------------------------------------------
     def _control_changed(self) -> None:
-        if not self._holding:
+        if not self._held:
             self.update()
 
     def _set_chosen(self, positions: list[int]) -> None:
@@ -307,7 +298,7 @@ class MaskingPreview(Panel):
 
     def _chosen_in_view(self, change: dict) -> None:
         """A chip clicked in a front end: mask or unmask those tokens (in the choose mode, which a click selects)."""
-        if self._holding:
+        if self._held:
             return
         with self._lock:
             can = set(self.toggleable_positions)

@@ -7,12 +7,11 @@ The row only shows and reports the choice; what choosing means (follow a trainin
 
 from __future__ import annotations
 
-import contextlib
-from typing import Callable, Iterator
+from typing import Callable
 
 import ipywidgets as widgets
 
-from bertviz_lab.widgets.panels.controls import lean
+from bertviz_lab.widgets.panels.controls import Hold, lean
 from bertviz_lab.widgets.panels.panel import error_html
 
 CURRENT, TRAINING, NAMED = "current", "training", "name"  # where the model comes from
@@ -27,7 +26,7 @@ class ModelRow(widgets.HBox):
     def __init__(self, use: Callable[[str], None], own_model: str, description: str = "predict with") -> None:
         self._use, self._own_model, self._training = use, own_model, False
         self.source = CURRENT  # the choice in use: CURRENT, TRAINING or the name the model was loaded by
-        self._holding = 0
+        self._held = Hold()  # open while the row sets its own dropdown
         self.choice = lean(widgets.Dropdown, options=self._options(), value=CURRENT, description=description,
                            style=LABELLED, layout={"width": "auto"})
         self.name = widgets.Text(description="name", placeholder="runs/tiny/checkpoints, bert-base-uncased, ...",
@@ -47,14 +46,6 @@ class ModelRow(widgets.HBox):
             options.append(("the Training tab's model", TRAINING))
         return options + [("a checkpoint folder or Hub name…", NAMED)]
 
-    @contextlib.contextmanager
-    def _held(self) -> Iterator[None]:
-        """While the row sets its own dropdown, the change is not a reader's choice."""
-        self._holding += 1
-        try:
-            yield
-        finally:
-            self._holding -= 1
 
     def offer(self, own_model: str | None = None, training: bool | None = None) -> None:
         """List the model given under a new name, and/or "the Training tab's model" (or no longer)."""
@@ -81,7 +72,7 @@ class ModelRow(widgets.HBox):
         return True
 
     def _chosen(self, choice: str) -> None:
-        if self._holding:
+        if self._held:
             return
         if choice == NAMED:
             self.show(self.source, choosing_name=True)

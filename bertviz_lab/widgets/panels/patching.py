@@ -22,7 +22,7 @@ from bertviz_lab.trace.logit_lens import mlm_head
 from bertviz_lab.trace.patching import PatchResult, patch
 from bertviz_lab.trace.targets import split_heads
 from bertviz_lab.widgets.figures.patching import POINT_LABELS, POINT_TITLES, exact, head_grid_svg, patching_svg
-from bertviz_lab.widgets.panels.controls import LABEL_STYLE, lean, toggle_buttons, toolbar
+from bertviz_lab.widgets.panels.controls import LABEL_STYLE, Hold, lean, toggle_buttons, toolbar
 from bertviz_lab.widgets.panels.export_bar import ExportBar
 from bertviz_lab.widgets.panels.model_label import model_name
 from bertviz_lab.widgets.panels.panel import Panel, error_html
@@ -128,7 +128,8 @@ class PatchingPanel(Panel):
         self.selected: tuple[int, int] | None = None  # the cell last opened (row, column of the figure)
         self.redraws = 0  # figures computed: set() and a hold() block make one
         self._target, self._foil = target or None, foil or None  # None: the model's top prediction
-        self._holding, self._dirty, self._syncing = 0, False, False
+        self._holding, self._dirty = 0, False
+        self._quietly = Hold()  # open while the panel sets its own controls: no reader chose them
         self._open_listeners: list[Opened] = []
         self.target_box = lean(widgets.Combobox, description="target", placeholder="top prediction",
                                continuous_update=False, ensure_option=False, style=LABEL_STYLE,
@@ -334,23 +335,15 @@ class PatchingPanel(Panel):
         self.view.clear(message)  # in the view, as the other causal tools say it
         self.figure_changed()
 
-    @contextlib.contextmanager
-    def _quietly(self) -> Iterator[None]:
-        """The panel sets its own controls: their observers take it for no user's choice."""
-        syncing, self._syncing = self._syncing, True
-        try:
-            yield
-        finally:
-            self._syncing = syncing
 
     def _typed(self, which: str, value: str) -> None:
-        if self._syncing:
+        if self._quietly:
             return
         setattr(self, f"_{which}", value.strip() or None)
         self._changed()
 
     def _changed(self) -> None:
-        if self._syncing:
+        if self._quietly:
             return
         if self._holding:
             self._dirty = True

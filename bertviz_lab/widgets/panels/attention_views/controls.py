@@ -11,7 +11,7 @@ import numpy as np
 
 from bertviz_lab.widgets import registry
 from bertviz_lab.widgets.figures import attention_data as D
-from bertviz_lab.widgets.panels.controls import LABEL_STYLE, lean, look, toggle_buttons, toolbar
+from bertviz_lab.widgets.panels.controls import LABEL_STYLE, Hold, lean, look, toggle_buttons, toolbar
 
 SCALE_OPTIONS = (("linear", "linear"), ("per row", "row"), ("log", "log"))
 
@@ -44,7 +44,7 @@ class AttentionControls(widgets.HBox):
         self.hide_special = lean(widgets.Checkbox, value=special == "hide", description="hide [CLS]/[SEP]",
                                  indent=False, layout={"width": "auto"})
         self._shown_special = special if special != "hide" else "clip"  # what unticking hide_special brings back
-        self._syncing = False
+        self._syncing = Hold()  # open while the head view's checkbox follows the [CLS]/[SEP] choice
         self.toolbars: dict[str, widgets.HBox] = {}
         self.hide_special.observe(self._hide_special_toggled, names="value")
 
@@ -100,13 +100,10 @@ class AttentionControls(widgets.HBox):
 
     def sync_special(self) -> None:
         """The head view's checkbox says what the [CLS]/[SEP] choice says (ticking it is not a reader's change)."""
-        self._syncing = True
-        try:
+        with self._syncing():
             self.hide_special.value = self.special.value == "hide"
             if self.special.value != "hide":
                 self._shown_special = self.special.value
-        finally:
-            self._syncing = False
 
     def _hide_special_toggled(self, change: dict[str, Any]) -> None:
         if not self._syncing:

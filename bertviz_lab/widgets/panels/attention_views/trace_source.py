@@ -4,8 +4,7 @@ glue; with the model behind it, the neuron view's q and k, the saliency view's t
 
 from __future__ import annotations
 
-import contextlib
-from typing import TYPE_CHECKING, Any, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, ContextManager, Iterator, Sequence, TypeVar
 
 import ipywidgets as widgets
 import numpy as np
@@ -61,7 +60,6 @@ class TraceSource(PanelControls):
         self.ablation_bar: AblationBar | None = None  # made with the model view
         self.model_view_drawn: tuple | None = None  # what the model view's thumbnails show
         self.saliency_stale = False  # the saliency panel shows an input before the one shown now
-        self.quiet = False
         self._plain_output: Any = None
 
     # what the panel shows, while it is open ---------------------------------------------------------------------
@@ -181,13 +179,12 @@ class TraceSource(PanelControls):
     def reading_notes(self) -> list[str]:
         return []
 
-    @contextlib.contextmanager
-    def quietly(self) -> Iterator[None]:
-        self.quiet = True
-        try:
-            yield
-        finally:
-            self.quiet = False
+    def quietly(self) -> ContextManager[None]:
+        return self.panel._quietly()
+
+    @property
+    def quiet(self) -> bool:
+        return bool(self.panel._quietly)
 
     def query_positions(self) -> list[int]:
         return self.panel.toolbar.query_positions()
@@ -243,7 +240,7 @@ class TraceSource(PanelControls):
     def ablation_changed(self) -> None:
         """Heads went off or on (or the mode or the display changed): the model view draws the new state."""
         self.model_view_drawn = None
-        if not self.panel._suspended:
+        if not self.panel._quietly:
             self.panel.redraw()
 
     def rerun_ablation(self) -> None:
