@@ -92,6 +92,7 @@ def test_the_model_row_switches_every_tool_and_a_model_without_an_mlm_head_is_on
 def test_the_workbench_makes_its_causal_tool_when_the_tab_is_first_opened(pretraining_model, minilm_tokenizer):
     bench = Workbench(pretraining_model, minilm_tokenizer, "The cat sat on the mat.")
     assert bench.causal.tools == {} and "Open the Causal tab" in bench.causal.static_html()
+    assert bench.causal.children == ()  # not even its controls reach the page before the tab is opened
     bench.tabs.selected_index = TABS.index("causal")
     assert list(bench.causal.tools) == [registry.PATCHING] and bench.causal.patching.result is not None
     assert ("the Training tab's model", "training") in bench.causal.model_row.choice.options

@@ -30,7 +30,8 @@ TOOLS = tuple(view.name for view in registry.views(registry.CAUSAL))  # in order
 class CausalPanel(Panel):
     """A model row, the clean and corrupted texts, a switcher of the tools (the registry's Causal views) and the tool
     shown; `patching`, `logit_lens` and `ffn_neurons` are the tools' panels (made on first use), `attention` the
-    attention panel a patching cell opened (None before). Texts take effect on Run (or Enter in a box)."""
+    attention panel a patching cell opened (None before). Texts take effect on Run (or Enter in a box).
+    `deferred=True` (a workbench's tab) makes nothing until `show_tool()`: not the tool, not even the controls."""
 
     def __init__(self, model: torch.nn.Module | str | None = None, tokenizer: Any = None,
                  clean: str = DEFAULT_CLEAN, corrupted: str | None = DEFAULT_CORRUPTED,
@@ -43,8 +44,18 @@ class CausalPanel(Panel):
         self.attention: AttentionPanel | None = None
         self._training_source: Callable[[], Any] | None = None
         self._setting_boxes = False  # the panel writes its own text boxes: not a reader's Enter
+        self._first_tool, self._built = tool, False
+        super().__init__([])
+        if not deferred:
+            self.show_tool()
+
+    def _build(self) -> None:
+        """Make the tab's controls (once: a workbench whose Causal tab is never opened sends none to the page)."""
+        if self._built:
+            return
+        self._built = True
         self.model_row = ModelRow(self.use_model, type(self.model).__name__, description="model")
-        self.clean_box = lean(widgets.Text, value=clean, description="clean", continuous_update=False,
+        self.clean_box = lean(widgets.Text, value=self.clean, description="clean", continuous_update=False,
                               style={"description_width": "initial"}, layout={"width": "46%"})
         self.corrupted_box = lean(widgets.Text, value=self.corrupted, description="corrupted",
                                   placeholder="the clean text with one fact changed, as many tokens",
@@ -53,7 +64,7 @@ class CausalPanel(Panel):
         self.run_button = lean(widgets.Button, description="Run", icon="play", button_style="primary",
                                tooltip="run the tools on these texts", layout={"width": "auto"})
         self.message = lean(widgets.HTML)
-        self.tool = toggle_buttons([(v.label, v.name) for v in registry.views(registry.CAUSAL)], tool,
+        self.tool = toggle_buttons([(v.label, v.name) for v in registry.views(registry.CAUSAL)], self._first_tool,
                                    [v.summary for v in registry.views(registry.CAUSAL)])
         self.slot = widgets.Box()
         self.attention_slot = widgets.Box()
@@ -63,9 +74,9 @@ class CausalPanel(Panel):
         self.tool.observe(lambda _: self.show_tool(), names="value")
         texts = widgets.HBox([self.clean_box, self.corrupted_box, self.run_button],
                              layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
-        super().__init__([self.model_row, texts, self.message, self.tool, self.slot, self.attention_slot])
-        if not deferred:
-            self.show_tool()
+        if self._training_source is not None:
+            self.model_row.offer(training=True)
+        self.children = (self.model_row, texts, self.message, self.tool, self.slot, self.attention_slot)
 
     # the tools -------------------------------------------------------------------------------------------
     def _make(self, name: str) -> Panel:
@@ -121,6 +132,7 @@ class CausalPanel(Panel):
 
     def show_tool(self) -> None:
         """Show the tool the switcher names, brought up to date with the model and texts."""
+        self._build()
         try:
             tool = self.tool_panel(self.tool.value)
         except ValueError as error:  # a text the model cannot read: the tools say nothing else
@@ -133,7 +145,7 @@ class CausalPanel(Panel):
     @property
     def on_screen(self) -> Panel | None:
         """The tool shown (None before the first is made)."""
-        return self.slot.children[0] if self.slot.children else None
+        return self.slot.children[0] if self._built and self.slot.children else None
 
     # texts and models ---------------------------------------------------------------------------------------
     def _typed(self) -> None:
@@ -147,6 +159,7 @@ class CausalPanel(Panel):
     def set_texts(self, clean: str, corrupted: str | None = None) -> None:
         """Run the tools on a new clean text (and corrupted one, for patching); the boxes follow."""
         self.clean, self.corrupted = clean, corrupted or ""
+        self._build()
         self._setting_boxes = True
         try:
             self.clean_box.value, self.corrupted_box.value = self.clean, self.corrupted
@@ -158,7 +171,8 @@ class CausalPanel(Panel):
         """List "the Training tab's model" in the model row: the Trainer `source()` returns (a copy of its model is
         taken when it is chosen)."""
         self._training_source = source
-        self.model_row.offer(training=True)
+        if self._built:
+            self.model_row.offer(training=True)
 
     def use_model(self, which: str) -> None:
         """Run the tools with "current" (the model given), "training" (a copy of the Training tab's model as it is
@@ -213,16 +227,16 @@ class CausalPanel(Panel):
     # figures ------------------------------------------------------------------------------------------------
     def to_svg(self) -> str:
         """The figure of the tool on screen."""
-        tool = self.on_screen
-        if tool is None:
-            tool = self.tool_panel(self.tool.value)
-        return tool.to_svg()
+        if self.on_screen is None:
+            self.show_tool()
+        assert self.on_screen is not None
+        return self.on_screen.to_svg()
 
     def static_html(self) -> str:
         """The tool's static copy, under the texts it was run on."""
         if self.on_screen is None:
             return ("<div class='bvl-figure'><p>Open the Causal tab to run "
-                    f"{escape(registry.view(self.tool.value, registry.CAUSAL).label.lower())}.</p></div>")
+                    f"{escape(registry.view(self._first_tool, registry.CAUSAL).label.lower())}.</p></div>")
         texts = f"<p><b>clean</b>: {escape(self.clean)}" + (
             f" · <b>corrupted</b>: {escape(self.corrupted)}" if self.corrupted else "") + "</p>"
         return f"<div class='bvl-causal'>{texts}{self.on_screen.static_html()}</div>"
@@ -235,8 +249,9 @@ class CausalPanel(Panel):
     def release(self) -> None:
         """A closed panel closes the tools it made but was not showing (the one shown closed with it)."""
         tools = self.__dict__.get("tools", {})  # a panel whose constructor failed made none
+        shown = self.slot.children if self._built else ()
         for tool in tools.values():
-            if tool not in self.slot.children:
+            if tool not in shown:
                 tool.close()
         tools.clear()
         self.attention = None
