@@ -249,7 +249,7 @@ class CausalPanel(Panel):
     def release(self) -> None:
         """A closed panel closes the tools it made but was not showing (the one shown closed with it)."""
         tools = self.__dict__.get("tools", {})  # a panel whose constructor failed made none
-        shown = self.slot.children if self._built else ()
+        shown = self.slot.children if self.__dict__.get("_built") else ()
         for tool in tools.values():
             if tool not in shown:
                 tool.close()
