@@ -76,7 +76,8 @@ def read_cells(run: Run, panel: Any) -> None:
     heat = heatmap_of(panel)
     drawn = read_heatmap(run, panel)
     cells = heat.locator("svg.bvl-heatmap .bvl-cells")
-    box = cells.bounding_box()
+    # the box of the drawing on screen (None for an instant while a late redraw replaces the figure)
+    box = wait_for(run, "the heatmap's cells have no box on screen", cells.bounding_box)
     cell = box["width"] / drawn["cols"]
     cells.hover(position={"x": 1.5 * cell, "y": 2.5 * cell})  # row 2, column 1
     read = wait_for(run, "hover shows no cell", lambda: (d := heat.evaluate(HEATMAP_DRAWN))["cell"] and d)
