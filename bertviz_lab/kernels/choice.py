@@ -12,7 +12,7 @@ A model's Rules are its own: `set_backend(model, ...)` for good, `override(model
 block; no call changes another model, so a model training on another thread is never rewired. Without a model,
 `override(...)` and `disabled()` set the rules of the models built or moved inside the block on this thread (they
 keep them), and `disabled()` runs the reductions over attention in PyTorch there. BERTVIZ_LAB_FUSED_KERNELS=0 turns
-every fast path off for the process; BERTVIZ_LAB_CPU_GEMM=auto|avx2|onednn|off picks the CPU's packed GEMM.
+every fast path off for the process; BERTVIZ_LAB_CPU_GEMM=auto|avx2|onednn|mkl|off picks the CPU's packed GEMM.
 """
 
 from __future__ import annotations
@@ -34,9 +34,12 @@ from bertviz_lab.kernels.rules import ENABLED, Rules, block_rules, cpu_reduction
 __all__ = ["ENABLED", "MIN_FUSED_ELEMENTS", "MIN_PACKED_WORK", "Rules", "choose", "cpu_backend", "cpu_reductions",
            "current_rules", "disabled", "override", "rules_of", "set_backend", "triton"]
 
-CPU_GEMM_CHOICES = ("auto", "avx2", "onednn", "off")  # BERTVIZ_LAB_CPU_GEMM
+CPU_GEMM_CHOICES = ("auto", "avx2", "onednn", "mkl", "off")  # BERTVIZ_LAB_CPU_GEMM
 ONEDNN_PACKING = (platform.machine().lower() in ("x86_64", "amd64") and torch.backends.mkldnn.is_available()
                   and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+# MKL's packed sgemm (few-row products go to oneDNN's, so it needs both)
+MKL_PACKING = (ONEDNN_PACKING and torch.backends.mkl.is_available()
+               and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight"))
 _ATTENTION_NAMES = tuple(attention.BACKENDS)
 AUTO = "auto"
 
@@ -47,11 +50,13 @@ def _checked(rules: Rules, attention: str | None, cpu_gemm: str | None, fast: bo
     if attention is not None and attention != AUTO and attention not in _ATTENTION_NAMES:
         raise ValueError(f"attention={attention!r}: use one of {', '.join(_ATTENTION_NAMES)} or 'auto'.")
     if cpu_gemm is not None and cpu_gemm != AUTO and cpu_gemm not in CPU_GEMM_CHOICES[1:]:
-        raise ValueError(f"cpu_gemm={cpu_gemm!r}: use avx2, onednn, off or 'auto'.")
+        raise ValueError(f"cpu_gemm={cpu_gemm!r}: use avx2, onednn, mkl, off or 'auto'.")
     if "avx2" in (attention, cpu_gemm) and build.library() is None:
         raise ValueError(f"the AVX2 kernels cannot run here: {build.unsupported_reason() or build.failure()}")
     if cpu_gemm == "onednn" and not ONEDNN_PACKING:
         raise ValueError("oneDNN's packed GEMM needs an x86 CPU and a PyTorch with oneDNN's packed linear.")
+    if cpu_gemm == "mkl" and not MKL_PACKING:
+        raise ValueError("MKL's packed GEMM needs an x86 CPU and a PyTorch built with MKL and oneDNN.")
     changes: dict[str, Any] = {}
     if attention is not None:
         changes["attention"] = None if attention == AUTO else attention
@@ -83,7 +88,7 @@ def _keep_rules(model: nn.Module, rules: Rules) -> None:
 def set_backend(model: nn.Module, *, attention: str | None = None, cpu_gemm: str | None = None,
                 fast: bool | None = None) -> None:
     """From now on `model` (and only it) runs `attention` ("eager", "sdpa", "avx2") and the CPU GEMM `cpu_gemm`
-    ("avx2", "onednn", "off"), "auto" for this machine's choice; `fast=False` plain PyTorch in every layer."""
+    ("avx2", "onednn", "mkl", "off"), "auto" for this machine's choice; `fast=False` plain PyTorch in every layer."""
     _keep_rules(model, _checked(rules_of(model), attention, cpu_gemm, fast))
     choose(model)
 
@@ -188,7 +193,8 @@ def attention_backend_name(device: torch.device, dtype: torch.dtype, head_size: 
 
 def cpu_backend(rules: Rules | None = None) -> str | None:
     """The packed GEMM for fp32 CPU inference: "avx2" (avx2.c, built on first use) on an AVX2 CPU where it can run,
-    else "onednn" on x86, else None for plain `addmm`; BERTVIZ_LAB_CPU_GEMM, or the rules' cpu_gemm, picks one."""
+    "mkl" (MKL's packed sgemm, oneDNN's for few rows) on a CPU with wider vectors, else "onednn" on x86, else None
+    for plain `addmm`; BERTVIZ_LAB_CPU_GEMM, or the rules' cpu_gemm, picks one."""
     global _cpu_backend
     rules = block_rules.get() if rules is None else rules
     if rules.cpu_gemm is not None:
@@ -206,13 +212,16 @@ def wider_vectors_than_avx2() -> bool:
 
 def cpu_gemm_from_environment() -> str | None:
     """What BERTVIZ_LAB_CPU_GEMM (default auto) picks on this machine: "avx2" where PyTorch's own kernels are
-    AVX2 at best, else "onednn", else None; "avx2", "onednn" or "off" asks for one."""
+    AVX2 at best, else "mkl", else "onednn", else None; "avx2", "onednn", "mkl" or "off" asks for one."""
     wanted = os.environ.get("BERTVIZ_LAB_CPU_GEMM", "auto")
     if wanted not in CPU_GEMM_CHOICES:
-        raise ValueError(f"BERTVIZ_LAB_CPU_GEMM={wanted!r}: use auto, avx2, onednn or off")
-    if wanted == "avx2" or (wanted == "auto" and not wider_vectors_than_avx2()):
+        raise ValueError(f"BERTVIZ_LAB_CPU_GEMM={wanted!r}: use auto, avx2, onednn, mkl or off")
+    wider = wider_vectors_than_avx2()
+    if wanted == "avx2" or (wanted == "auto" and not wider):
         if build.library() is not None:
             return "avx2"
+    if wanted in ("auto", "mkl") and (wider or wanted == "mkl") and MKL_PACKING:
+        return "mkl"
     if wanted in ("auto", "onednn") and ONEDNN_PACKING:
         return "onednn"
     return None

@@ -25,38 +25,47 @@ from bertviz_lab.kernels.attention import cpu_inference
 MIN_PACKED_WORK = 1 << 20
 MAX_ONEDNN_ROWS = 1024
 ONEDNN_ROWS_HINT = 1024  # the row count oneDNN chooses the packed layout for
+MKL_ROWS_HINT = 128  # the row count MKL's sgemm_pack is told (its layout serves any row count)
+MKL_MIN_ROWS = 96  # the mkl backend hands fewer rows to oneDNN's packed GEMM
 
-# id(weight) -> (weak reference to it, backend, data pointer, version, packed copy)
-_packed: dict[int, tuple[weakref.ref, str, int, int, torch.Tensor]] = {}
+# id(weight) -> (weak reference to it, data pointer, version, {layout: packed copy}); the layouts are "avx2",
+# "onednn" and "mkl" (the mkl backend keeps a oneDNN copy too where it has met few-row products)
+_packed: dict[int, tuple[weakref.ref, int, int, dict[str, torch.Tensor]]] = {}
 
 
-def packed_weight(weight: torch.Tensor, backend: str) -> torch.Tensor:
-    """`weight` (out, in) in `backend`'s layout, packed again only when the weight changed since."""
+def _pack(data: torch.Tensor, layout: str) -> torch.Tensor:
+    if layout == "avx2":
+        return avx2.pack(data)
+    if layout == "mkl":
+        return torch.ops.mkl._mkl_reorder_linear_weight(data, MKL_ROWS_HINT)
+    return torch.ops.mkldnn._reorder_linear_weight(data, ONEDNN_ROWS_HINT)
+
+
+def packed_weight(weight: torch.Tensor, layout: str) -> torch.Tensor:
+    """`weight` (out, in) in `layout`, packed again only when the weight changed since."""
     key = id(weight)
     entry = _packed.get(key)
-    if (entry is None or entry[0]() is not weight or entry[1] != backend or entry[2] != weight.data_ptr()
-            or entry[3] != weight._version):
-        data = weight.detach()
-        copy = avx2.pack(data) if backend == "avx2" else torch.ops.mkldnn._reorder_linear_weight(data,
-                                                                                               ONEDNN_ROWS_HINT)
+    if entry is None or entry[0]() is not weight or entry[1] != weight.data_ptr() or entry[2] != weight._version:
         def forget(_: weakref.ref, key: int = key) -> None:
             _packed.pop(key, None)
 
-        reference = weakref.ref(weight, forget)
-        entry = _packed[key] = (reference, backend, data.data_ptr(), weight._version, copy)
-    return entry[4]
+        entry = _packed[key] = (weakref.ref(weight, forget), weight.data_ptr(), weight._version, {})
+    copies = entry[3]
+    if layout not in copies:
+        copies[layout] = _pack(weight.detach(), layout)
+    return copies[layout]
 
 
 def has_packed_copy(weight: torch.Tensor) -> str | None:
-    """The backend whose packed copy of `weight` is kept, or None."""
+    """The layouts of the packed copies of `weight` kept ("onednn", "mkl", "mkl+onednn", ...), or None."""
     entry = _packed.get(id(weight))
-    return entry[1] if entry is not None and entry[0]() is weight else None
+    return "+".join(sorted(entry[3])) or None if entry is not None and entry[0]() is weight else None
 
 
 def release(weight: torch.Tensor) -> None:
-    """Drop the packed copy of `weight` if it no longer matches where and what the weight is (moved, cast)."""
+    """Drop the packed copies of `weight` if they no longer match where and what the weight is (moved, cast)."""
     entry = _packed.get(id(weight))
-    if entry is not None and (entry[0]() is not weight or entry[2] != weight.data_ptr() or not weight.is_cpu
+    if entry is not None and (entry[0]() is not weight or entry[1] != weight.data_ptr() or not weight.is_cpu
                               or weight.dtype != torch.float32):
         del _packed[id(weight)]
 
@@ -69,10 +78,13 @@ def _fp32_cpu_inference(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 
 class PackedLinear:
-    """x @ W.T + b for fp32 CPU inference on a packed copy of W: "avx2" (avx2.c) or "onednn".
+    """x @ W.T + b for fp32 CPU inference on a packed copy of W: "avx2" (avx2.c), "onednn", or "mkl" (MKL's packed
+    sgemm from MKL_MIN_ROWS rows, oneDNN's below, where MKL's packed GEMM is the slower: 0.7x oneDNN's at 16 rows).
 
     On the 2-core AMD EPYC we measure on, avx2.c is 1.1-1.9x as fast as MKL's `addmm` on the few-row products of
-    short inputs (32-128 rows) and 1.1-1.4x from 512 rows, oneDNN mostly in between (`benchmarks/cpu_gemm.py`).
+    short inputs (32-128 rows) and 1.1-1.4x from 512 rows, oneDNN mostly in between (`benchmarks/cpu_gemm.py`). On
+    a 2-core Xeon with AVX-512, MKL's packed GEMM made bert-base's forward 1.10-1.12x oneDNN's at 128 and 1024 rows
+    (weights streamed from memory, as in a model), and oneDNN's is the faster below 96 rows (benchmarks/README.md).
     """
 
     def __init__(self, name: str) -> None:
@@ -91,6 +103,8 @@ class PackedLinear:
             return avx2.linear(x, packed_weight(weight, "avx2"), bias, out_features)
         if x.numel() > MAX_ONEDNN_ROWS * in_features or not torch.backends.mkldnn.enabled:
             return None
+        if self.name == "mkl" and x.numel() >= MKL_MIN_ROWS * in_features:
+            return torch.ops.mkl._mkl_linear(x, packed_weight(weight, "mkl"), weight, bias, MKL_ROWS_HINT)
         return torch.ops.mkldnn._linear_pointwise(x, packed_weight(weight, "onednn"), bias, "none", [], "")
 
     def __reduce__(self) -> tuple:
@@ -159,12 +173,12 @@ def cublaslt_linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     return y.view(*x.shape[:-1], y.shape[-1])
 
 
-PACKED = {"avx2": PackedLinear("avx2"), "onednn": PackedLinear("onednn")}
+PACKED = {"avx2": PackedLinear("avx2"), "onednn": PackedLinear("onednn"), "mkl": PackedLinear("mkl")}
 GELU_BACKENDS: dict[str, LinearGELU] = {"avx2": AVX2LinearGELU(), "cublaslt": CublasLtLinearGELU()}
 
 
 def packed_linear(name: str) -> PackedLinear:
-    """The packed-weight GEMM called `name` ("avx2" or "onednn")."""
+    """The packed-weight GEMM called `name` ("avx2", "onednn" or "mkl")."""
     return PACKED[name]
 
 

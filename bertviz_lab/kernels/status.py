@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from bertviz_lab.kernels import build, choice
+from bertviz_lab.kernels import linear as linear_kernels
 
 OPERATIONS = ("attention", "linear", "layer_norm", "gelu")
 
@@ -63,7 +64,7 @@ def _off_rows(device: str, plain: dict[str, str]) -> list[BackendChoice]:
 
 def _why_not_avx2() -> str:
     wanted = os.environ.get("BERTVIZ_LAB_CPU_GEMM", "auto")
-    if wanted in ("onednn", "off"):
+    if wanted in ("onednn", "mkl", "off"):
         return f"BERTVIZ_LAB_CPU_GEMM={wanted} rules it out"
     if wanted == "auto" and choice.wider_vectors_than_avx2():
         return (f"PyTorch's own kernels use {torch.backends.cpu.get_cpu_capability()} here, faster than avx2.c "
@@ -75,6 +76,8 @@ def _why_not_avx2() -> str:
 def _why_not_onednn(backend: str | None) -> str:
     if backend == "avx2":
         return "the AVX2 GEMM is faster and comes first"
+    if backend == "mkl":
+        return f"takes the products of fewer than {linear_kernels.MKL_MIN_ROWS} rows, where MKL's packed GEMM is slower"
     if not choice.ONEDNN_PACKING:
         return "needs an x86 CPU and a PyTorch with oneDNN's packed linear"
     return f"BERTVIZ_LAB_CPU_GEMM={os.environ.get('BERTVIZ_LAB_CPU_GEMM')} rules it out"
@@ -105,7 +108,11 @@ def _cpu_rows() -> list[BackendChoice]:
                                {**not_avx2, "onednn": _why_not_onednn(backend)})
     else:
         others = {"onednn": _why_not_onednn(backend)} if on_avx2 else not_avx2
-        linear = BackendChoice("linear", "cpu", backend, f"a GEMM on packed weights, given per model for fp32 "
+        if backend == "mkl":
+            others = {**not_avx2, "onednn": _why_not_onednn(backend)}
+        rows = (f" (MKL's sgemm from {linear_kernels.MKL_MIN_ROWS} rows, oneDNN's below, addmm above "
+                f"{linear_kernels.MAX_ONEDNN_ROWS})" if backend == "mkl" else "")
+        linear = BackendChoice("linear", "cpu", backend, f"a GEMM on packed weights{rows}, given per model for fp32 "
                                f"weights; {small}", others)
     if choice.add_layer_norm_backend_name(cpu, fp32) == "avx2":
         layer_norm = BackendChoice("layer_norm", "cpu", "avx2", "residual add + LayerNorm in one pass of avx2.c, "

@@ -149,9 +149,9 @@ class BERTPreTrainedModel(nn.Module):
 
     def set_backend(self, *, attention: str | None = None, cpu_gemm: str | None = None,
                     fast: bool | None = None) -> None:
-        """Run `attention` ("eager", "sdpa", "avx2") and the CPU GEMM `cpu_gemm` ("avx2", "onednn", "off") in this
-        model from now on ("auto": this machine's choice); `fast=False` plain PyTorch everywhere. No other model
-        changes (bertviz_lab.kernels.override(model, ...) does the same for a block)."""
+        """Run `attention` ("eager", "sdpa", "avx2") and the CPU GEMM `cpu_gemm` ("avx2", "onednn", "mkl", "off")
+        in this model from now on ("auto": this machine's choice); `fast=False` plain PyTorch everywhere. No other
+        model changes (bertviz_lab.kernels.override(model, ...) does the same for a block)."""
         kernels.set_backend(self, attention=attention, cpu_gemm=cpu_gemm, fast=fast)
 
     # hooks, as TransformerLens has them -----------------------------------------------------------------------

@@ -23,13 +23,15 @@ from bertviz_lab.model import BERT, BERTForMaskedLM
 PACKED_SIZES = dict(vocab_size=200, hidden_size=128, intermediate_size=512, max_position_embeddings=128)
 
 
-@pytest.fixture(params=["avx2", "onednn"])
+@pytest.fixture(params=["avx2", "onednn", "mkl"])
 def backend(request) -> Iterator[str]:
     """Each packed CPU GEMM in turn, where this machine can run it."""
     if request.param == "avx2":
         require_avx2_kernels()
     if request.param == "onednn" and not choice.ONEDNN_PACKING:
         pytest.skip("oneDNN's packed GEMM needs an x86 CPU with oneDNN")
+    if request.param == "mkl" and not choice.MKL_PACKING:
+        pytest.skip("MKL's packed GEMM needs an x86 CPU and a PyTorch with MKL and oneDNN")
     with kernels.override(cpu_gemm=request.param):
         yield request.param
 
@@ -198,7 +200,7 @@ def test_a_packed_copy_from_another_backend_is_replaced():
         for backend in ("onednn", "avx2"):
             torch.testing.assert_close(linear.packed_linear(backend)(x, layer.weight, layer.bias), expected,
                                        rtol=1e-5, atol=1e-5)
-            assert linear.has_packed_copy(layer.weight) == backend
+            assert backend in linear.has_packed_copy(layer.weight).split("+")  # each layout kept beside the others
 
 
 def test_the_cpu_gemm_can_be_chosen_by_environment(monkeypatch):
@@ -207,7 +209,9 @@ def test_the_cpu_gemm_can_be_chosen_by_environment(monkeypatch):
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "onednn")
     assert choice.cpu_gemm_from_environment() == ("onednn" if choice.ONEDNN_PACKING else None)
     monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "mkl")
-    with pytest.raises(ValueError, match="BERTVIZ_LAB_CPU_GEMM='mkl': use auto, avx2, onednn or off"):
+    assert choice.cpu_gemm_from_environment() == ("mkl" if choice.MKL_PACKING else None)
+    monkeypatch.setenv("BERTVIZ_LAB_CPU_GEMM", "blas")
+    with pytest.raises(ValueError, match="BERTVIZ_LAB_CPU_GEMM='blas': use auto, avx2, onednn, mkl or off"):
         choice.cpu_gemm_from_environment()
 
 
@@ -215,8 +219,8 @@ def test_override_names_what_it_cannot_do_and_restores_the_choice_after_an_error
     with pytest.raises(ValueError, match="attention='flash': use one of eager, sdpa, avx2 or 'auto'"):
         with kernels.override(attention="flash"):
             pass
-    with pytest.raises(ValueError, match="cpu_gemm='mkl': use avx2, onednn, off or 'auto'"):
-        with kernels.override(cpu_gemm="mkl"):
+    with pytest.raises(ValueError, match="cpu_gemm='blas': use avx2, onednn, mkl, off or 'auto'"):
+        with kernels.override(cpu_gemm="blas"):
             pass
     model = BERT(tiny_config())
     before = model.encoder.layer[0].attention.self.attention_backend
@@ -445,11 +449,12 @@ def test_entropy_is_the_kernel_where_it_runs_and_torch_elsewhere_with_the_same_v
     assert calls == []
 
 
-def test_a_cpu_with_avx512_gets_onednn_and_sdpa_unless_avx2_is_asked_for(monkeypatch):
+def test_a_cpu_with_avx512_gets_mkl_and_sdpa_unless_avx2_is_asked_for(monkeypatch):
     monkeypatch.delenv("BERTVIZ_LAB_CPU_GEMM", raising=False)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     assert choice.wider_vectors_than_avx2()
-    assert choice.cpu_gemm_from_environment() == ("onednn" if choice.ONEDNN_PACKING else None)
+    assert choice.cpu_gemm_from_environment() == ("mkl" if choice.MKL_PACKING else
+                                                  "onednn" if choice.ONEDNN_PACKING else None)
     with choice.override(cpu_gemm="onednn" if choice.ONEDNN_PACKING else "off"):
         assert choice.attention_backend_name(torch.device("cpu"), torch.float32, 32) == "sdpa"
         assert choice.gelu_backend_name(torch.device("cpu"), torch.float32, "erf") is None
@@ -480,3 +485,22 @@ def test_the_reductions_over_attention_run_on_the_kernels_for_fp32_cpu_tensors_o
     monkeypatch.setattr(rules, "cpu_reductions", lambda device, dtype: False)
     plain = kernels.entropy(p)
     assert len(calls) == 1 and torch.allclose(fast, plain, atol=1e-6)
+
+
+def test_the_mkl_gemm_hands_few_rows_to_onednn_and_many_to_addmm():
+    """MKL's packed GEMM from MKL_MIN_ROWS rows; fewer go to oneDNN's packed GEMM (faster there), more than
+    MAX_ONEDNN_ROWS to addmm; each equals nn.Linear."""
+    if not choice.MKL_PACKING:
+        pytest.skip("MKL's packed GEMM needs an x86 CPU and a PyTorch with MKL and oneDNN")
+    gemm = linear.packed_linear("mkl")
+    torch.manual_seed(0)
+    for rows, layout in ((linear.MKL_MIN_ROWS, "mkl"), (linear.MKL_MIN_ROWS - 1, "onednn"),
+                         (linear.MAX_ONEDNN_ROWS + 1, None)):
+        layer, x = nn.Linear(384, 1152), torch.randn(rows, 384)  # made outside inference mode, as a model is
+        with torch.inference_mode():
+            y = gemm(x, layer.weight, layer.bias)
+            assert linear.has_packed_copy(layer.weight) == layout, rows
+            if layout is None:
+                assert y is None  # the layer's own nn.Linear
+            else:
+                torch.testing.assert_close(y, F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)

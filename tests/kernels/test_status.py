@@ -54,7 +54,7 @@ def test_by_default_the_avx2_kernels_run_only_where_pytorchs_own_are_avx2_at_bes
         assert {op: row[0] for op, row in rows.items()} == {"attention": "avx2", "linear": "avx2",
                                                              "layer_norm": "avx2", "gelu": "avx2"}
         return
-    linear = "onednn" if choice.ONEDNN_PACKING else "pytorch"
+    linear = "mkl" if wider and choice.MKL_PACKING else "onednn" if choice.ONEDNN_PACKING else "pytorch"
     assert {op: row[0] for op, row in rows.items()} == {"attention": "sdpa", "linear": linear,
                                                          "layer_norm": "pytorch", "gelu": "pytorch"}
     if wider:
@@ -91,9 +91,9 @@ def test_fused_kernels_off_turns_every_fast_path_off():
 @pytest.mark.slow  # a fresh interpreter
 def test_an_unknown_cpu_gemm_is_an_error_naming_the_choices():
     done = subprocess.run([sys.executable, "-c", REPORT], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "BERTVIZ_LAB_CPU_GEMM": "mkl"})
+                          env={**os.environ, "BERTVIZ_LAB_CPU_GEMM": "blas"})
     assert done.returncode != 0
-    assert "BERTVIZ_LAB_CPU_GEMM='mkl': use auto, avx2, onednn or off" in done.stderr
+    assert "BERTVIZ_LAB_CPU_GEMM='blas': use auto, avx2, onednn, mkl or off" in done.stderr
 
 
 @pytest.mark.usefixtures("avx2_kernels")
@@ -102,8 +102,8 @@ def test_status_says_what_a_forward_pass_then_runs():
     LayerNorm is what the model's layers were given."""
     from bertviz_lab.model import BERT
 
-    for gemm in ("avx2", "onednn"):
-        if gemm == "onednn" and not choice.ONEDNN_PACKING:
+    for gemm in ("avx2", "onednn", "mkl"):
+        if (gemm == "onednn" and not choice.ONEDNN_PACKING) or (gemm == "mkl" and not choice.MKL_PACKING):
             continue
         with kernels.override(cpu_gemm=gemm):  # the rules of the models built in the block, and of the report
             model = BERT(tiny_config()).eval()
