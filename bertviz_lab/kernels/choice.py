@@ -193,7 +193,8 @@ def attention_backend_name(device: torch.device, dtype: torch.dtype, head_size: 
 
 def cpu_backend(rules: Rules | None = None) -> str | None:
     """The packed GEMM for fp32 CPU inference: "avx2" (avx2.c, built on first use) on an AVX2 CPU where it can run,
-    "mkl" (MKL's packed sgemm, oneDNN's for few rows) on a CPU with wider vectors, else "onednn" on x86, else None
+    "mkl" (MKL's packed sgemm for a short text's rows, oneDNN's for others) on a CPU with wider vectors, else
+    "onednn" on x86, else None
     for plain `addmm`; BERTVIZ_LAB_CPU_GEMM, or the rules' cpu_gemm, picks one."""
     global _cpu_backend
     rules = block_rules.get() if rules is None else rules

@@ -26,7 +26,7 @@ MIN_PACKED_WORK = 1 << 20
 MAX_ONEDNN_ROWS = 1024
 ONEDNN_ROWS_HINT = 1024  # the row count oneDNN chooses the packed layout for
 MKL_ROWS_HINT = 128  # the row count MKL's sgemm_pack is told (its layout serves any row count)
-MKL_MIN_ROWS = 96  # the mkl backend hands fewer rows to oneDNN's packed GEMM
+MKL_MIN_ROWS, MKL_MAX_ROWS = 96, 256  # the mkl backend hands fewer or more rows to oneDNN's packed GEMM
 
 # id(weight) -> (weak reference to it, data pointer, version, {layout: packed copy}); the layouts are "avx2",
 # "onednn" and "mkl" (the mkl backend keeps a oneDNN copy too where it has met few-row products)
@@ -79,12 +79,13 @@ def _fp32_cpu_inference(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 class PackedLinear:
     """x @ W.T + b for fp32 CPU inference on a packed copy of W: "avx2" (avx2.c), "onednn", or "mkl" (MKL's packed
-    sgemm from MKL_MIN_ROWS rows, oneDNN's below, where MKL's packed GEMM is the slower: 0.7x oneDNN's at 16 rows).
+    sgemm from MKL_MIN_ROWS to MKL_MAX_ROWS rows, a short text's; oneDNN's packed GEMM on the others, where MKL's is
+    no faster: 0.7x oneDNN's at 16 rows, even at 512, 0.95x at 1024).
 
     On the 2-core AMD EPYC we measure on, avx2.c is 1.1-1.9x as fast as MKL's `addmm` on the few-row products of
     short inputs (32-128 rows) and 1.1-1.4x from 512 rows, oneDNN mostly in between (`benchmarks/cpu_gemm.py`). On
-    a 2-core Xeon with AVX-512, MKL's packed GEMM made bert-base's forward 1.10-1.12x oneDNN's at 128 and 1024 rows
-    (weights streamed from memory, as in a model), and oneDNN's is the faster below 96 rows (benchmarks/README.md).
+    a 2-core Xeon with AVX-512, MKL's packed GEMM made bert-base's forward at 128 rows 1.08-1.14x as fast as
+    oneDNN's (weights streamed from memory, as in a model; benchmarks/README.md).
     """
 
     def __init__(self, name: str) -> None:
@@ -103,7 +104,7 @@ class PackedLinear:
             return avx2.linear(x, packed_weight(weight, "avx2"), bias, out_features)
         if x.numel() > MAX_ONEDNN_ROWS * in_features or not torch.backends.mkldnn.enabled:
             return None
-        if self.name == "mkl" and x.numel() >= MKL_MIN_ROWS * in_features:
+        if self.name == "mkl" and MKL_MIN_ROWS * in_features <= x.numel() <= MKL_MAX_ROWS * in_features:
             return torch.ops.mkl._mkl_linear(x, packed_weight(weight, "mkl"), weight, bias, MKL_ROWS_HINT)
         return torch.ops.mkldnn._linear_pointwise(x, packed_weight(weight, "onednn"), bias, "none", [], "")
 

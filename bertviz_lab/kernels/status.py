@@ -77,7 +77,8 @@ def _why_not_onednn(backend: str | None) -> str:
     if backend == "avx2":
         return "the AVX2 GEMM is faster and comes first"
     if backend == "mkl":
-        return f"takes the products of fewer than {linear_kernels.MKL_MIN_ROWS} rows, where MKL's packed GEMM is slower"
+        return (f"takes the products outside {linear_kernels.MKL_MIN_ROWS}-{linear_kernels.MKL_MAX_ROWS} rows, "
+                "where MKL's packed GEMM is no faster")
     if not choice.ONEDNN_PACKING:
         return "needs an x86 CPU and a PyTorch with oneDNN's packed linear"
     return f"BERTVIZ_LAB_CPU_GEMM={os.environ.get('BERTVIZ_LAB_CPU_GEMM')} rules it out"
@@ -110,8 +111,8 @@ def _cpu_rows() -> list[BackendChoice]:
         others = {"onednn": _why_not_onednn(backend)} if on_avx2 else not_avx2
         if backend == "mkl":
             others = {**not_avx2, "onednn": _why_not_onednn(backend)}
-        rows = (f" (MKL's sgemm from {linear_kernels.MKL_MIN_ROWS} rows, oneDNN's below, addmm above "
-                f"{linear_kernels.MAX_ONEDNN_ROWS})" if backend == "mkl" else "")
+        rows = (f" (MKL's sgemm for {linear_kernels.MKL_MIN_ROWS}-{linear_kernels.MKL_MAX_ROWS} rows, oneDNN's "
+                f"for the others, addmm above {linear_kernels.MAX_ONEDNN_ROWS})" if backend == "mkl" else "")
         linear = BackendChoice("linear", "cpu", backend, f"a GEMM on packed weights{rows}, given per model for fp32 "
                                f"weights; {small}", others)
     if choice.add_layer_norm_backend_name(cpu, fp32) == "avx2":

@@ -487,14 +487,15 @@ def test_the_reductions_over_attention_run_on_the_kernels_for_fp32_cpu_tensors_o
     assert len(calls) == 1 and torch.allclose(fast, plain, atol=1e-6)
 
 
-def test_the_mkl_gemm_hands_few_rows_to_onednn_and_many_to_addmm():
-    """MKL's packed GEMM from MKL_MIN_ROWS rows; fewer go to oneDNN's packed GEMM (faster there), more than
-    MAX_ONEDNN_ROWS to addmm; each equals nn.Linear."""
+def test_the_mkl_gemm_takes_a_short_texts_rows_and_hands_the_others_to_onednn_or_addmm():
+    """MKL's packed GEMM for MKL_MIN_ROWS to MKL_MAX_ROWS rows; other row counts go to oneDNN's packed GEMM (faster
+    there), more than MAX_ONEDNN_ROWS to addmm; each equals nn.Linear."""
     if not choice.MKL_PACKING:
         pytest.skip("MKL's packed GEMM needs an x86 CPU and a PyTorch with MKL and oneDNN")
     gemm = linear.packed_linear("mkl")
     torch.manual_seed(0)
-    for rows, layout in ((linear.MKL_MIN_ROWS, "mkl"), (linear.MKL_MIN_ROWS - 1, "onednn"),
+    for rows, layout in ((linear.MKL_MIN_ROWS, "mkl"), (linear.MKL_MAX_ROWS, "mkl"),
+                         (linear.MKL_MIN_ROWS - 1, "onednn"), (linear.MKL_MAX_ROWS + 1, "onednn"),
                          (linear.MAX_ONEDNN_ROWS + 1, None)):
         layer, x = nn.Linear(384, 1152), torch.randn(rows, 384)  # made outside inference mode, as a model is
         with torch.inference_mode():
