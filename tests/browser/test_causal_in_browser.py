@@ -1,8 +1,9 @@
 """The Causal tab in JupyterLab, in headless Chromium, offline: the patching map, the logit lens and the FFN neurons
 render from the kernel's drawings; hover and the keyboard show each cell's exact value as the kernel computed it; a
 patching cell opens its layer in the attention panel below; the export button writes an SVG; axe-core finds no
-serious violation in any tool in the light or the dark theme; and once the kernel is gone, hover still reads the
-exact values from the page alone.
+serious violation in any tool in the light or the dark theme; after a page reload the tool redraws and a change made
+there is drawn; a second tab shows the same tool and what it chooses reaches the first; and once the kernel is gone,
+hover still reads the exact values from the page alone.
 
 The model is a tiny random BERT with a masked-LM head and the packaged tokenizer (no network, no download).
 Screenshots of each tool go to screenshots/causal_*.png (and, with BERTVIZ_LAB_SCREENSHOTS set, to the README's
@@ -20,11 +21,14 @@ import pytest
 from browser_lab import (
     CONTENT_BOX,
     DOM_ERRORS,
+    KERNEL_READY,
     SCREENSHOTS,
     copy_to_readme,
     kernel_prints,
     live_heatmap_shows,
     open_and_run,
+    open_notebook,
+    save_notebook,
     set_theme,
 )
 from test_accessibility_in_browser import AXE, RUN_AXE, SERIOUS
@@ -84,12 +88,12 @@ def serious_violations(page: Any, output: Any) -> list[dict]:
     return page.evaluate(RUN_AXE, [output.element_handle(), list(SERIOUS)])
 
 
-def test_the_causal_tab_renders_reads_exact_values_opens_exports_and_passes_axe(page, lab_server):
+def test_the_causal_tab_renders_reads_exact_values_opens_exports_and_passes_axe(page, lab_server, lab_context):
     page.set_default_timeout(TIMEOUT_MS)
     page.set_viewport_size({"width": 1400, "height": 1100})
     page.on("console", lambda message: page.errors.append(f"console.error: {message.text}"[:600])
             if message.type == "error" else None)
-    open_and_run(page, lab_server, "causal_tab.ipynb", CELLS, timeout_ms=TIMEOUT_MS)
+    path = open_and_run(page, lab_server, "causal_tab.ipynb", CELLS, timeout_ms=TIMEOUT_MS).path
     assert not page.evaluate(DOM_ERRORS)
     output = page.locator(OUTPUT).first
     layers, tokens = in_kernel(page, "import json; print(json.dumps(list(causal.patching.result.effect.shape)))")
@@ -162,13 +166,39 @@ def test_the_causal_tab_renders_reads_exact_values_opens_exports_and_passes_axe(
                 if violations:
                     found[f"{theme} · {label}"] = violations
                 slot = output.locator(".bvl-panel .bvl-panel").first  # the tool's panel (and the attention below)
-                path = SCREENSHOTS / f"causal_{label.lower().replace(' ', '_')}_{theme}.png"
-                page.screenshot(path=str(path), clip=slot.evaluate(CONTENT_BOX))
-                pictures.append(path)
+                picture = SCREENSHOTS / f"causal_{label.lower().replace(' ', '_')}_{theme}.png"
+                page.screenshot(path=str(picture), clip=slot.evaluate(CONTENT_BOX))
+                pictures.append(picture)
     finally:
         set_theme(page, "light")
     assert not found, f"axe-core found serious or critical violations: {found}"
     copy_to_readme([tab_picture])
+
+    # after a reload (the kernel lives on) the tool redraws from the synced state, and a change made in the
+    # reloaded page reaches the kernel and comes back drawn
+    shown = choose_tool(page, output, "Logit lens", "logit lens")[0]
+    save_notebook(page)
+    page.reload(wait_until="domcontentloaded")
+    page.wait_for_function(KERNEL_READY, arg=path, timeout=TIMEOUT_MS, polling=250)
+    output = page.locator(OUTPUT).first
+    again = grids_show(page, output, "g[0].cells > 0")[0]
+    assert (again["title"], again["cells"]) == (shown["title"], shown["cells"]), (again, shown)
+    choose_tool(page, output, "Patching", "activation patching")
+    output.locator(".widget-toggle-button", has_text=re.compile("^attention heads$")).first.click()
+    heads = grids_show(page, output, "g[0].title.includes('each head')")[0]
+    assert heads["cells"] == layers * in_kernel(page, "print(json.dumps(model.config.num_attention_heads))"), heads
+    assert in_kernel(page, "print(json.dumps(causal.patching.point))") == "head_out"
+
+    # a second tab on the same notebook shows the same tool, and a tool chosen there shows in the first tab too
+    second = lab_context.new_page()
+    try:
+        open_notebook(second, lab_server, path)
+        other = second.locator(OUTPUT).first
+        assert grids_show(second, other, "g[0].title.includes('each head')")[0]["cells"] == heads["cells"]
+        choose_tool(second, other, "Logit lens", "logit lens")
+        grids_show(page, output, "g[0].title.startsWith('logit lens')")
+    finally:
+        second.close()
 
     # the kernel gone: hover still shows the exact values the page holds
     choose_tool(page, output, "Logit lens", "logit lens")

@@ -149,3 +149,26 @@ def test_outside_a_notebook_cell_nothing_is_closed(notebook_shell, pretraining_m
         assert shell.run_cell("panel").success
     assert panel.comm is not None
     panel.close()
+
+
+def test_closing_the_causal_tab_closes_every_tool_it_made_and_its_attention_panel(mlm_model, minilm_tokenizer,
+                                                                                  warm_looks):
+    from bertviz_lab.widgets import CausalPanel
+
+    def every_tool_shown() -> CausalPanel:
+        panel = CausalPanel(mlm_model, minilm_tokenizer)
+        panel.patching.view.open_cell(1, 2)  # the attention panel below
+        for tool in ("logit lens", "ffn neurons", "patching"):  # every tool made; two are off screen when closing
+            panel.tool.value = tool
+        return panel
+
+    every_tool_shown().close()  # the tools' shared looks (kept for every panel) exist before counting
+    before = registered()
+    panel = every_tool_shown()
+    assert panel.attention is not None and len(panel.tools) == 3 and len(registered() - before) > 60
+    attention, lens = weakref.ref(panel.attention), weakref.ref(panel.logit_lens)
+    panel.close()
+    assert registered() - before == set()
+    assert panel.tools == {} and panel.attention is None
+    gc.collect()
+    assert attention() is None and lens() is None

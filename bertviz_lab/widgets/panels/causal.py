@@ -248,8 +248,9 @@ class CausalPanel(Panel):
 
     def release(self) -> None:
         """A closed panel closes the tools it made but was not showing (the one shown closed with it)."""
-        tools = self.__dict__.get("tools", {})  # a panel whose constructor failed made none
-        shown = self.slot.children if self.__dict__.get("_built") else ()
+        tools = self.__dict__.get("tools", {})  # none where the constructor failed, or the panel was closed before
+        slot = self.__dict__.get("slot")  # (made with the controls, on first show)
+        shown = slot.children if slot is not None else ()
         for tool in tools.values():
             if tool not in shown:
                 tool.close()
