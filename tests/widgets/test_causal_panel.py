@@ -126,3 +126,15 @@ def test_the_ffn_neurons_list_a_corpus_analysed_with_neuron_maxima_and_open_its_
         1, 7, int(listed["position"].iloc[0]))
     assert float(neurons.activations[1, int(listed["position"].iloc[0]), 7]) == pytest.approx(
         float(listed["activation"].iloc[0]), abs=1e-5)
+
+
+def test_a_clean_text_alone_runs_the_lens_and_asks_patching_for_a_corrupted_one(mlm_model, minilm_tokenizer):
+    clean = "The capital of Spain is [MASK]."
+    panel = CausalPanel(mlm_model, minilm_tokenizer, clean=clean, corrupted=None)  # as %bert_inspect opens it
+    assert panel.corrupted_box.value == "" and panel.patching.view.svg == ""
+    assert panel.patching.view.message.startswith("no corrupted text yet: give the clean text with one fact changed")
+    panel.tool.value = registry.LOGIT_LENS
+    assert panel.logit_lens.view.svg and not panel.logit_lens.view.message
+    panel.tool.value = registry.PATCHING
+    panel.corrupted_box.value = "The capital of Japan is [MASK]."  # Enter in the box: patching runs
+    assert panel.patching.view.svg and panel.patching.result is not None

@@ -8,6 +8,7 @@ A tool is made the first time it is shown, so a workbench that never opens the t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import Any, Callable
 
@@ -41,6 +42,7 @@ class CausalPanel(Panel):
         self.own_model, self.own_tokenizer = self.model, self.tokenizer
         self.clean, self.corrupted, self.corpus = clean, corrupted or "", corpus
         self.tools: dict[str, Any] = {}  # the tools' panels by name
+        self._held: dict[str, tuple] = {}  # what each tool was last given: ids of model and tokenizer, its texts
         self.attention: AttentionPanel | None = None
         self._training_source: Callable[[], Any] | None = None
         self._setting_boxes = False  # the panel writes its own text boxes: not a reader's Enter
@@ -97,19 +99,21 @@ class CausalPanel(Panel):
         neurons.on_open_text(self._open_corpus_text)
         return neurons
 
-    def _given(self, name: str, tool: Panel) -> None:
-        """Hand `tool` the panel's model and texts where it holds others (it was made before they changed)."""
-        state = getattr(tool, "_causal_state", None)
-        now = (id(self.model), id(self.tokenizer), self.clean, self.corrupted)
-        if state == now:
+    def _now(self, name: str) -> tuple:
+        texts = (self.clean, self.corrupted) if name == registry.PATCHING else (self.clean,)
+        return id(self.model), id(self.tokenizer), *texts
+
+    def _given(self, name: str, tool: Any) -> None:
+        """Hand `tool` the panel's model and texts where it holds others (it was hidden while they changed)."""
+        held, now = self._held[name], self._now(name)
+        if held == now:
             return
-        if state is not None and state[:2] != now[:2]:
-            tool.set_model(self.model, self.tokenizer)
-        if name == registry.PATCHING:
-            tool.set_texts(self.clean, self.corrupted)
-        elif state is None or state[2] != self.clean:
-            tool.set_text(self.clean)
-        tool._causal_state = now
+        with tool.hold() if name == registry.PATCHING else contextlib.nullcontext():  # patching: one run
+            if held[:2] != now[:2]:
+                tool.set_model(self.model, self.tokenizer)
+            if held[2:] != now[2:]:
+                tool.set_texts(*now[2:]) if name == registry.PATCHING else tool.set_text(*now[2:])
+        self._held[name] = now
 
     def tool_panel(self, name: str) -> Panel:
         """The panel of the tool `name`, made on first use and holding the panel's model and texts."""
@@ -117,7 +121,7 @@ class CausalPanel(Panel):
         tool = self.tools.get(name)
         if tool is None:
             tool = self.tools[name] = self._make(name)
-            tool._causal_state = (id(self.model), id(self.tokenizer), self.clean, self.corrupted)
+            self._held[name] = self._now(name)
             tool.on_figure_changed(self.figure_changed)
         else:
             self._given(name, tool)

@@ -303,6 +303,9 @@ class PatchingPanel(Panel):
         mlm_head(self.model, "activation patching at the mask")
         mask_token = getattr(self.tokenizer, "mask_token", None) or "[MASK]"
         clean = encode_text(self.model, self.tokenizer, self.clean)
+        if not self.corrupted.strip():
+            raise ValueError("no corrupted text yet: give the clean text with one fact changed (as many tokens), "
+                             "e.g. another city for a capital.")
         corrupted = encode_text(self.model, self.tokenizer, self.corrupted)
         clean_ids = clean.inputs["input_ids"][0].tolist()
         corrupted_ids = corrupted.inputs["input_ids"][0].tolist()
