@@ -61,6 +61,15 @@ def _whole(value: Any, name: str) -> int:
     return int(value)
 
 
+def _index(value: Any, name: str, count: int, range_says: str) -> int:
+    """`value` as an index below `count`; else a one-line ValueError naming the range ("this model has layers
+    0..5")."""
+    index = _whole(value, name)
+    if not 0 <= index < count:
+        raise ValueError(f"{name} {index} does not exist; {range_says} 0..{count - 1}.")
+    return index
+
+
 class FFNNeuronsPanel(Panel):
     """The feed-forward neurons of a model on a text: a layer, a token, the k neurons most active there (a bar each,
     a click chooses one), the chosen neuron's activation on every token (a click chooses the token), and with a
@@ -193,22 +202,13 @@ class FFNNeuronsPanel(Panel):
 
     # choosing ------------------------------------------------------------------------------------------------------
     def _check_layer(self, layer: Any) -> int:
-        layer = _whole(layer, "layer")
-        if not 0 <= layer < self.num_layers:
-            raise ValueError(f"layer {layer} does not exist; this model has layers 0..{self.num_layers - 1}.")
-        return layer
+        return _index(layer, "layer", self.num_layers, "this model has layers")
 
     def _check_position(self, position: Any) -> int:
-        position = _whole(position, "position")
-        if not 0 <= position < len(self.tokens):
-            raise ValueError(f"position {position} does not exist; the text has positions 0..{len(self.tokens) - 1}.")
-        return position
+        return _index(position, "position", len(self.tokens), "the text has positions")
 
     def _check_neuron(self, neuron: Any) -> int:
-        neuron = _whole(neuron, "neuron")
-        if not 0 <= neuron < self.num_neurons:
-            raise ValueError(f"neuron {neuron} does not exist; each layer has neurons 0..{self.num_neurons - 1}.")
-        return neuron
+        return _index(neuron, "neuron", self.num_neurons, "each layer has neurons")
 
     def _check_k(self, k: Any) -> int:
         k = _whole(k, "k")

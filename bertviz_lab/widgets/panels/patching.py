@@ -128,7 +128,7 @@ class PatchingPanel(Panel):
         self.selected: tuple[int, int] | None = None  # the cell last opened (row, column of the figure)
         self.redraws = 0  # figures computed: set() and a hold() block make one
         self._target, self._foil = target or None, foil or None  # None: the model's top prediction
-        self._holding, self._dirty = 0, False
+        self._holding, self._dirty = Hold(), False  # inside hold(): changes are kept for one run at its end
         self._quietly = Hold()  # open while the panel sets its own controls: no reader chose them
         self._open_listeners: list[Opened] = []
         self.target_box = lean(widgets.Combobox, description="target", placeholder="top prediction",
@@ -175,11 +175,10 @@ class PatchingPanel(Panel):
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
         """Change several things (controls, texts, the model) and compute and draw once, when the block ends."""
-        self._holding += 1
         try:
-            yield
+            with self._holding():
+                yield
         finally:
-            self._holding -= 1
             if not self._holding and self._dirty:
                 self.refresh()
 
