@@ -4,6 +4,8 @@
                                                  #      and batch 1 seq 32 (one sentence, as the workbench sees it)
     python benchmarks/forward.py --quick         # 6 s per CPU row instead of 25 (noisier)
     python benchmarks/forward.py --onnx          # also ONNX Runtime (CPU rows; pip install onnxruntime onnx)
+    python benchmarks/forward.py --graph         # ours with model.set_backend(compiled=True) on the CPU rows:
+                                                 #      batches of 512+ tokens through one compiled graph
     python benchmarks/forward.py --gpu           # also bf16, batch 256, seq 128 on CUDA (when present)
     python benchmarks/forward.py --gpu-only      # only the CUDA rows (a short check on a GPU machine)
     python benchmarks/forward.py --gpu-only --compile   # also both models under torch.compile (CUDA rows)
@@ -97,9 +99,12 @@ class OnnxRuntimeModel:
 
 
 def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.dtype, rounds: int, repeats: int,
-            compiled: bool = False, seconds: float = 0.0, onnx: bool = False):
-    """Print one table row; samples alternate between the models, at least `rounds` pairs and `seconds` long."""
+            compiled: bool = False, seconds: float = 0.0, onnx: bool = False, graph: bool = False):
+    """Print one table row; samples alternate between the models, at least `rounds` pairs and `seconds` long.
+    `graph`: ours runs its encoder as one compiled graph (set_backend(compiled=True)), transformers eagerly."""
     ours, reference = build_pair(name, device, dtype)
+    if graph:
+        ours.set_backend(compiled=True)
     runtime = None
     if onnx:
         with tempfile.TemporaryDirectory() as folder:
@@ -113,6 +118,9 @@ def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.
     models = [ours, reference] if runtime is None else [ours, reference, runtime]
     with torch.inference_mode():
         expected = reference(**inputs).last_hidden_state.float()
+        start = time.perf_counter()
+        ours(**inputs)  # with --graph, the compile (inductor's cache on disk makes a later process's shorter)
+        first_call = time.perf_counter() - start
         diff = max((model(**inputs).last_hidden_state.float() - expected).abs().max().item()
                    for model in models if model is not reference)
     for model in models:  # warm-up
@@ -123,11 +131,11 @@ def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.
         for model, samples in zip(models, times):
             samples.append(time_model(model, inputs, repeats, device))
     ours_sps, ref_sps, *ort_sps = (batch / statistics.median(samples) for samples in times)
-    label = str(dtype).replace("torch.", "") + ("+compile" if compiled else "")
+    label = str(dtype).replace("torch.", "") + ("+compile" if compiled else " graph" if graph else "")
     onnx_columns = f" {ort_sps[0]:10.1f} | {ours_sps / ort_sps[0]:5.2f}x |" if ort_sps else ""
     print(f"| {name:9s} | {label:13s} | {batch:5d} | {seq:4d} | {ours_sps:10.1f} | "
-          f"{ref_sps:10.1f} | {ours_sps / ref_sps:5.2f}x |{onnx_columns} {diff:.1e} | {len(times[0]):5d} |",
-          flush=True)
+          f"{ref_sps:10.1f} | {ours_sps / ref_sps:5.2f}x |{onnx_columns} {diff:.1e} | {len(times[0]):5d} |"
+          + (f" first call {first_call:.1f} s" if graph else ""), flush=True)
     return ours_sps / ref_sps
 
 
@@ -140,6 +148,9 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="also the CUDA rows with both models torch.compile'd")
     parser.add_argument("--onnx", action="store_true",
                         help="also ONNX Runtime on the CPU rows (needs onnxruntime and onnx installed)")
+    parser.add_argument("--graph", action="store_true",
+                        help="CPU rows: ours with model.set_backend(compiled=True) (its encoder as one compiled graph "
+                             "for batches of 512 tokens or more; the first call compiles it), transformers eager")
     parser.add_argument("--models", default="minilm,bert-base")
     parser.add_argument("--shapes", default="1x32,1x128,8x128,1x512,8x512",
                         help="the CPU rows' batch x sequence length, comma-separated")
@@ -168,7 +179,8 @@ def main() -> None:
     for name in [] if args.gpu_only else args.models.split(","):
         for shape in args.shapes.split(","):
             batch, seq = (int(n) for n in shape.lower().split("x"))
-            compare(name, batch, seq, cpu, torch.float32, rounds, 1, seconds=seconds, onnx=args.onnx)
+            compare(name, batch, seq, cpu, torch.float32, rounds, 1, seconds=seconds, onnx=args.onnx,
+                    graph=args.graph)
     if args.gpu or args.gpu_only:
         print(f"CUDA: {torch.cuda.get_device_name()}")
         for compiled in (False, True) if args.compile else (False,):

@@ -7,6 +7,8 @@ its head size, the config's `gelu_form` and the model's Rules, and given to the 
 (attention.py, linear.py, layer_norm.py); None leaves the layer its plain modules and math. A backend computes the
 same function as those and answers only where it is faster and nobody could tell it apart (inference: no autograd,
 no active dropout, not inside a torch.compile trace); the layer runs the plain path wherever a hook watches it.
+A model that asks for it (`compiled=True`) also gets its encoder's layers as one torch.compile graph for large
+batches (compiled.py), which agrees with the eager layers to about 1e-6 rather than bit for bit.
 
 A model's Rules are its own: `set_backend(model, ...)` for good, `override(model, ...)` and `disabled(model)` for a
 block; no call changes another model, so a model training on another thread is never rewired. Without a model,
@@ -27,6 +29,7 @@ import torch
 from torch import nn
 
 from bertviz_lab.kernels import attention, build, layer_norm, linear
+from bertviz_lab.kernels import compiled as compiled_layers
 from bertviz_lab.kernels.layer_norm import MIN_FUSED_ELEMENTS, triton
 from bertviz_lab.kernels.linear import MIN_PACKED_WORK
 from bertviz_lab.kernels.rules import ENABLED, Rules, block_rules, cpu_reductions, current_rules
@@ -44,7 +47,8 @@ _ATTENTION_NAMES = tuple(attention.BACKENDS)
 AUTO = "auto"
 
 
-def _checked(rules: Rules, attention: str | None, cpu_gemm: str | None, fast: bool | None) -> Rules:
+def _checked(rules: Rules, attention: str | None, cpu_gemm: str | None, fast: bool | None,
+             compiled: bool | None = None) -> Rules:
     """`rules` with the given changes ("auto": back to this machine's choice); a backend this machine cannot run
     is an error saying why."""
     if attention is not None and attention != AUTO and attention not in _ATTENTION_NAMES:
@@ -57,7 +61,13 @@ def _checked(rules: Rules, attention: str | None, cpu_gemm: str | None, fast: bo
         raise ValueError("oneDNN's packed GEMM needs an x86 CPU and a PyTorch with oneDNN's packed linear.")
     if cpu_gemm == "mkl" and not MKL_PACKING:
         raise ValueError("MKL's packed GEMM needs an x86 CPU and a PyTorch built with MKL and oneDNN.")
+    if compiled:
+        missing = compiled_layers.compiler_missing()
+        if missing is not None:
+            raise ValueError(f"compiled=True cannot run here: {missing}.")
     changes: dict[str, Any] = {}
+    if compiled is not None:
+        changes["compiled"] = bool(compiled)
     if attention is not None:
         changes["attention"] = None if attention == AUTO else attention
     if cpu_gemm is not None:
@@ -86,21 +96,24 @@ def _keep_rules(model: nn.Module, rules: Rules) -> None:
 
 
 def set_backend(model: nn.Module, *, attention: str | None = None, cpu_gemm: str | None = None,
-                fast: bool | None = None) -> None:
+                fast: bool | None = None, compiled: bool | None = None) -> None:
     """From now on `model` (and only it) runs `attention` ("eager", "sdpa", "avx2") and the CPU GEMM `cpu_gemm`
-    ("avx2", "onednn", "mkl", "off"), "auto" for this machine's choice; `fast=False` plain PyTorch in every layer."""
-    _keep_rules(model, _checked(rules_of(model), attention, cpu_gemm, fast))
+    ("avx2", "onednn", "mkl", "off"), "auto" for this machine's choice; `compiled=True` its encoder as one
+    torch.compile graph for fp32 CPU inference batches of at least compiled.MIN_ROWS tokens (compiled at the first
+    one); `fast=False` plain PyTorch in every layer."""
+    _keep_rules(model, _checked(rules_of(model), attention, cpu_gemm, fast, compiled))
     choose(model)
 
 
 @contextlib.contextmanager
 def override(model: nn.Module | None = None, *, attention: str | None = None,
-             cpu_gemm: str | None = None) -> Iterator[None]:
+             cpu_gemm: str | None = None, compiled: bool | None = None) -> Iterator[None]:
     """Inside the block `model` runs `attention` ("eager", "sdpa" or "avx2"; a layer the kernel cannot run keeps
-    SDPA) and the linear layers `cpu_gemm` ("avx2", "onednn" or "off"); its rules as before on exit, also after an
-    error. Without a model: the rules of the models built or moved inside the block on this thread. Asking for a
-    backend this machine cannot run is an error saying why."""
-    with _rules_for(model, attention=attention, cpu_gemm=cpu_gemm):
+    SDPA), the linear layers `cpu_gemm` ("avx2", "onednn", "mkl" or "off") and, with `compiled`, its encoder as a
+    compiled graph or not; its rules as before on exit, also after an error. Without a model: the rules of the
+    models built or moved inside the block on this thread. Asking for a backend this machine cannot run is an error
+    saying why."""
+    with _rules_for(model, attention=attention, cpu_gemm=cpu_gemm, compiled=compiled):
         yield
 
 
@@ -117,7 +130,7 @@ def disabled(model: nn.Module | None = None) -> Iterator[None]:
 def _rules_for(model: nn.Module | None, **changes: Any) -> Iterator[None]:
     if model is None:
         token = block_rules.set(_checked(block_rules.get(), changes.get("attention"), changes.get("cpu_gemm"),
-                                          changes.get("fast")))
+                                          changes.get("fast"), changes.get("compiled")))
         try:
             yield
         finally:
@@ -125,7 +138,7 @@ def _rules_for(model: nn.Module | None, **changes: Any) -> Iterator[None]:
         return
     before = {module: getattr(module, "_kernel_rules", None) for module in _ruled(model)}
     _keep_rules(model, _checked(rules_of(model), changes.get("attention"), changes.get("cpu_gemm"),
-                                changes.get("fast")))
+                                changes.get("fast"), changes.get("compiled")))
     choose(model)
     try:
         yield
@@ -172,10 +185,15 @@ def choose(model: nn.Module) -> None:
         if "add_layer_norm_backend" in given:
             name = add_layer_norm_backend_name(device, dtype, rules)
             module.add_layer_norm_backend = None if name is None else layer_norm.add_layer_norm_backend(name)
+        if "compiled_backend" in given:
+            runs = rules.on and rules.compiled and device.type == "cpu" and dtype == torch.float32
+            kept = module.compiled_backend  # keeps its compiled graph
+            module.compiled_backend = (kept or compiled_layers.CompiledLayers()) if runs else None
 
 
 GELU_FORMS = ("erf", "tanh")  # what a config's `gelu_form` may say
-BACKEND_ATTRIBUTES = ("attention_backend", "linear_backend", "gelu_backend", "add_layer_norm_backend")
+BACKEND_ATTRIBUTES = ("attention_backend", "linear_backend", "gelu_backend", "add_layer_norm_backend",
+                      "compiled_backend")
 
 
 def attention_backend_name(device: torch.device, dtype: torch.dtype, head_size: int,

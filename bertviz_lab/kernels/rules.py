@@ -18,12 +18,14 @@ ENABLED = os.environ.get("BERTVIZ_LAB_FUSED_KERNELS", "1") != "0"
 @dataclasses.dataclass(frozen=True)
 class Rules:
     """How a model's layers are given backends: `attention` ("eager", "sdpa" or "avx2") and `cpu_gemm` ("avx2",
-    "onednn" or "off") ask for one (None: what this machine runs best); `fast=False` gives every layer plain
-    PyTorch."""
+    "onednn", "mkl" or "off") ask for one (None: what this machine runs best); `compiled=True` runs large fp32 CPU
+    inference batches through one torch.compile graph of the encoder (compiled.py); `fast=False` gives every layer
+    plain PyTorch."""
 
     attention: str | None = None
     cpu_gemm: str | None = None
     fast: bool = True
+    compiled: bool = False
 
     @property
     def on(self) -> bool:

@@ -1,6 +1,6 @@
-"""status(): which backend a model on this machine is given for attention, linear layers, residual add + LayerNorm
-and GELU (once per model, for the device and dtype of its weights: `choice.choose`), and why not the others
-(training and autograd always take PyTorch's own, and a layer calls the modules a hook watches)."""
+"""status(): which backend a model on this machine is given for attention, linear layers, residual add + LayerNorm,
+GELU and the encoder as a whole (once per model, for the device and dtype of its weights: `choice.choose`), and why
+not the others (training and autograd always take PyTorch's own, and a layer calls the modules a hook watches)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 import torch
 
 from bertviz_lab.kernels import build, choice
+from bertviz_lab.kernels import compiled as compiled_layers
 from bertviz_lab.kernels import linear as linear_kernels
 
-OPERATIONS = ("attention", "linear", "layer_norm", "gelu")
+OPERATIONS = ("attention", "linear", "layer_norm", "gelu", "encoder")
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,18 @@ def _why_not_onednn(backend: str | None) -> str:
     return f"BERTVIZ_LAB_CPU_GEMM={os.environ.get('BERTVIZ_LAB_CPU_GEMM')} rules it out"
 
 
+def _encoder_row() -> BackendChoice:
+    """The encoder runs layer by layer unless a model asks for its compiled graph (per model, never by default)."""
+    missing = compiled_layers.compiler_missing()
+    compiled = missing or (f"per model on request: model.set_backend(compiled=True) runs fp32 inference batches of "
+                           f"{compiled_layers.MIN_ROWS} tokens or more as one torch.compile graph (compiled at the "
+                           "first, 10-25 s), wherever no hook watches the layers")
+    return BackendChoice("encoder", "cpu", "eager", "the layers one by one, each on the backends above",
+                         {"compiled": compiled})
+
+
 def _cpu_rows() -> list[BackendChoice]:
-    plain = {"attention": "sdpa", "linear": "pytorch", "layer_norm": "pytorch", "gelu": "pytorch"}
+    plain = {"attention": "sdpa", "linear": "pytorch", "layer_norm": "pytorch", "gelu": "pytorch", "encoder": "eager"}
     if not choice.current_rules().on:
         return _off_rows("cpu", plain)
     cpu, fp32 = torch.device("cpu"), torch.float32
@@ -127,11 +138,11 @@ def _cpu_rows() -> list[BackendChoice]:
                              "whose hidden_act is gelu")
     else:
         gelu = BackendChoice("gelu", "cpu", "pytorch", "PyTorch's GELU after the linear layer", not_avx2)
-    return [attention, linear, layer_norm, gelu]
+    return [attention, linear, layer_norm, gelu, _encoder_row()]
 
 
 def _cuda_rows() -> list[BackendChoice]:
-    plain = {"attention": "sdpa", "linear": "pytorch", "layer_norm": "pytorch", "gelu": "pytorch"}
+    plain = {"attention": "sdpa", "linear": "pytorch", "layer_norm": "pytorch", "gelu": "pytorch", "encoder": "eager"}
     if not choice.current_rules().on:
         return _off_rows("cuda", plain)
     cpu_only = {"avx2": "a CPU kernel"}
@@ -151,4 +162,7 @@ def _cuda_rows() -> list[BackendChoice]:
     else:
         rows.append(BackendChoice("gelu", "cuda", "pytorch", "PyTorch's GELU after the linear layer",
                                   {"cublaslt": "this PyTorch has no torch._addmm_activation"}))
+    rows.append(BackendChoice("encoder", "cuda", "eager", "the layers one by one",
+                              {"compiled": "the compiled encoder is for the CPU; torch.compile(model) compiles "
+                                           "a GPU model whole"}))
     return rows

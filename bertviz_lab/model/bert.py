@@ -148,11 +148,13 @@ class BERTPreTrainedModel(nn.Module):
         kernels.choose(self)
 
     def set_backend(self, *, attention: str | None = None, cpu_gemm: str | None = None,
-                    fast: bool | None = None) -> None:
+                    fast: bool | None = None, compiled: bool | None = None) -> None:
         """Run `attention` ("eager", "sdpa", "avx2") and the CPU GEMM `cpu_gemm` ("avx2", "onednn", "mkl", "off")
-        in this model from now on ("auto": this machine's choice); `fast=False` plain PyTorch everywhere. No other
-        model changes (bertviz_lab.kernels.override(model, ...) does the same for a block)."""
-        kernels.set_backend(self, attention=attention, cpu_gemm=cpu_gemm, fast=fast)
+        in this model from now on ("auto": this machine's choice); `compiled=True` runs the encoder as one
+        torch.compile graph for fp32 CPU inference batches of 512 tokens or more (batch throughput; the first such
+        batch compiles it, 10-25 s); `fast=False` plain PyTorch everywhere. No other model changes
+        (bertviz_lab.kernels.override(model, ...) does the same for a block)."""
+        kernels.set_backend(self, attention=attention, cpu_gemm=cpu_gemm, fast=fast, compiled=compiled)
 
     # hooks, as TransformerLens has them -----------------------------------------------------------------------
     def hook_points(self) -> dict[str, HookPoint]:

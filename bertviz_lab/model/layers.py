@@ -394,15 +394,23 @@ class BERTLayer(nn.Module):
 
 
 class BERTEncoder(nn.Module):
-    """The stack of layers."""
+    """The stack of layers. A model that asked for it (set_backend(compiled=True)) runs them as one compiled graph
+    for large inference batches, wherever no hook could watch them and no statistics are asked for."""
 
     def __init__(self, config: BERTConfig) -> None:
         super().__init__()
         self.layer = nn.ModuleList(BERTLayer(config, i) for i in range(config.num_hidden_layers))
+        self.compiled_backend: kernels.CompiledLayers | None = None  # given by the model (kernels.choose)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 encoder_hidden_states: torch.Tensor | None = None, encoder_attention_mask: torch.Tensor | None = None,
                 cache: Cache | None = None, cache_position: torch.Tensor | None = None) -> torch.Tensor:
+        compiled = self.compiled_backend
+        if (compiled is not None and encoder_hidden_states is None and cache is None and not self.training
+                and current_request() is None and not hooked(*self.layer.modules())):
+            y = compiled(self.layer, hidden_states, attention_mask)
+            if y is not None:
+                return y
         for layer in self.layer:
             hidden_states = layer(hidden_states, attention_mask, encoder_hidden_states, encoder_attention_mask,
                                   cache, cache_position)

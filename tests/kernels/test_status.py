@@ -37,7 +37,7 @@ def cpu_status(**env: str) -> dict[str, list]:
 def test_the_avx2_kernels_asked_for_run_attention_linear_layers_layer_norm_and_gelu():
     rows = cpu_status(BERTVIZ_LAB_CPU_GEMM="avx2")
     assert {op: row[0] for op, row in rows.items()} == {"attention": "avx2", "linear": "avx2",
-                                                         "layer_norm": "avx2", "gelu": "avx2"}
+                                                         "layer_norm": "avx2", "gelu": "avx2", "encoder": "eager"}
     assert rows["linear"][2] == {"onednn": "the AVX2 GEMM is faster and comes first"}
     assert set(rows["attention"][2]) == {"sdpa", "eager"}
     assert rows["layer_norm"][2] == {"triton": "a GPU kernel"}
@@ -52,14 +52,14 @@ def test_by_default_the_avx2_kernels_run_only_where_pytorchs_own_are_avx2_at_bes
     wider = capability not in ("AVX2", "DEFAULT", "NO AVX")
     if not wider and build.library() is not None:
         assert {op: row[0] for op, row in rows.items()} == {"attention": "avx2", "linear": "avx2",
-                                                             "layer_norm": "avx2", "gelu": "avx2"}
+                                                             "layer_norm": "avx2", "gelu": "avx2", "encoder": "eager"}
         return
     linear = "mkl" if wider and choice.MKL_PACKING else "onednn" if choice.ONEDNN_PACKING else "pytorch"
     assert {op: row[0] for op, row in rows.items()} == {"attention": "sdpa", "linear": linear,
-                                                         "layer_norm": "pytorch", "gelu": "pytorch"}
+                                                         "layer_norm": "pytorch", "gelu": "pytorch", "encoder": "eager"}
     if wider:
         because = f"PyTorch's own kernels use {capability} here, faster than avx2.c (BERTVIZ_LAB_CPU_GEMM=avx2 asks"
-        assert all(row[2]["avx2"].startswith(because) for row in rows.values())
+        assert all(row[2]["avx2"].startswith(because) for op, row in rows.items() if op != "encoder")
 
 
 @pytest.mark.slow  # a fresh interpreter
@@ -84,7 +84,8 @@ def test_cpu_gemm_off_leaves_addmm_and_says_why_neither_packed_gemm_runs():
 def test_fused_kernels_off_turns_every_fast_path_off():
     rows = cpu_status(BERTVIZ_LAB_FUSED_KERNELS="0")
     assert {op: row[0] for op, row in rows.items()} == {"attention": "sdpa", "linear": "pytorch",
-                                                         "layer_norm": "pytorch", "gelu": "pytorch"}
+                                                         "layer_norm": "pytorch", "gelu": "pytorch",
+                                                         "encoder": "eager"}
     assert all("BERTVIZ_LAB_FUSED_KERNELS=0" in row[2]["fast paths"] for row in rows.values())
 
 
@@ -125,6 +126,15 @@ def test_rows_are_looked_up_by_operation_and_device_and_print_as_a_table():
     with pytest.raises(KeyError, match="no status for 'softmax' on 'cpu'"):
         report["softmax"]
     text = str(report)
-    assert all(f"cpu   {op}" in text for op in ("attention", "linear", "layer_norm", "gelu"))
+    assert all(f"cpu   {op}" in text for op in ("attention", "linear", "layer_norm", "gelu", "encoder"))
     if not torch.cuda.is_available():
         assert "cuda" not in {row.device for row in report.choices}
+
+
+def test_the_encoder_row_says_the_compiled_graph_is_asked_for_per_model(monkeypatch):
+    row = kernels.status()["encoder"]
+    assert (row.backend, row.why) == ("eager", "the layers one by one, each on the backends above")
+    assert "model.set_backend(compiled=True)" in row.others["compiled"]
+    monkeypatch.setenv("CXX", "/nowhere/c++")
+    assert kernels.status()["encoder"].others["compiled"] == (
+        "torch.compile's CPU code needs a C++ compiler and there is none (/nowhere/c++ not found; set CXX)")
