@@ -11,8 +11,8 @@
     python benchmarks/forward.py --gpu-only --compile   # also both models under torch.compile (CUDA rows)
 
 Both models run fp32 (bf16 on GPU) under torch.inference_mode, transformers with its SDPA attention.
-Samples (one forward each on the CPU) alternate between the two models so that machine noise hits both alike,
-for at least 7 pairs and 25 s per row; the medians are reported, with the number of pairs.
+Samples (one forward each on the CPU) alternate between the models, each going first in turn, so that machine noise
+hits them alike, for at least 7 rounds and 25 s per row; the medians are reported, with the number of rounds.
 With --onnx, transformers' model exported to ONNX (opset 17, dynamic batch and length) runs in ONNX Runtime
 with every graph optimisation on and the same number of threads, as a third sample in each round.
 BERTVIZ_LAB_FUSED_KERNELS=0 runs ours as plain PyTorch (no packed CPU weights, no fused GPU paths) to compare.
@@ -128,8 +128,9 @@ def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.
     times: list[list[float]] = [[] for _ in models]
     deadline = time.perf_counter() + seconds
     while len(times[0]) < rounds or time.perf_counter() < deadline:
-        for model, samples in zip(models, times):
-            samples.append(time_model(model, inputs, repeats, device))
+        first = len(times[0]) % len(models)  # each model goes first in turn: none always follows ONNX Runtime,
+        for index in [*range(first, len(models)), *range(first)]:  # whose threads linger after its run
+            times[index].append(time_model(models[index], inputs, repeats, device))
     ours_sps, ref_sps, *ort_sps = (batch / statistics.median(samples) for samples in times)
     label = str(dtype).replace("torch.", "") + ("+compile" if compiled else " graph" if graph else "")
     onnx_columns = f" {ort_sps[0]:10.1f} | {ours_sps / ort_sps[0]:5.2f}x |" if ort_sps else ""
