@@ -12,6 +12,8 @@ whose modules someone hooks calls them as modules. HookPoints mark the tensors a
 a watched `probs` point makes its layer write the attention out, a watched `attn_out` or `mlp_out` makes its
 block add and normalise with the plain modules. Inside `attention_statistics(...)` a self-attention
 layer also answers its per-head statistics (attention_statistics.py), through the backend's `with_statistics`.
+A model that asks for it (`set_backend(compiled=True)`) gives the encoder one more backend, its layers as a compiled
+graph for large inference batches, which the encoder calls only where no hook could watch a layer.
 """
 
 from __future__ import annotations
