@@ -7,7 +7,9 @@ AVX-512 Xeon (benchmarks/README.md). Below MIN_ROWS tokens a batch stays on the 
 as fast there, so a short text (a figure, a panel) never waits for a compile.
 
 Compiling takes 20-25 s on two cores the first time and about 9 s in a later process (inductor's cache on disk);
-one graph with dynamic batch and length serves every shape after it. The weights stay graph inputs (no freezing):
+one graph with dynamic batch and length then serves every batch of two texts or more, and every model of the same
+architecture (a batch of one text compiles one more; past dynamo's recompile limit, 8 architectures in a process,
+the layers run eagerly under dynamo). The weights stay graph inputs (no freezing):
 a model trained or edited in place gives its new output at once. The graph computes the plain layers' math, within
 about 1e-6 of the eager path, not bit for bit. Where it does not apply (autograd, CPU autocast, another dtype or
 device, fewer rows, inside another compiled graph) or the compile fails (one warning, then eager for good), the
@@ -25,6 +27,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from bertviz_lab.kernels.attention import cpu_inference
 
 MIN_ROWS = 512  # batch x tokens from which the graph runs (bert-base: 1.02-1.05x the eager layers at 512 rows)
 
@@ -63,8 +67,7 @@ class CompiledLayers:
         """fp32 CPU inference (no autograd, no autocast, not inside another graph) of at least MIN_ROWS tokens."""
         return (hidden_states.device.type == "cpu" and hidden_states.dtype == torch.float32
                 and hidden_states.dim() == 3 and hidden_states.shape[0] * hidden_states.shape[1] >= MIN_ROWS
-                and not torch.is_grad_enabled() and not torch.compiler.is_compiling()
-                and not torch.is_autocast_enabled("cpu"))
+                and cpu_inference())
 
     def __call__(self, layers: nn.ModuleList, hidden_states: torch.Tensor,
                  mask: torch.Tensor | None) -> torch.Tensor | None:
