@@ -2,7 +2,7 @@
 for a model that asks for it (`model.set_backend(compiled=True)`).
 
 Inductor fuses what the eager layers run as separate passes over memory (bias, GELU, residual add + LayerNorm,
-the head reshapes) around the same GEMMs and SDPA: bert-base 8 x 128 ran 1.09-1.17x the eager layers on a 2-core
+the head reshapes) around the same GEMMs and SDPA: bert-base 8 x 128 ran 1.08-1.17x the eager layers on a 2-core
 AVX-512 Xeon (benchmarks/README.md). Below MIN_ROWS tokens a batch stays on the eager layers, whose packed GEMMs are
 as fast there, so a short text (a figure, a panel) never waits for a compile.
 
