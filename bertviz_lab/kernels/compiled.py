@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import warnings
 import weakref
 from collections.abc import Callable
@@ -34,9 +35,9 @@ MIN_ROWS = 512  # batch x tokens from which the graph runs (bert-base: 1.02-1.05
 
 
 def compiler_missing() -> str | None:
-    """Why inductor cannot build its CPU code here (it needs a C++ compiler), or None."""
-    compiler = os.environ.get("CXX") or "g++"
-    if shutil.which(compiler) is None and (os.environ.get("CXX") or shutil.which("clang++") is None):
+    """Why inductor cannot build its CPU code here, or None: it runs $CXX, else g++ (clang++ on macOS)."""
+    compiler = os.environ.get("CXX") or ("clang++" if sys.platform == "darwin" else "g++")
+    if shutil.which(compiler) is None:
         return f"torch.compile's CPU code needs a C++ compiler and there is none ({compiler} not found; set CXX)"
     return None
 
