@@ -4,8 +4,9 @@
     python benchmarks/compiled_encoder.py --models bert-base --shapes 1x128,2x128,8x128 --seconds 60
 
 Three models with the same weights (ours eager, ours with the compiled encoder, transformers with SDPA), fp32 on the
-CPU under torch.inference_mode; each round runs one forward of each, and the medians of the per-round ratios are
-printed, so the machine's drift hits all three alike. The compile is paid before the timing and reported.
+CPU under torch.inference_mode; each round runs one forward of each (each model first in turn), and the medians of
+the per-round ratios are printed, so the machine's drift hits all three alike. The compile is paid before the timing
+and reported.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ def compare(name: str, shapes: list[tuple[int, int]], seconds: float) -> None:
             diff = (compiled(**inputs).last_hidden_state - reference(**inputs).last_hidden_state).abs().max().item()
             times: dict[str, list[float]] = {key: [] for key in models}
             deadline = time.perf_counter() + seconds
+            keys = list(models)
             while len(times["hf"]) < 8 or time.perf_counter() < deadline:
-                for key, model in models.items():
+                lead = len(times["hf"]) % len(keys)  # each model goes first in turn, as in forward.py
+                for key in keys[lead:] + keys[:lead]:
                     start = time.perf_counter()
-                    model(**inputs)
+                    models[key](**inputs)
                     times[key].append(time.perf_counter() - start)
 
             def ratio(slow: str, fast: str) -> float:

@@ -100,7 +100,7 @@ class OnnxRuntimeModel:
 
 def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.dtype, rounds: int, repeats: int,
             compiled: bool = False, seconds: float = 0.0, onnx: bool = False, graph: bool = False):
-    """Print one table row; samples alternate between the models, at least `rounds` pairs and `seconds` long.
+    """Print one table row; samples alternate between the models, at least `rounds` rounds and `seconds` long.
     `graph`: ours runs its encoder as one compiled graph (set_backend(compiled=True)), transformers eagerly."""
     ours, reference = build_pair(name, device, dtype)
     if graph:
@@ -128,8 +128,8 @@ def compare(name: str, batch: int, seq: int, device: torch.device, dtype: torch.
     times: list[list[float]] = [[] for _ in models]
     deadline = time.perf_counter() + seconds
     while len(times[0]) < rounds or time.perf_counter() < deadline:
-        first = len(times[0]) % len(models)  # each model goes first in turn: none always follows ONNX Runtime,
-        for index in [*range(first, len(models)), *range(first)]:  # whose threads linger after its run
+        first = len(times[0]) % len(models)  # each model goes first in turn, so none always runs right after
+        for index in [*range(first, len(models)), *range(first)]:  # the same other one
             times[index].append(time_model(models[index], inputs, repeats, device))
     ours_sps, ref_sps, *ort_sps = (batch / statistics.median(samples) for samples in times)
     label = str(dtype).replace("torch.", "") + ("+compile" if compiled else " graph" if graph else "")
